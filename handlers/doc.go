@@ -1,0 +1,10 @@
+// Package handlers holds Tailplane's operator logic as small handler modules,
+// one sub-package per concern (service, ingress, ingressclass, egress,
+// connector, proxygroup, proxyclass, plugin). Each module exposes
+// Register(op, deps): a pure render step (parent object and settings to
+// desired children), unit-tested without a cluster, and a thin apply step
+// using server-side apply.
+//
+// Handlers may import runtime/, crds/ and proxy/config; never the rest of
+// proxy/ or plugins/.
+package handlers

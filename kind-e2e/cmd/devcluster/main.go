@@ -1,0 +1,100 @@
+// Command devcluster runs a real Kubernetes control plane on loopback for
+// Tailplane's tests and for trying Tailplane without a cluster.
+//
+//	devcluster apiserver --dir D   etcd + kube-apiserver; writes D/kubeconfig
+//
+// It prints one line starting with "ready" once the cluster answers, and
+// stops everything it started on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
+)
+
+const usage = `usage: devcluster <command> [flags]
+
+commands:
+  apiserver --dir D   start etcd and kube-apiserver on loopback, write D/kubeconfig
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "apiserver":
+		err = runAPIServer(os.Args[2:])
+	case "component":
+		err = runComponent(os.Args[2:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "devcluster: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func runAPIServer(args []string) error {
+	fs := flag.NewFlagSet("apiserver", flag.ExitOnError)
+	dir := fs.String("dir", "", "cluster directory (state, logs, kubeconfig); required")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		return fmt.Errorf("apiserver: --dir is required")
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	c, err := controlplane.Start(ctx, abs, self)
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	fmt.Printf("ready kubeconfig=%s\n", c.Kubeconfig)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-c.Done():
+		return fmt.Errorf("kube-apiserver exited: %v", err)
+	}
+}
+
+// runComponent runs one Kubernetes component in this process. devcluster
+// re-executes itself this way so each component has its own process, flags
+// and global registries.
+func runComponent(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("component: name required")
+	}
+	switch args[0] {
+	case "kube-apiserver":
+		cmd := apiserver.NewAPIServerCommand()
+		cmd.SetArgs(args[1:])
+		return cmd.Execute()
+	default:
+		return fmt.Errorf("component: unknown %q", args[0])
+	}
+}

@@ -1,0 +1,237 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ServiceCIDR is the Service ClusterIP range. Loopback addresses can be bound
+// by any process on Linux, which is what lets a process node give Services
+// working ClusterIPs without touching an interface.
+const ServiceCIDR = "127.96.0.0/16"
+
+// Ports are the loopback ports of one cluster. They are kept in the cluster
+// directory so that a resumed cluster keeps its addresses and kubeconfig.
+type Ports struct {
+	EtcdClient int `json:"etcdClient"`
+	EtcdPeer   int `json:"etcdPeer"`
+	APIServer  int `json:"apiServer"`
+}
+
+// Cluster is a running etcd + kube-apiserver.
+type Cluster struct {
+	Dir        string
+	Ports      Ports
+	Kubeconfig string
+	Token      string
+	CA         []byte
+
+	etcd      *Etcd
+	apiserver *exec.Cmd
+	exited    chan error
+}
+
+// Layout of a cluster directory.
+func pkiDir(dir string) string  { return filepath.Join(dir, "pki") }
+func logsDir(dir string) string { return filepath.Join(dir, "logs") }
+
+// Start brings up etcd and kube-apiserver for dir and returns once /readyz
+// answers ok. self is the devcluster binary, re-executed as the apiserver.
+func Start(ctx context.Context, dir, self string) (*Cluster, error) {
+	for _, d := range []string{dir, pkiDir(dir), logsDir(dir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	ports, err := loadOrPickPorts(filepath.Join(dir, "ports.json"))
+	if err != nil {
+		return nil, err
+	}
+	token, err := ensureAdminToken(filepath.Join(pkiDir(dir), "tokens.csv"))
+	if err != nil {
+		return nil, err
+	}
+	saKey := filepath.Join(pkiDir(dir), "sa.key")
+	if err := ensureServiceAccountKey(saKey); err != nil {
+		return nil, err
+	}
+	etcd, err := StartEtcd(ctx, dir, ports.EtcdClient, ports.EtcdPeer)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Ports: ports, Token: token, etcd: etcd, exited: make(chan error, 1)}
+	if err := c.startAPIServer(self, saKey); err != nil {
+		etcd.Close()
+		return nil, err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) startAPIServer(self, saKey string) error {
+	args := []string{"component", "kube-apiserver",
+		"--etcd-servers=" + c.etcd.ClientURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(c.Ports.APIServer),
+		"--cert-dir=" + filepath.Join(pkiDir(c.Dir), "apiserver"),
+		"--token-auth-file=" + filepath.Join(pkiDir(c.Dir), "tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
+		"--allow-privileged=true",
+		// Endpoints may not hold loopback addresses, so the apiserver cannot
+		// publish itself; in-cluster clients get its address from the node.
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+	}
+	logFile, err := os.OpenFile(filepath.Join(logsDir(c.Dir), "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The apiserver must not outlive devcluster, however devcluster ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start kube-apiserver: %w", err)
+	}
+	c.apiserver = cmd
+	go func() { c.exited <- cmd.Wait(); logFile.Close() }()
+	return nil
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	certFile := filepath.Join(pkiDir(c.Dir), "apiserver", "apiserver.crt")
+	host := fmt.Sprintf("https://127.0.0.1:%d", c.Ports.APIServer)
+	deadline := time.Now().Add(2 * time.Minute)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-c.exited:
+			return fmt.Errorf("kube-apiserver exited while starting (%v); see %s", err, filepath.Join(logsDir(c.Dir), "kube-apiserver.log"))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if c.CA == nil {
+			ca, err := servingCA(certFile)
+			if err != nil {
+				last = err
+				continue
+			}
+			c.CA = ca
+		}
+		if last = c.probe(ctx, host+"/readyz"); last == nil {
+			return c.writeKubeconfig(host)
+		}
+	}
+	return fmt.Errorf("kube-apiserver not ready after 2m: %v", last)
+}
+
+func (c *Cluster) probe(ctx context.Context, url string) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.CA)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func (c *Cluster) writeKubeconfig(host string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["devcluster"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: c.CA}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.Token}
+	cfg.Contexts["devcluster"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "devcluster"
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
+}
+
+// Done is closed-over by callers that want to notice the apiserver dying.
+func (c *Cluster) Done() <-chan error { return c.exited }
+
+// Stop ends kube-apiserver (SIGTERM, then SIGKILL after 10s) and etcd.
+func (c *Cluster) Stop() {
+	if c.apiserver != nil && c.apiserver.Process != nil {
+		_ = syscall.Kill(-c.apiserver.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-c.apiserver.Process.Pid, syscall.SIGKILL)
+			<-c.exited
+		}
+	}
+	if c.etcd != nil {
+		c.etcd.Close()
+	}
+}
+
+func loadOrPickPorts(path string) (Ports, error) {
+	var p Ports
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &p); err != nil {
+			return p, fmt.Errorf("read %s: %w", path, err)
+		}
+		return p, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return p, err
+	}
+	free, err := freePorts(3)
+	if err != nil {
+		return p, err
+	}
+	p = Ports{EtcdClient: free[0], EtcdPeer: free[1], APIServer: free[2]}
+	b, _ := json.MarshalIndent(p, "", "  ")
+	return p, os.WriteFile(path, b, 0o644)
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. All listeners
+// stay open until every port is chosen, so the ports differ.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
