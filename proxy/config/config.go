@@ -1,0 +1,91 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Version is the only schema version this package reads and writes.
+const Version = "v1alpha1"
+
+// SecretKey is the key of the config Secret (and the name of the file in
+// local runs) that holds the JSON document.
+const SecretKey = "proxy-config.json"
+
+// Role says what a proxy does with its tailnet node.
+type Role string
+
+// The roles a proxy can have.
+const (
+	// RoleIngressL7 serves HTTPS (and optionally HTTP and Funnel) on the
+	// tailnet and routes requests by host and path to cluster backends.
+	RoleIngressL7 Role = "ingress-l7"
+	// RoleIngressL4 forwards TCP and UDP ports of the tailnet node to a
+	// Service's ClusterIP.
+	RoleIngressL4 Role = "ingress-l4"
+	// RoleEgress listens inside the cluster and dials a tailnet target.
+	RoleEgress Role = "egress"
+)
+
+// Config is one proxy's whole configuration. Exactly the section matching
+// Role (L7, L4 or Egress) is used; the others must be empty.
+type Config struct {
+	// Version must be Version ("v1alpha1").
+	Version string `json:"version"`
+	// Hostname is the tailnet device name (one DNS label).
+	Hostname string `json:"hostname"`
+	// Tags are ACL tags the node asks for, each "tag:<name>".
+	Tags []string `json:"tags,omitempty"`
+	// LoginServer is the control server URL; empty means Tailscale's.
+	LoginServer string `json:"loginServer,omitempty"`
+	// AuthKey is used for the first login only; a node with saved state
+	// ignores it.
+	AuthKey string `json:"authKey,omitempty"`
+	// Role selects the section below that is served.
+	Role Role `json:"role"`
+	// AllowedSourceRanges, when set, limits which tailnet source addresses
+	// (CIDRs) may connect to the node's listeners. Empty allows all.
+	AllowedSourceRanges []string `json:"allowedSourceRanges,omitempty"`
+
+	L7     *L7     `json:"l7,omitempty"`
+	L4     *L4     `json:"l4,omitempty"`
+	Egress *Egress `json:"egress,omitempty"`
+
+	// Plugins is a placeholder filled by the RoutingPlugin work: routing
+	// plugins the proxy runs after its routing table, in order.
+	Plugins []Plugin `json:"plugins,omitempty"`
+}
+
+// Plugin names one routing plugin. Its fields are filled by the
+// RoutingPlugin work; the proxy passes the list on unchanged.
+type Plugin struct {
+	// Name identifies the plugin.
+	Name string `json:"name"`
+	// Spec is the plugin's own settings, opaque to this package.
+	Spec json.RawMessage `json:"spec,omitempty"`
+}
+
+// Parse decodes a config document strictly (unknown fields are errors) and
+// validates it. The error names the offending field.
+func Parse(data []byte) (*Config, error) {
+	var probe struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("config is not valid JSON: %w", err)
+	}
+	if probe.Version != Version {
+		return nil, fmt.Errorf("version: unknown config version %q (this proxy reads %q)", probe.Version, Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config does not match schema %s: %w", Version, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

@@ -1,0 +1,99 @@
+package config
+
+// L7 is the ingress-l7 section: HTTPS on port 443, optional HTTP on 80,
+// optional Funnel, and the routing table.
+type L7 struct {
+	// TLS chooses where the serving certificate comes from.
+	TLS TLS `json:"tls"`
+	// HTTPRedirect makes port 80 answer 301 to https://<host><uri>.
+	HTTPRedirect bool `json:"httpRedirect,omitempty"`
+	// PlainHTTP serves the routes on port 80 without TLS (tailnet only;
+	// traffic is still encrypted by WireGuard). Excludes HTTPRedirect.
+	PlainHTTP bool `json:"plainHTTP,omitempty"`
+	// Funnel also exposes port 443 to the public internet through
+	// Tailscale Funnel (or the proxy's public listen address where the
+	// control server has no Funnel).
+	Funnel bool `json:"funnel,omitempty"`
+	// Rules route by host, then path. The longest matching path wins.
+	Rules []Rule `json:"rules,omitempty"`
+	// DefaultBackend serves requests no rule matches; without it they get 404.
+	DefaultBackend *Backend `json:"defaultBackend,omitempty"`
+}
+
+// TLSMode says where the L7 certificate comes from.
+type TLSMode string
+
+// The TLS modes.
+const (
+	// TLSTailscaleCert uses the node's own <hostname>.<tailnet>.ts.net
+	// certificate, issued through the control server.
+	TLSTailscaleCert TLSMode = "tailscale-cert"
+	// TLSSecret uses a kubernetes.io/tls Secret in the proxy's namespace.
+	TLSSecret TLSMode = "secret"
+	// TLSFiles reads PEM files (local runs without a cluster).
+	TLSFiles TLSMode = "files"
+)
+
+// TLS is the L7 certificate source.
+type TLS struct {
+	// Mode is tailscale-cert (default when empty), secret or files.
+	Mode TLSMode `json:"mode,omitempty"`
+	// SecretName is the kubernetes.io/tls Secret for Mode secret.
+	SecretName string `json:"secretName,omitempty"`
+	// CertFile and KeyFile are PEM paths for Mode files.
+	CertFile string `json:"certFile,omitempty"`
+	KeyFile  string `json:"keyFile,omitempty"`
+}
+
+// EffectiveMode returns Mode, defaulting to tailscale-cert.
+func (t TLS) EffectiveMode() TLSMode {
+	if t.Mode == "" {
+		return TLSTailscaleCert
+	}
+	return t.Mode
+}
+
+// Rule is the set of paths served for one host.
+type Rule struct {
+	// Host is an exact host ("app.example.com"), a wildcard matching one
+	// label ("*.example.com"), or empty for any host.
+	Host string `json:"host,omitempty"`
+	// Paths are matched longest first.
+	Paths []Path `json:"paths"`
+}
+
+// PathType is how a rule's path matches, as in Kubernetes Ingress.
+type PathType string
+
+// The path types.
+const (
+	// PathExact matches the path exactly (case-sensitive).
+	PathExact PathType = "Exact"
+	// PathPrefix matches whole path elements: /foo matches /foo and
+	// /foo/bar but not /foobar.
+	PathPrefix PathType = "Prefix"
+	// PathImplementationSpecific is treated as Prefix.
+	PathImplementationSpecific PathType = "ImplementationSpecific"
+)
+
+// Path is one path of a rule and where it goes.
+type Path struct {
+	// Path starts with "/".
+	Path string `json:"path"`
+	// PathType defaults to Prefix when empty.
+	PathType PathType `json:"pathType,omitempty"`
+	// Backend receives matching requests.
+	Backend Backend `json:"backend"`
+}
+
+// Backend is a cluster Service reached at its ClusterIP.
+type Backend struct {
+	// Service names the backend, conventionally "<namespace>/<name>:<port>";
+	// it shows up in metrics and is what routing plugins select by.
+	Service string `json:"service"`
+	// Address is ClusterIP:port.
+	Address string `json:"address"`
+	// HTTPS makes the proxy speak TLS to the backend without verifying
+	// its certificate (the official operator's https+insecure).
+	HTTPS bool `json:"https,omitempty"`
+}

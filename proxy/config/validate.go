@@ -1,0 +1,269 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	tagName  = regexp.MustCompile(`^tag:[A-Za-z0-9][A-Za-z0-9-]*$`)
+)
+
+// Validate checks the whole config and returns every problem found, each
+// prefixed by the field's path (e.g. "l7.rules[0].paths[1].pathType: ...").
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Version != Version {
+		add("version", "unknown config version %q (this proxy reads %q)", c.Version, Version)
+	}
+	if !dnsLabel.MatchString(c.Hostname) {
+		add("hostname", "%q is not a DNS label (lower-case letters, digits and '-', at most 63 characters)", c.Hostname)
+	}
+	for i, t := range c.Tags {
+		if !tagName.MatchString(t) {
+			add(fmt.Sprintf("tags[%d]", i), "%q is not a tag (want \"tag:<name>\")", t)
+		}
+	}
+	if c.LoginServer != "" {
+		u, err := url.Parse(c.LoginServer)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("loginServer", "%q is not an http(s) URL", c.LoginServer)
+		}
+	}
+	for i, r := range c.AllowedSourceRanges {
+		if _, err := netip.ParsePrefix(r); err != nil {
+			add(fmt.Sprintf("allowedSourceRanges[%d]", i), "bad CIDR %q: %v", r, err)
+		}
+	}
+	for i, p := range c.Plugins {
+		if p.Name == "" {
+			add(fmt.Sprintf("plugins[%d].name", i), "must not be empty")
+		}
+	}
+	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil}
+	switch c.Role {
+	case RoleIngressL7, RoleIngressL4, RoleEgress:
+		for role, present := range sections {
+			if role != c.Role && present {
+				add(sectionName(role), "must be empty for role %q", c.Role)
+			}
+		}
+		if !sections[c.Role] {
+			add(sectionName(c.Role), "is required for role %q", c.Role)
+		}
+	default:
+		add("role", "unknown role %q (want ingress-l7, ingress-l4 or egress)", c.Role)
+	}
+	if c.L7 != nil {
+		c.L7.validate(add)
+	}
+	if c.L4 != nil {
+		if len(c.L4.Ports) == 0 {
+			add("l4.ports", "at least one port is required")
+		}
+		validatePorts("l4.ports", c.L4.Ports, true, add)
+		if c.L4.UDPIdleTimeoutSeconds < 0 {
+			add("l4.udpIdleTimeoutSeconds", "must not be negative")
+		}
+	}
+	if c.Egress != nil {
+		c.Egress.validate(add)
+	}
+	return errors.Join(errs...)
+}
+
+func sectionName(r Role) string {
+	switch r {
+	case RoleIngressL7:
+		return "l7"
+	case RoleIngressL4:
+		return "l4"
+	default:
+		return "egress"
+	}
+}
+
+type addFunc func(field, format string, args ...any)
+
+func (l *L7) validate(add addFunc) {
+	switch l.TLS.EffectiveMode() {
+	case TLSTailscaleCert:
+	case TLSSecret:
+		if l.TLS.SecretName == "" {
+			add("l7.tls.secretName", "is required for mode %q", TLSSecret)
+		}
+	case TLSFiles:
+		if l.TLS.CertFile == "" || l.TLS.KeyFile == "" {
+			add("l7.tls", "certFile and keyFile are required for mode %q", TLSFiles)
+		}
+	default:
+		add("l7.tls.mode", "unknown TLS mode %q (want tailscale-cert, secret or files)", l.TLS.Mode)
+	}
+	if l.HTTPRedirect && l.PlainHTTP {
+		add("l7", "httpRedirect and plainHTTP both claim port 80; set one")
+	}
+	if len(l.Rules) == 0 && l.DefaultBackend == nil {
+		add("l7", "needs at least one rule or a defaultBackend")
+	}
+	if l.DefaultBackend != nil {
+		l.DefaultBackend.validate("l7.defaultBackend", add)
+	}
+	seen := map[string]string{}
+	for i, r := range l.Rules {
+		field := fmt.Sprintf("l7.rules[%d]", i)
+		if r.Host != "" && !validHost(r.Host) {
+			add(field+".host", "%q is not a host name or a wildcard like \"*.example.com\"", r.Host)
+		}
+		if len(r.Paths) == 0 {
+			add(field+".paths", "at least one path is required")
+		}
+		for j, p := range r.Paths {
+			pf := fmt.Sprintf("%s.paths[%d]", field, j)
+			if !strings.HasPrefix(p.Path, "/") {
+				add(pf+".path", "%q must start with \"/\"", p.Path)
+			}
+			switch p.PathType {
+			case "", PathExact, PathPrefix, PathImplementationSpecific:
+			default:
+				add(pf+".pathType", "unknown path type %q (want Exact, Prefix or ImplementationSpecific)", p.PathType)
+			}
+			key := strings.ToLower(r.Host) + " " + string(effectivePathType(p.PathType)) + " " + p.Path
+			if prev, dup := seen[key]; dup {
+				add(pf, "duplicates %s (same host, path and type)", prev)
+			}
+			seen[key] = pf
+			p.Backend.validate(pf+".backend", add)
+		}
+	}
+}
+
+// effectivePathType maps the Ingress path types onto the two behaviours.
+func effectivePathType(t PathType) PathType {
+	if t == PathExact {
+		return PathExact
+	}
+	return PathPrefix
+}
+
+func validHost(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	labels := strings.Split(h, ".")
+	for _, l := range labels {
+		if !dnsLabel.MatchString(strings.ToLower(l)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b Backend) validate(field string, add addFunc) {
+	if b.Service == "" {
+		add(field+".service", "must not be empty")
+	}
+	if err := checkIPPort(b.Address); err != nil {
+		add(field+".address", "%v", err)
+	}
+}
+
+// checkIPPort accepts "ip:port" with a literal IP (a ClusterIP).
+func checkIPPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not <ClusterIP>:<port>: %v", s, err)
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("%q: host %q is not an IP address", s, host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: bad port %q (want 1-65535)", s, port)
+	}
+	return nil
+}
+
+func validPort(n int) bool { return n >= 1 && n <= 65535 }
+
+// validatePorts checks port numbers, protocols and duplicates; ingress ports
+// need a ClusterIP:port target, egress ports an optional target port.
+func validatePorts(field string, ports []PortMap, ingress bool, add addFunc) {
+	seen := map[string]int{}
+	for i, p := range ports {
+		pf := fmt.Sprintf("%s[%d]", field, i)
+		proto := p.EffectiveProtocol()
+		if proto != TCP && proto != UDP {
+			add(pf+".protocol", "unknown protocol %q (want TCP or UDP)", p.Protocol)
+		}
+		if !validPort(p.Port) {
+			add(pf+".port", "bad port %d (want 1-65535)", p.Port)
+		}
+		key := fmt.Sprintf("%s/%d", proto, p.Port)
+		if prev, dup := seen[key]; dup {
+			add(pf+".port", "duplicate port %s (also %s[%d])", key, field, prev)
+		} else {
+			seen[key] = i
+		}
+		if ingress {
+			if err := checkIPPort(p.Target); err != nil {
+				add(pf+".target", "%v", err)
+			}
+			if p.TargetPort != 0 {
+				add(pf+".targetPort", "not used for ingress; put the port in target")
+			}
+		} else {
+			if p.Target != "" {
+				add(pf+".target", "not used for egress; the target is the egress target")
+			}
+			if p.TargetPort != 0 && !validPort(p.TargetPort) {
+				add(pf+".targetPort", "bad port %d (want 1-65535)", p.TargetPort)
+			}
+		}
+	}
+}
+
+func (e *Egress) validate(add addFunc) {
+	if len(e.Targets) == 0 {
+		add("egress.targets", "at least one target is required")
+	}
+	if e.UDPIdleTimeoutSeconds < 0 {
+		add("egress.udpIdleTimeoutSeconds", "must not be negative")
+	}
+	// Listen ports are shared by all targets on the pod IP.
+	owner := map[string]int{}
+	for i, t := range e.Targets {
+		field := fmt.Sprintf("egress.targets[%d]", i)
+		switch {
+		case (t.FQDN == "") == (t.IP == ""):
+			add(field, "set exactly one of fqdn and ip")
+		case t.IP != "":
+			if _, err := netip.ParseAddr(t.IP); err != nil {
+				add(field+".ip", "%q is not an IP address", t.IP)
+			}
+		default:
+			if !validHost(trimDot(t.FQDN)) || strings.HasPrefix(t.FQDN, "*") {
+				add(field+".fqdn", "%q is not a DNS name", t.FQDN)
+			}
+		}
+		if len(t.Ports) == 0 {
+			add(field+".ports", "at least one port is required")
+		}
+		validatePorts(field+".ports", t.Ports, false, add)
+		for _, p := range t.Ports {
+			key := fmt.Sprintf("%s/%d", p.EffectiveProtocol(), p.Port)
+			if prev, ok := owner[key]; ok && prev != i {
+				add(field+".ports", "duplicate listen port %s (also egress.targets[%d])", key, prev)
+			} else {
+				owner[key] = i
+			}
+		}
+	}
+}
