@@ -1,0 +1,13 @@
+// Package tailnet is the operator's view of a control plane's admin API: the
+// few calls the handlers need (mint an auth key for a proxy, delete a
+// proxy's device, list devices) behind the Backend interface, and its
+// implementation on the Tailscale API (tailscale.com/client/tailscale/v2)
+// with OAuth client credentials.
+//
+// Errors from the API carry the API's own message, so that handlers can put
+// it verbatim into Events and conditions; Temporary tells which errors are
+// worth retrying.
+//
+// It imports the Tailscale API client and the standard library, nothing of
+// Tailplane's.
+package tailnet

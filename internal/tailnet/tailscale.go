@@ -1,0 +1,188 @@
+package tailnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+	tsapi "tailscale.com/client/tailscale/v2"
+)
+
+// userAgent identifies the operator to the API.
+const userAgent = "tailplane-operator"
+
+// Options configure a Tailscale API backend.
+type Options struct {
+	// LoginServer is the control server URL; the API is reached at the same
+	// base URL. Empty means DefaultLoginServer.
+	LoginServer string
+	// ClientID and ClientSecret are the OAuth client's credentials.
+	ClientID, ClientSecret string
+	// HTTPClient is the base client (timeouts, transport); nil means one
+	// with a 30 s timeout.
+	HTTPClient *http.Client
+}
+
+// Tailscale is the Backend on the Tailscale API (v2), authenticated with
+// OAuth client credentials.
+type Tailscale struct {
+	client      *tsapi.Client
+	loginServer string
+}
+
+var _ Backend = (*Tailscale)(nil)
+
+// NewTailscale returns a backend for the given options. It does not call the
+// API; use Verify to check the credentials.
+func NewTailscale(opts Options) (*Tailscale, error) {
+	if opts.ClientID == "" || opts.ClientSecret == "" {
+		return nil, errors.New("tailnet: OAuth client ID and secret are required")
+	}
+	login := NormalizeLoginServer(opts.LoginServer)
+	base, err := url.Parse(login)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return nil, fmt.Errorf("tailnet: login server %q is not an absolute URL", opts.LoginServer)
+	}
+	httpClient := opts.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Tailscale{
+		loginServer: login,
+		client: &tsapi.Client{
+			BaseURL:   base,
+			UserAgent: userAgent,
+			HTTP:      httpClient,
+			Auth:      &tsapi.OAuth{ClientID: opts.ClientID, ClientSecret: opts.ClientSecret},
+		},
+	}, nil
+}
+
+// NewTailscaleFromFiles reads the OAuth client ID and secret from files (the
+// official CLIENT_ID_FILE / CLIENT_SECRET_FILE), trimming surrounding
+// whitespace, and returns a backend for loginServer.
+func NewTailscaleFromFiles(loginServer, idFile, secretFile string) (*Tailscale, error) {
+	id, err := readCredential(idFile, "client ID")
+	if err != nil {
+		return nil, err
+	}
+	secret, err := readCredential(secretFile, "client secret")
+	if err != nil {
+		return nil, err
+	}
+	return NewTailscale(Options{LoginServer: loginServer, ClientID: id, ClientSecret: secret})
+}
+
+func readCredential(path, what string) (string, error) {
+	if path == "" {
+		return "", fmt.Errorf("tailnet: no file given for the OAuth %s", what)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("tailnet: read OAuth %s: %w", what, err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("tailnet: OAuth %s file %s is empty", what, path)
+	}
+	return v, nil
+}
+
+// LoginServer returns the control server URL, without a trailing slash.
+func (t *Tailscale) LoginServer() string { return t.loginServer }
+
+// CreateAuthKey mints a key that creates one device with the given tags.
+func (t *Tailscale) CreateAuthKey(ctx context.Context, tags []string, preauthorized, reusable, ephemeral bool) (string, error) {
+	var req tsapi.CreateKeyRequest
+	req.Capabilities.Devices.Create.Tags = tags
+	req.Capabilities.Devices.Create.Preauthorized = preauthorized
+	req.Capabilities.Devices.Create.Reusable = reusable
+	req.Capabilities.Devices.Create.Ephemeral = ephemeral
+	key, err := t.client.Keys().CreateAuthKey(ctx, req)
+	if err != nil {
+		return "", apiError("create auth key", err)
+	}
+	if key.Key == "" {
+		return "", &Error{Op: "create auth key", Status: http.StatusOK, Message: "the API returned no key"}
+	}
+	return key.Key, nil
+}
+
+// DeleteDevice deletes a device; one that is already gone is not an error.
+func (t *Tailscale) DeleteDevice(ctx context.Context, id string) error {
+	if id == "" {
+		return errors.New("tailnet: delete device: empty device ID")
+	}
+	err := t.client.Devices().Delete(ctx, id)
+	if err != nil && !tsapi.IsNotFound(err) {
+		return apiError("delete device "+id, err)
+	}
+	return nil
+}
+
+// ListDevices lists the tailnet's devices.
+func (t *Tailscale) ListDevices(ctx context.Context) ([]Device, error) {
+	devs, err := t.client.Devices().List(ctx)
+	if err != nil {
+		return nil, apiError("list devices", err)
+	}
+	out := make([]Device, 0, len(devs))
+	for _, d := range devs {
+		id := d.NodeID
+		if id == "" {
+			id = d.ID
+		}
+		out = append(out, Device{ID: id, Name: strings.TrimSuffix(d.Name, "."), Hostname: d.Hostname, Addresses: d.Addresses, Tags: d.Tags})
+	}
+	return out, nil
+}
+
+// Verify checks that the credentials are accepted and the devices of the
+// tailnet can be read: the operator's startup check.
+func (t *Tailscale) Verify(ctx context.Context) error {
+	_, err := t.ListDevices(ctx)
+	return err
+}
+
+// apiError turns what the client library returned into an *Error that keeps
+// the API's message: API answers, OAuth token refusals, and transport
+// failures.
+func apiError(op string, err error) error {
+	var api tsapi.APIError
+	if errors.As(err, &api) {
+		msg := api.Message
+		if msg == "" {
+			msg = http.StatusText(api.Status)
+		}
+		return &Error{Op: op, Status: api.Status, Message: msg, Err: err}
+	}
+	var tokenErr *oauth2.RetrieveError
+	if errors.As(err, &tokenErr) {
+		msg := tokenErr.ErrorDescription
+		if msg == "" {
+			msg = tokenErr.ErrorCode
+		}
+		if msg == "" {
+			msg = strings.TrimSpace(string(tokenErr.Body))
+		}
+		status := 0
+		if tokenErr.Response != nil {
+			status = tokenErr.Response.StatusCode
+		}
+		return &Error{Op: op, Status: status, Message: "OAuth token refused: " + msg, Err: err}
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return &Error{Op: op, Message: urlErr.Err.Error(), Err: err}
+	}
+	// Anything else: an answer the library could not parse (e.g. an HTML
+	// error page from a proxy in between). Its status is unknown, so it is
+	// treated like a network failure: retried.
+	return &Error{Op: op, Message: "unreadable answer: " + err.Error(), Err: err}
+}
