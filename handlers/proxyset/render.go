@@ -1,0 +1,188 @@
+package proxyset
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// Environment variables of the proxy container.
+//
+// TODO(proxy): cmd/tailplane-proxy has not landed yet; EnvConfigSecret is
+// the name this package chose for "the config Secret named by env" (issue 5),
+// and EnvStateSecret reuses containerboot's TS_KUBE_SECRET for the kubestore
+// Secret. Align both with the proxy's flags when it lands.
+const (
+	EnvConfigSecret = "TAILPLANE_CONFIG_SECRET"
+	EnvStateSecret  = "TS_KUBE_SECRET"
+	EnvPodIP        = "POD_IP"
+	EnvPodName      = "POD_NAME"
+	EnvPodUID       = "POD_UID"
+)
+
+// ContainerName is the proxy container's name, the official operator's, so
+// that `kubectl logs -c tailscale` keeps working.
+const ContainerName = "tailscale"
+
+// Secret types, the values of LabelSecretType.
+const (
+	SecretTypeConfig = "config"
+	SecretTypeState  = "state"
+)
+
+// Parent identifies the object a proxy serves.
+type Parent struct {
+	// Type is ParentService or ParentIngress.
+	Type string
+	// Namespace, Name and UID of the parent.
+	Namespace, Name string
+	UID             types.UID
+}
+
+// Spec is everything needed to render one proxy.
+type Spec struct {
+	Parent Parent
+	// Namespace is the operator namespace, where the objects live.
+	Namespace string
+	// Image is the tailplane-proxy image.
+	Image string
+	// Config is the proxy config written into the config Secret.
+	Config *config.Config
+}
+
+// Objects are the desired objects of one proxy, ready for server-side
+// apply (TypeMeta set, no status).
+type Objects struct {
+	Names          Names
+	ServiceAccount *corev1.ServiceAccount
+	Role           *rbacv1.Role
+	RoleBinding    *rbacv1.RoleBinding
+	ConfigSecret   *corev1.Secret
+	// StateSecret carries only labels: its data belongs to the proxy, and
+	// applying it without data never takes fields the proxy wrote.
+	StateSecret *corev1.Secret
+	StatefulSet *appsv1.StatefulSet
+}
+
+// List returns the objects in the order they should be applied: identity and
+// Secrets before the StatefulSet that uses them.
+func (o *Objects) List() []any {
+	return []any{o.ServiceAccount, o.Role, o.RoleBinding, o.ConfigSecret, o.StateSecret, o.StatefulSet}
+}
+
+// Render returns the objects of the proxy described by spec. The config is
+// validated first (config.Config.Validate), so a proxy is never given a
+// config it would refuse.
+func Render(spec Spec) (*Objects, error) {
+	if spec.Config == nil {
+		return nil, fmt.Errorf("proxyset: no proxy config")
+	}
+	if spec.Namespace == "" || spec.Image == "" {
+		return nil, fmt.Errorf("proxyset: operator namespace and proxy image are required")
+	}
+	if err := spec.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("proxyset: proxy config for %s/%s: %w", spec.Parent.Namespace, spec.Parent.Name, err)
+	}
+	cfg, err := json.MarshalIndent(spec.Config, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("proxyset: encode proxy config: %w", err)
+	}
+	p := spec.Parent
+	names := NamesFor(p.Type, p.Namespace, p.Name)
+	labels := ChildLabels(p.Type, p.Namespace, p.Name)
+	meta := func(name string, extra map[string]string) metav1.ObjectMeta {
+		l := maps.Clone(labels)
+		maps.Copy(l, extra)
+		return metav1.ObjectMeta{Name: name, Namespace: spec.Namespace, Labels: l}
+	}
+	o := &Objects{Names: names}
+	o.ServiceAccount = &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: meta(names.Base, nil),
+	}
+	o.Role = &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: meta(names.Base, nil),
+		Rules: []rbacv1.PolicyRule{{
+			// Only its own two Secrets: read and watch the config, keep
+			// its state. list and watch are allowed by name because a
+			// watch with fieldSelector metadata.name is authorized against
+			// resourceNames.
+			APIGroups:     []string{""},
+			Resources:     []string{"secrets"},
+			ResourceNames: []string{names.ConfigSecret, names.StateSecret},
+			Verbs:         []string{"get", "list", "watch", "patch", "update"},
+		}},
+	}
+	o.RoleBinding = &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: meta(names.Base, nil),
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: names.Base},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: names.Base, Namespace: spec.Namespace}},
+	}
+	o.ConfigSecret = &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: meta(names.ConfigSecret, map[string]string{LabelSecretType: SecretTypeConfig}),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{config.SecretKey: cfg},
+	}
+	o.StateSecret = &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: meta(names.StateSecret, map[string]string{LabelSecretType: SecretTypeState}),
+		Type:       corev1.SecretTypeOpaque,
+	}
+	o.StatefulSet = statefulSet(spec, names, labels)
+	return o, nil
+}
+
+func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.StatefulSet {
+	selector := map[string]string{LabelApp: string(spec.Parent.UID)}
+	podLabels := maps.Clone(labels)
+	maps.Copy(podLabels, selector)
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	noEscalation := false
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: names.Base, Namespace: spec.Namespace, Labels: maps.Clone(labels)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    new(int32(1)),
+			ServiceName: names.Base,
+			Selector:    &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            names.Base,
+					TerminationGracePeriodSeconds: new(int64(30)),
+					Containers: []corev1.Container{{
+						Name:            ContainerName,
+						Image:           spec.Image,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Env: []corev1.EnvVar{
+							fieldEnv(EnvPodIP, "status.podIP"),
+							fieldEnv(EnvPodName, "metadata.name"),
+							fieldEnv(EnvPodUID, "metadata.uid"),
+							{Name: EnvConfigSecret, Value: names.ConfigSecret},
+							{Name: EnvStateSecret, Value: names.StateSecret},
+						},
+						// Userspace networking (tsnet): no privileges, no
+						// capabilities, no init container.
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: &noEscalation,
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,61 @@
+package proxyset
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// Device is what a proxy reported about its tailnet device in its state
+// Secret.
+type Device struct {
+	// ID is the stable node ID (device_id); empty until the proxy logged in.
+	ID string
+	// FQDN is the MagicDNS name without the trailing dot (device_fqdn).
+	FQDN string
+	// IPs are the tailnet addresses (device_ips).
+	IPs []string
+}
+
+// DeviceFromState reads the device keys of a state Secret. A nil Secret or
+// missing keys give an empty Device; a device_ips value that is not a JSON
+// list of strings is an error.
+func DeviceFromState(state *corev1.Secret) (Device, error) {
+	if state == nil {
+		return Device{}, nil
+	}
+	d := Device{
+		ID:   string(state.Data[KeyDeviceID]),
+		FQDN: strings.TrimSuffix(string(state.Data[KeyDeviceFQDN]), "."),
+	}
+	if raw := state.Data[KeyDeviceIPs]; len(raw) > 0 {
+		if err := json.Unmarshal(raw, &d.IPs); err != nil {
+			return d, fmt.Errorf("state Secret %s: %s is not a JSON list of addresses: %w", state.Name, KeyDeviceIPs, err)
+		}
+	}
+	return d, nil
+}
+
+// AuthKeyFor decides the auth key to put in the config. Once the proxy has
+// a device (device_id in its state), no key is needed: the config carries
+// none, as in the official operator. Before that, a key already in the
+// config Secret is kept, so that re-renders never mint a second key.
+// Otherwise mint is true: the caller mints one through the tailnet API.
+func AuthKeyFor(configSecret, state *corev1.Secret) (key string, mint bool) {
+	if state != nil && len(state.Data[KeyDeviceID]) > 0 {
+		return "", false
+	}
+	if configSecret != nil {
+		if raw := configSecret.Data[config.SecretKey]; len(raw) > 0 {
+			var c config.Config
+			if json.Unmarshal(raw, &c) == nil && c.AuthKey != "" {
+				return c.AuthKey, false
+			}
+		}
+	}
+	return "", true
+}

@@ -1,0 +1,14 @@
+// Package service is the handler module for Services exposed to the tailnet
+// through a dedicated L4 proxy: those annotated tailscale.com/expose: "true",
+// and LoadBalancer Services of loadBalancerClass tailscale. This file set is
+// the pure render step: which Services are ours, their hostname, tags and
+// ProxyClass, the proxy's objects, and the LoadBalancer status read back
+// from the proxy's state.
+//
+// Services of another loadBalancerClass, or LoadBalancers without a class
+// (unless OPERATOR_DEFAULT_LOAD_BALANCER is on), are never touched, so k3s's
+// ServiceLB keeps them.
+//
+// It imports Kubernetes API types, handlers/proxyset, handlers/settings and
+// proxy/config.
+package service

@@ -1,0 +1,205 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// Annotations and classes with the official operator's names.
+const (
+	AnnotationExpose = "tailscale.com/expose"
+	// AnnotationProxyGroup moves a Service to a ProxyGroup: the dedicated
+	// proxy handler then leaves it alone.
+	AnnotationProxyGroup = "tailscale.com/proxy-group"
+	// LoadBalancerClass is hard-coded in the official operator too.
+	LoadBalancerClass = "tailscale"
+)
+
+// Condition type and reasons on the Service, the official names.
+const (
+	ConditionProxyReady = "TailscaleProxyReady"
+	ReasonProxyCreated  = "ProxyCreated"
+	ReasonProxyPending  = "ProxyPending"
+	ReasonProxyInvalid  = "ProxyInvalid"
+	ReasonProxyFailed   = "ProxyFailed"
+)
+
+// Kind says whether and why a Service is ours.
+type Kind int
+
+// The kinds of Service.
+const (
+	// NotOurs: no expose annotation and not a tailscale LoadBalancer (or it
+	// uses a ProxyGroup). Never touched.
+	NotOurs Kind = iota
+	// Expose: annotated tailscale.com/expose: "true".
+	Expose
+	// LoadBalancer: type LoadBalancer with class tailscale (or no class and
+	// OPERATOR_DEFAULT_LOAD_BALANCER). Its status.loadBalancer is ours.
+	LoadBalancer
+)
+
+// IsTailscaleLoadBalancer reports whether svc is a LoadBalancer the operator
+// owns: class tailscale, or no class when defaultLoadBalancer is set.
+func IsTailscaleLoadBalancer(svc *corev1.Service, defaultLoadBalancer bool) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return false
+	}
+	if c := svc.Spec.LoadBalancerClass; c != nil {
+		return *c == LoadBalancerClass
+	}
+	return defaultLoadBalancer
+}
+
+// Classify says whether svc gets a dedicated ingress proxy. A tailscale
+// LoadBalancer counts as LoadBalancer even when it also has the expose
+// annotation (the status is then still written). Services with
+// tailscale.com/proxy-group are served by ProxyGroups, not here.
+func Classify(svc *corev1.Service, defaultLoadBalancer bool) Kind {
+	if _, pg := svc.Annotations[AnnotationProxyGroup]; pg {
+		return NotOurs
+	}
+	switch {
+	case IsTailscaleLoadBalancer(svc, defaultLoadBalancer):
+		return LoadBalancer
+	case svc.Annotations[AnnotationExpose] == "true":
+		return Expose
+	}
+	return NotOurs
+}
+
+// Hostname returns the Service's tailnet hostname: the tailscale.com/hostname
+// annotation, else <namespace>-<name>. It must be a DNS label; the error
+// uses the official operator's wording.
+func Hostname(svc *corev1.Service) (string, error) {
+	h, set := svc.Annotations[proxyset.AnnotationHostname]
+	if !set {
+		h = svc.Namespace + "-" + svc.Name
+	}
+	if err := proxyset.ValidHostname(h); err != nil {
+		if set {
+			return "", fmt.Errorf("invalid Tailscale hostname specified %q: %s", h, err)
+		}
+		return "", fmt.Errorf("invalid Tailscale hostname %q, use %q annotation to override: %s", h, proxyset.AnnotationHostname, err)
+	}
+	return strings.ToLower(h), nil
+}
+
+// Validate returns every reason svc cannot be served, as the official
+// operator's "invalid Service" messages; empty means valid. Headless
+// Services are refused.
+func Validate(svc *corev1.Service, s settings.Settings) []string {
+	var problems []string
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		problems = append(problems, "headless Services are not supported.")
+	} else if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		// TODO(phase 2): the official operator proxies to the resolved
+		// externalName; tailplane-proxy's L4 config takes ClusterIP:port
+		// only.
+		problems = append(problems, "ExternalName Services are not supported yet.")
+	} else if svc.Spec.ClusterIP == "" {
+		problems = append(problems, "the Service has no ClusterIP yet.")
+	}
+	if _, err := Hostname(svc); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if _, err := proxyset.Tags(svc.Annotations, s.ProxyTags); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(svc.Spec.Ports) == 0 {
+		problems = append(problems, "the Service has no ports.")
+	}
+	return problems
+}
+
+// ProxyClassName is the ProxyClass the Service asks for (label, annotation,
+// then PROXY_DEFAULT_CLASS).
+func ProxyClassName(svc *corev1.Service, s settings.Settings) string {
+	return proxyset.ProxyClassName(svc.Labels, svc.Annotations, s.DefaultProxyClass)
+}
+
+// Config is the ingress-l4 proxy config for svc: every Service port, TCP and
+// UDP, forwarded to the ClusterIP.
+func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*config.Config, error) {
+	if problems := Validate(svc, s); len(problems) > 0 {
+		return nil, errors.New("invalid Service: " + strings.Join(problems, " "))
+	}
+	hostname, _ := Hostname(svc)
+	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
+	ip := svc.Spec.ClusterIP
+	var ports []config.PortMap
+	for _, p := range svc.Spec.Ports {
+		proto := config.TCP
+		switch p.Protocol {
+		case corev1.ProtocolUDP:
+			proto = config.UDP
+		case corev1.ProtocolSCTP:
+			continue // tsnet carries TCP and UDP only
+		}
+		ports = append(ports, config.PortMap{Protocol: proto, Port: int(p.Port), Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))})
+	}
+	if len(ports) == 0 {
+		return nil, errors.New("invalid Service: no TCP or UDP ports")
+	}
+	return &config.Config{
+		Version:     config.Version,
+		Hostname:    hostname,
+		Tags:        tags,
+		LoginServer: loginServer,
+		AuthKey:     authKey,
+		Role:        config.RoleIngressL4,
+		L4:          &config.L4{Ports: ports},
+	}, nil
+}
+
+// Render returns the proxy objects for svc. loginServer goes into the config
+// (empty for Tailscale's); authKey comes from proxyset.AuthKeyFor (or a
+// freshly minted key).
+func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*proxyset.Objects, error) {
+	cfg, err := Config(svc, s, loginServer, authKey)
+	if err != nil {
+		return nil, err
+	}
+	return proxyset.Render(proxyset.Spec{
+		Parent:    proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID},
+		Namespace: s.Namespace,
+		Image:     s.ProxyImage,
+		Config:    cfg,
+	})
+}
+
+// LoadBalancerIngress is the status.loadBalancer.ingress of a tailscale
+// LoadBalancer Service once its proxy reported a device: the MagicDNS name
+// first, then the tailnet IPs of the ClusterIP's family (IPv4 for an IPv4
+// ClusterIP), as the official operator writes it. It returns nil while the
+// device has no name yet.
+func LoadBalancerIngress(svc *corev1.Service, dev proxyset.Device) ([]corev1.LoadBalancerIngress, error) {
+	if dev.FQDN == "" {
+		return nil, nil
+	}
+	cluster, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse cluster IP: %v", err)
+	}
+	out := []corev1.LoadBalancerIngress{{Hostname: dev.FQDN}}
+	for _, s := range dev.IPs {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		if ip.Is4() == cluster.Is4() {
+			out = append(out, corev1.LoadBalancerIngress{IP: s})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+// Package settings holds the operator's settings as the handlers see them,
+// read from environment variables with the official Tailscale operator's
+// names (OPERATOR_NAMESPACE, PROXY_IMAGE, PROXY_TAGS, ...), so that the same
+// Deployment env works for both.
+//
+// It imports only the standard library and tailscale.com/tailcfg (tag
+// syntax).
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"tailscale.com/tailcfg"
+)
+
+// Environment variable names (the official operator's where it has one).
+const (
+	EnvNamespace           = "OPERATOR_NAMESPACE"
+	EnvLoginServer         = "OPERATOR_LOGIN_SERVER"
+	EnvClientIDFile        = "CLIENT_ID_FILE"
+	EnvClientSecretFile    = "CLIENT_SECRET_FILE"
+	EnvProxyImage          = "PROXY_IMAGE"
+	EnvProxyTags           = "PROXY_TAGS"
+	EnvIngressClassName    = "OPERATOR_INGRESS_CLASS_NAME"
+	EnvDefaultProxyClass   = "PROXY_DEFAULT_CLASS"
+	EnvDefaultLoadBalancer = "OPERATOR_DEFAULT_LOAD_BALANCER"
+	EnvLogging             = "OPERATOR_LOGGING"
+)
+
+// Defaults.
+const (
+	DefaultProxyImage       = "ghcr.io/tailplane/tailplane-proxy:latest"
+	DefaultProxyTags        = "tag:k8s"
+	DefaultIngressClassName = "tailscale"
+	DefaultClientIDFile     = "/oauth/client_id"
+	DefaultClientSecretFile = "/oauth/client_secret"
+	DefaultLogging          = "info"
+	// namespaceFile is where Kubernetes mounts the Pod's namespace.
+	namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+)
+
+// Settings configure the handlers.
+type Settings struct {
+	// Namespace is where every proxy object is created (OPERATOR_NAMESPACE,
+	// else the operator Pod's own namespace).
+	Namespace string
+	// LoginServer is the control server URL (OPERATOR_LOGIN_SERVER), also
+	// the API base URL; empty means Tailscale's.
+	LoginServer string
+	// ClientIDFile and ClientSecretFile hold the OAuth client credentials
+	// (CLIENT_ID_FILE, CLIENT_SECRET_FILE).
+	ClientIDFile, ClientSecretFile string
+	// ProxyImage is the tailplane-proxy image (PROXY_IMAGE).
+	ProxyImage string
+	// ProxyTags are the default proxy tags (PROXY_TAGS, comma-separated,
+	// default tag:k8s).
+	ProxyTags []string
+	// IngressClassName is the IngressClass served
+	// (OPERATOR_INGRESS_CLASS_NAME, default tailscale).
+	IngressClassName string
+	// DefaultProxyClass applies to Services, Ingresses and ProxyGroups that
+	// name none (PROXY_DEFAULT_CLASS).
+	DefaultProxyClass string
+	// DefaultLoadBalancer makes the operator claim LoadBalancer Services
+	// with no loadBalancerClass (OPERATOR_DEFAULT_LOAD_BALANCER).
+	DefaultLoadBalancer bool
+	// Logging is info, debug or dev (OPERATOR_LOGGING).
+	Logging string
+}
+
+// FromEnv reads the settings through getenv (os.Getenv in production). Every
+// problem is reported, one per line, naming the variable.
+func FromEnv(getenv func(string) string) (Settings, error) {
+	s := Settings{
+		Namespace:         strings.TrimSpace(getenv(EnvNamespace)),
+		LoginServer:       strings.TrimRight(strings.TrimSpace(getenv(EnvLoginServer)), "/"),
+		ClientIDFile:      orDefault(getenv(EnvClientIDFile), DefaultClientIDFile),
+		ClientSecretFile:  orDefault(getenv(EnvClientSecretFile), DefaultClientSecretFile),
+		ProxyImage:        orDefault(getenv(EnvProxyImage), DefaultProxyImage),
+		IngressClassName:  orDefault(getenv(EnvIngressClassName), DefaultIngressClassName),
+		DefaultProxyClass: strings.TrimSpace(getenv(EnvDefaultProxyClass)),
+		Logging:           orDefault(getenv(EnvLogging), DefaultLogging),
+	}
+	var errs []error
+	if s.Namespace == "" {
+		if b, err := os.ReadFile(namespaceFile); err == nil {
+			s.Namespace = strings.TrimSpace(string(b))
+		}
+		if s.Namespace == "" {
+			errs = append(errs, fmt.Errorf("%s is not set and %s cannot be read", EnvNamespace, namespaceFile))
+		}
+	}
+	tags, err := ParseTags(orDefault(getenv(EnvProxyTags), DefaultProxyTags))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", EnvProxyTags, err))
+	}
+	s.ProxyTags = tags
+	if v := strings.TrimSpace(getenv(EnvDefaultLoadBalancer)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a boolean", EnvDefaultLoadBalancer, v))
+		}
+		s.DefaultLoadBalancer = b
+	}
+	switch s.Logging {
+	case "info", "debug", "dev":
+	default:
+		errs = append(errs, fmt.Errorf("%s: %q is not one of info, debug, dev", EnvLogging, s.Logging))
+	}
+	return s, errors.Join(errs...)
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v != "" {
+		return v
+	}
+	return def
+}
+
+// ParseTags splits a comma-separated tag list, trimming spaces and dropping
+// empty entries, and checks each tag with tailcfg.CheckTag. The error names
+// every invalid tag.
+func ParseTags(list string) ([]string, error) {
+	var tags []string
+	var errs []error
+	for tag := range strings.SplitSeq(list, ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "" {
+			continue
+		}
+		if err := tailcfg.CheckTag(tag); err != nil {
+			errs = append(errs, fmt.Errorf("invalid tag %q: %v", tag, err))
+			continue
+		}
+		tags = append(tags, tag)
+	}
+	if len(errs) == 0 && len(tags) == 0 {
+		errs = append(errs, errors.New("no tags given"))
+	}
+	return tags, errors.Join(errs...)
+}

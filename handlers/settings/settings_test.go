@@ -1,0 +1,63 @@
+package settings_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tailplane/tailplane/handlers/settings"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	s, err := settings.FromEnv(env(map[string]string{"OPERATOR_NAMESPACE": "tailscale"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings.Settings{
+		Namespace: "tailscale", ClientIDFile: "/oauth/client_id", ClientSecretFile: "/oauth/client_secret",
+		ProxyImage: settings.DefaultProxyImage, ProxyTags: []string{"tag:k8s"}, IngressClassName: "tailscale", Logging: "info",
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("got %+v\nwant %+v", s, want)
+	}
+}
+
+func TestOfficialNames(t *testing.T) {
+	s, err := settings.FromEnv(env(map[string]string{
+		"OPERATOR_NAMESPACE": "ts", "OPERATOR_LOGIN_SERVER": "https://hs.example.com/", "PROXY_IMAGE": "reg/proxy:v1",
+		"PROXY_TAGS": "tag:a, tag:b,", "OPERATOR_INGRESS_CLASS_NAME": "tailnet", "PROXY_DEFAULT_CLASS": "default",
+		"OPERATOR_DEFAULT_LOAD_BALANCER": "true", "CLIENT_ID_FILE": "/x/id", "CLIENT_SECRET_FILE": "/x/secret", "OPERATOR_LOGGING": "debug",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings.Settings{
+		Namespace: "ts", LoginServer: "https://hs.example.com", ClientIDFile: "/x/id", ClientSecretFile: "/x/secret",
+		ProxyImage: "reg/proxy:v1", ProxyTags: []string{"tag:a", "tag:b"}, IngressClassName: "tailnet",
+		DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("got %+v\nwant %+v", s, want)
+	}
+}
+
+func TestBadValuesAreAllReported(t *testing.T) {
+	_, err := settings.FromEnv(env(map[string]string{
+		"OPERATOR_NAMESPACE": "ts", "PROXY_TAGS": "k8s,tag:1x", "OPERATOR_DEFAULT_LOAD_BALANCER": "maybe", "OPERATOR_LOGGING": "loud",
+	}))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		`PROXY_TAGS: invalid tag "k8s": tags must start with 'tag:'`,
+		`invalid tag "tag:1x": tag names must start with a letter, after 'tag:'`,
+		`OPERATOR_DEFAULT_LOAD_BALANCER: "maybe" is not a boolean`,
+		`OPERATOR_LOGGING: "loud" is not one of info, debug, dev`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
