@@ -56,6 +56,9 @@ type Spec struct {
 	Image string
 	// Config is the proxy config written into the config Secret.
 	Config *config.Config
+	// ExtraSecrets are further Secrets in the operator namespace the proxy
+	// may read (an Ingress's TLS certificate copy); the Role names them.
+	ExtraSecrets []string
 }
 
 // Objects are the desired objects of one proxy, ready for server-side
@@ -118,7 +121,7 @@ func Render(spec Spec) (*Objects, error) {
 			// resourceNames.
 			APIGroups:     []string{""},
 			Resources:     []string{"secrets"},
-			ResourceNames: []string{names.ConfigSecret, names.StateSecret},
+			ResourceNames: append([]string{names.ConfigSecret, names.StateSecret}, spec.ExtraSecrets...),
 			Verbs:         []string{"get", "list", "watch", "patch", "update"},
 		}},
 	}

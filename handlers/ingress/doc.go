@@ -1,0 +1,14 @@
+// Package ingress is the handler module for Ingresses of the tailscale
+// IngressClass, each served by a dedicated L7 proxy. This file set is the
+// pure render step: which Ingresses are ours, their hostname, the routes
+// (rules and default backend, with backends resolved to ClusterIP:port),
+// http-redirect and Funnel, the proxy's objects, and the Ingress status read
+// back from the proxy's state.
+//
+// Problems found while rendering (a backend Service that does not exist, a
+// rule for another host) do not stop the proxy: what is valid is served, and
+// each problem is returned as an Event to post, with the official reasons.
+//
+// It imports Kubernetes API types, handlers/proxyset, handlers/settings and
+// proxy/config.
+package ingress
