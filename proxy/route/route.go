@@ -95,6 +95,12 @@ type Decision struct {
 	// DenyPublic refuses the request if it came through Funnel. A router can
 	// only narrow exposure: there is no way to allow what the config denies.
 	DenyPublic bool
+	// RewriteURI, when set, replaces the request-target (path and query,
+	// already encoded) sent upstream; plugins set it with http-wasm set_uri.
+	RewriteURI string
+	// Method, when set, replaces the request method sent upstream (http-wasm
+	// set_method).
+	Method string
 }
 
 // Router makes the routing decision for one request. The proxy calls it after

@@ -1,0 +1,217 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/tailplane/tailplane/proxy/route"
+)
+
+// ErrClosed is returned by a Plugin used after Close.
+var ErrClosed = errors.New("plugin closed")
+
+// unavailableBody is all a client learns when a fail-closed plugin fails;
+// the reason goes to logs and metrics only.
+const unavailableBody = "Service Unavailable\n"
+
+// Plugin is one loaded generation of a plugin: its own wazero runtime (so
+// its own memory limit), compiled module and instance pool. It is a
+// route.Router and safe for concurrent use.
+type Plugin struct {
+	// SHA256 is the hex digest of the module.
+	SHA256 string
+	// Size is the module's size in bytes.
+	Size int
+	// LoadTime is how long Load took (compile or cache hit, plus pre-warm).
+	LoadTime time.Duration
+
+	cfg      Config
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+	start    []string
+	pool     *pool
+	log      *log.Logger
+	guestOut *logWriter
+	m        *pluginMetrics
+
+	// inflight is read-locked by every call; Close takes the write lock, so
+	// a reload never closes a generation under a running request.
+	inflight sync.RWMutex
+	closed   bool
+}
+
+func newPlugin(e *Engine, cfg Config, r wazero.Runtime, cm wazero.CompiledModule) *Plugin {
+	l := e.log.With("plugin", cfg.Name)
+	p := &Plugin{
+		SHA256:   Digest(cfg.Module),
+		Size:     len(cfg.Module),
+		cfg:      cfg,
+		runtime:  r,
+		compiled: cm,
+		start:    startFunctions(cm),
+		log:      l,
+		guestOut: &logWriter{log: l},
+		m:        e.metrics.forPlugin(cfg.Name),
+	}
+	p.pool = newPool(p, cfg.PoolSize, cfg.Prewarm)
+	return p
+}
+
+// Name returns the plugin's configured name.
+func (p *Plugin) Name() string { return p.cfg.Name }
+
+// Config returns the configuration the plugin was loaded with (defaults
+// filled in).
+func (p *Plugin) Config() Config { return p.cfg }
+
+// Close waits for in-flight calls, then frees the instances and runtime.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.inflight.Lock()
+	defer p.inflight.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.pool.close()
+	return p.runtime.Close(ctx)
+}
+
+func (p *Plugin) closeNow(ctx context.Context) {
+	p.closed = true
+	p.pool.close()
+	_ = p.runtime.Close(ctx)
+}
+
+// Route runs the guest's handle_request on req and returns prev refined by
+// what the guest did. It never returns the guest's error to the caller's
+// client: a failed plugin yields prev (FailOpen) or a 503 Deny (FailClosed).
+// The only error is ErrClosed.
+func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decision) (route.Decision, error) {
+	if prev.Action != route.Forward || (req.Public && prev.DenyPublic) {
+		return prev, nil // already answered: nothing left to refine
+	}
+	p.inflight.RLock()
+	defer p.inflight.RUnlock()
+	if p.closed {
+		return prev, ErrClosed
+	}
+	x := newRoutingExchange(p, req, prev)
+	next, _, err := p.call(ctx, x, nil)
+	if err != nil {
+		return p.fail(prev, err), nil
+	}
+	d, err := x.decision(prev, next)
+	if err != nil {
+		p.m.invalid.Inc()
+		return p.fail(prev, err), nil
+	}
+	return d, nil
+}
+
+// call runs handle_request on a pooled instance. When keep is non-nil the
+// instance stays pinned to the request (middleware mode) and *keep receives
+// it; otherwise it goes back to the pool.
+func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next bool, reqCtx uint32, err error) {
+	cctx, cancel := p.deadline(ctx)
+	defer cancel()
+	in, err := p.pool.get(cctx)
+	if err != nil {
+		p.m.busy.Inc()
+		return false, 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
+	}
+	x.inst = in
+	x.features = in.features
+	res, err := in.handleRequest.Call(context.WithValue(cctx, exchangeKey{}, x))
+	if err != nil {
+		p.discard(in, err)
+		return false, 0, fmt.Errorf("plugin %s: handle_request: %w", p.cfg.Name, err)
+	}
+	if keep != nil {
+		*keep = in
+	} else {
+		p.pool.put(in)
+	}
+	p.m.ok.Inc()
+	x.countRefusals()
+	return uint32(res[0]) == 1, uint32(res[0] >> 32), nil
+}
+
+// callResponse runs handle_response on the pinned instance and returns it.
+func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, reqCtx uint32, isError bool) error {
+	cctx, cancel := p.deadline(ctx)
+	defer cancel()
+	var e uint64
+	if isError {
+		e = 1
+	}
+	if _, err := in.handleResponse.Call(context.WithValue(cctx, exchangeKey{}, x), uint64(reqCtx), e); err != nil {
+		p.discard(in, err)
+		return fmt.Errorf("plugin %s: handle_response: %w", p.cfg.Name, err)
+	}
+	p.pool.put(in)
+	p.m.ok.Inc()
+	x.countRefusals()
+	return nil
+}
+
+func (p *Plugin) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.cfg.Timeout > 0 {
+		return context.WithTimeout(ctx, p.cfg.Timeout)
+	}
+	return ctx, func() {}
+}
+
+// discard throws away an instance whose call failed: after a trap or a
+// timeout its memory and runtime state are undefined.
+func (p *Plugin) discard(in *instance, err error) {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled) {
+		p.m.timeout.Inc()
+		p.m.discardTimeout.Inc()
+	} else {
+		p.m.trap.Inc()
+		p.m.discardTrap.Inc()
+	}
+	p.pool.discard(in)
+}
+
+// fail applies the failure policy. The error is logged, never returned.
+func (p *Plugin) fail(prev route.Decision, err error) route.Decision {
+	if p.cfg.FailurePolicy == FailOpen {
+		p.m.failOpen.Inc()
+		p.log.Warn("plugin failed; skipped (failure policy Open)", "err", err)
+		return prev
+	}
+	p.m.failClosed.Inc()
+	p.log.Error("plugin failed; answering 503 (failure policy Closed)", "err", err)
+	return route.Decision{Action: route.Deny, Status: http.StatusServiceUnavailable, Body: unavailableBody, DenyPublic: prev.DenyPublic}
+}
+
+func (x *exchange) countRefusals() {
+	if x.backendRejected {
+		x.plugin.m.refusedBackend.Inc()
+		x.backendRejected = false
+	}
+	if x.funnelWidenRejected {
+		x.plugin.m.refusedFunnel.Inc()
+		x.funnelWidenRejected = false
+	}
+}
+
+// logWriter sends a guest's stdout and stderr to the plugin's logger.
+type logWriter struct{ log *log.Logger }
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	w.log.Debug("guest output", "text", string(b))
+	return len(b), nil
+}
+
+var _ route.Router = (*Plugin)(nil)

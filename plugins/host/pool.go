@@ -1,0 +1,178 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// initTimeout bounds a guest's _initialize (a Go guest needs a few ms).
+const initTimeout = 10 * time.Second
+
+// errBusy: no instance became free before the call's deadline.
+var errBusy = errors.New("no plugin instance free before the deadline")
+
+// instance is one instantiated guest. It serves one request at a time.
+type instance struct {
+	mod            api.Module
+	handleRequest  api.Function
+	handleResponse api.Function
+	features       uint32 // enabled during _initialize: apply to every request
+}
+
+// pool holds at most size live instances; idle ones wait in a channel.
+type pool struct {
+	p       *Plugin
+	idle    chan *instance
+	slots   chan struct{} // one token per live instance
+	warm    int           // instances kept ready: replacements are created in the background
+	mu      sync.Mutex
+	closed  bool
+	refills sync.WaitGroup
+}
+
+func newPool(p *Plugin, size, warm int) *pool {
+	return &pool{p: p, idle: make(chan *instance, size), slots: make(chan struct{}, size), warm: warm}
+}
+
+// prewarm creates n instances before the plugin serves anything, so load
+// errors (bad start function, memory limit too low) surface at load.
+func (pl *pool) prewarm(ctx context.Context, n int) error {
+	for range n {
+		pl.slots <- struct{}{}
+		in, err := pl.p.instantiate(ctx)
+		if err != nil {
+			<-pl.slots
+			return err
+		}
+		pl.idle <- in
+	}
+	return nil
+}
+
+// get returns an idle instance, creates one if below the bound, or waits
+// until ctx ends.
+func (pl *pool) get(ctx context.Context) (*instance, error) {
+	select {
+	case in := <-pl.idle:
+		return in, nil
+	default:
+	}
+	select {
+	case in := <-pl.idle:
+		return in, nil
+	case pl.slots <- struct{}{}:
+		in, err := pl.p.instantiate(ctx)
+		if err != nil {
+			<-pl.slots
+			return nil, err
+		}
+		return in, nil
+	case <-ctx.Done():
+		return nil, errBusy
+	}
+}
+
+// put returns a healthy instance.
+func (pl *pool) put(in *instance) {
+	pl.mu.Lock()
+	closed := pl.closed
+	pl.mu.Unlock()
+	if closed {
+		pl.drop(in)
+		return
+	}
+	pl.idle <- in
+}
+
+// discard closes an instance that trapped or timed out (its state is
+// undefined) and refills the pool in the background.
+func (pl *pool) discard(in *instance) {
+	pl.drop(in)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.closed || len(pl.idle) >= pl.warm {
+		return
+	}
+	pl.refills.Add(1)
+	go func() {
+		defer pl.refills.Done()
+		pl.refill()
+	}()
+}
+
+func (pl *pool) refill() {
+	select {
+	case pl.slots <- struct{}{}:
+	default:
+		return // the bound is reached: nothing to refill
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), initTimeout)
+	defer cancel()
+	in, err := pl.p.instantiate(ctx)
+	if err != nil {
+		<-pl.slots
+		pl.p.log.Error("replacing a discarded instance failed", "err", err)
+		return
+	}
+	pl.put(in)
+}
+
+func (pl *pool) drop(in *instance) {
+	_ = in.mod.Close(context.Background())
+	pl.p.m.instances.Dec()
+	<-pl.slots
+}
+
+// close closes idle instances; callers guarantee none is in use.
+func (pl *pool) close() {
+	pl.mu.Lock()
+	pl.closed = true
+	pl.mu.Unlock()
+	pl.refills.Wait()
+	for {
+		select {
+		case in := <-pl.idle:
+			pl.drop(in)
+		default:
+			return
+		}
+	}
+}
+
+// instantiate creates and initialises one guest instance.
+func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
+	in := &instance{}
+	mc := wazero.NewModuleConfig().
+		WithName(""). // anonymous: many instances of one module
+		WithStartFunctions(p.start...).
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		WithStdout(p.guestOut).WithStderr(p.guestOut)
+	for k, v := range p.cfg.Env {
+		mc = mc.WithEnv(k, v)
+	}
+	ictx, cancel := context.WithTimeout(ctx, initTimeout)
+	defer cancel()
+	ictx = context.WithValue(ictx, exchangeKey{}, &exchange{plugin: p, inst: in, inInit: true})
+	mod, err := p.runtime.InstantiateModule(ictx, p.compiled, mc)
+	if err != nil {
+		var exit *sys.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 0 {
+			return nil, fmt.Errorf("plugin %s: %w: its start function ran to completion and exited; build Go guests with -buildmode=c-shared", p.cfg.Name, ErrCommandModule)
+		}
+		return nil, fmt.Errorf("plugin %s: instantiate: %w", p.cfg.Name, err)
+	}
+	in.mod = mod
+	in.handleRequest = mod.ExportedFunction("handle_request")
+	in.handleResponse = mod.ExportedFunction("handle_response")
+	p.m.created.Inc()
+	p.m.instances.Inc()
+	return in, nil
+}
