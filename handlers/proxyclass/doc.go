@@ -1,0 +1,11 @@
+// Package proxyclass is the handler module for ProxyClass (tailscale.com/
+// v1alpha1). This file set is the pure part: validating a ProxyClass beyond
+// what its CRD schema checks (label and annotation syntax, image references,
+// static endpoint ranges), the ProxyClassReady condition, the Events to
+// warn about overridden Tailscale env vars, and applying a Ready ProxyClass
+// to a proxy's StatefulSet the way the official operator does.
+//
+// It imports Kubernetes API types and validation, crds/tailscale/v1alpha1,
+// handlers/proxyset and github.com/distribution/reference (the image
+// reference rules the kubelet uses).
+package proxyclass

@@ -1,0 +1,204 @@
+package proxyclass_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/service"
+	"github.com/tailplane/tailplane/handlers/settings"
+)
+
+func proxyStatefulSet(t *testing.T) *appsv1.StatefulSet {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1", Annotations: map[string]string{"tailscale.com/expose": "true"}},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.43.0.10", Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	objs, err := service.Render(svc, settings.Settings{Namespace: "tailscale", ProxyImage: "proxy:1", ProxyTags: []string{"tag:k8s"}}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs.StatefulSet
+}
+
+func TestValidate(t *testing.T) {
+	pc := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
+		StatefulSet: &v1alpha1.StatefulSet{
+			Labels:      v1alpha1.Labels{"bad key!": "v"},
+			Annotations: map[string]string{"also bad/key/x": "v"},
+			Pod: &v1alpha1.Pod{
+				TailscaleContainer:     &v1alpha1.Container{Image: "Not A Valid Image"},
+				TailscaleInitContainer: &v1alpha1.Container{Debug: &v1alpha1.Debug{Enable: true}},
+			},
+		},
+		Metrics:         &v1alpha1.Metrics{Enable: true, ServiceMonitor: &v1alpha1.ServiceMonitor{Enable: true}},
+		StaticEndpoints: &v1alpha1.StaticEndpointsConfig{NodePort: &v1alpha1.NodePortConfig{Ports: []v1alpha1.PortRange{{Port: 30000, EndPort: 30010}, {Port: 30005}, {Port: 30020, EndPort: 30015}}}},
+	}}
+	errs := proxyclass.Validate(pc, false)
+	msg := errs.ToAggregate().Error()
+	for _, want := range []string{
+		"spec.statefulSet.labels: Invalid value: \"bad key!\"",
+		"spec.statefulSet.annotations: Invalid value: \"also bad/key/x\"",
+		"spec.statefulSet.pod.tailscaleContainer.image: Invalid value: \"Not A Valid Image\"",
+		"spec.statefulSet.pod.tailscaleInitContainer.debug",
+		`"servicemonitors.monitoring.coreos.com" CRD was not found`,
+		"spec.staticEndpoints.nodePort.ports[1]: Invalid value: \"30005-30005\": overlaps ports[0]",
+		"spec.staticEndpoints.nodePort.ports[2].endPort: Invalid value: 30015: endPort must not be below port 30020",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+	cond := proxyclass.Condition(pc, errs, time.Now())
+	if cond.Status != metav1.ConditionFalse || cond.Reason != "ProxyClassInvalid" || !strings.HasPrefix(cond.Message, "ProxyClass is not valid: ") {
+		t.Fatalf("condition %+v", cond)
+	}
+
+	good := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{
+		Labels: v1alpha1.Labels{"team": "net"},
+		Pod:    &v1alpha1.Pod{TailscaleContainer: &v1alpha1.Container{Image: "ghcr.io/tailplane/tailplane-proxy:v1"}},
+	}}}
+	if errs := proxyclass.Validate(good, false); len(errs) != 0 {
+		t.Fatalf("valid class refused: %v", errs)
+	}
+	if c := proxyclass.Condition(good, nil, time.Now()); c.Status != metav1.ConditionTrue || c.Reason != "ProxyClassValid" {
+		t.Fatalf("condition %+v", c)
+	}
+}
+
+func TestReadyNeedsTheCurrentGeneration(t *testing.T) {
+	pc := &v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	if proxyclass.Ready(pc) {
+		t.Fatal("no condition, Ready")
+	}
+	pc.Status.Conditions = []metav1.Condition{proxyclass.Condition(&v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, nil, time.Now())}
+	if proxyclass.Ready(pc) {
+		t.Fatal("condition of an older generation counted")
+	}
+	pc.Status.Conditions = []metav1.Condition{proxyclass.Condition(pc, nil, time.Now())}
+	if !proxyclass.Ready(pc) {
+		t.Fatal("not Ready")
+	}
+}
+
+func TestEnvWarnings(t *testing.T) {
+	pc := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{TailscaleContainer: &v1alpha1.Container{
+		Env: []v1alpha1.Env{{Name: "TS_USERSPACE", Value: "false"}, {Name: "HTTP_PROXY", Value: "x"}, {Name: "experimental_ts_configfile_path"}},
+	}}}}}
+	got := proxyclass.EnvWarnings(pc)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "ProxyClass overrides the default value for TS_USERSPACE env var for tailscale container.") {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func env(c corev1.Container) map[string]string {
+	m := map[string]string{}
+	for _, e := range c.Env {
+		if _, dup := m[e.Name]; dup {
+			panic("duplicate env " + e.Name)
+		}
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+func TestApply(t *testing.T) {
+	base := proxyStatefulSet(t)
+	dns := corev1.DNSNone
+	pc := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
+		UseLetsEncryptStagingEnvironment: true,
+		Metrics:                          &v1alpha1.Metrics{Enable: true},
+		StatefulSet: &v1alpha1.StatefulSet{
+			Labels:      v1alpha1.Labels{"team": "net", "tailscale.com/managed": "false"},
+			Annotations: map[string]string{"note": "x"},
+			Pod: &v1alpha1.Pod{
+				Labels:       v1alpha1.Labels{"app": "hijack", "tier": "edge"},
+				NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+				Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+				DNSPolicy:    &dns,
+				DNSConfig:    &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}},
+				TailscaleContainer: &v1alpha1.Container{
+					Image: "mirror/proxy:2", ImagePullPolicy: corev1.PullAlways,
+					Env:       []v1alpha1.Env{{Name: "EXTRA", Value: "1"}, {Name: "TS_KUBE_SECRET", Value: "custom"}},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+				},
+			},
+		},
+	}}
+	got := proxyclass.Apply(base, pc, proxyclass.L7)
+	if base.Labels["team"] != "" || base.Spec.Template.Spec.Containers[0].Image != "proxy:1" {
+		t.Fatal("Apply changed its input")
+	}
+	if got.Labels["team"] != "net" || got.Labels["tailscale.com/managed"] != "true" || got.Labels["tailscale.com/parent-resource"] != "web" {
+		t.Errorf("StatefulSet labels %v", got.Labels)
+	}
+	if got.Annotations["note"] != "x" {
+		t.Errorf("annotations %v", got.Annotations)
+	}
+	if tl := got.Spec.Template.Labels; tl["app"] != "uid-1" || tl["tier"] != "edge" {
+		t.Errorf("pod labels %v: the selector label must be kept", tl)
+	}
+	ps := got.Spec.Template.Spec
+	if ps.NodeSelector["kubernetes.io/os"] != "linux" || len(ps.Tolerations) != 1 || ps.DNSPolicy != corev1.DNSNone || ps.DNSConfig == nil {
+		t.Errorf("pod spec %+v", ps)
+	}
+	c := ps.Containers[0]
+	e := env(c)
+	if c.Image != "mirror/proxy:2" || c.ImagePullPolicy != corev1.PullAlways || c.Resources.Requests.Memory().String() != "64Mi" {
+		t.Errorf("container %+v", c)
+	}
+	for k, v := range map[string]string{
+		"EXTRA": "1", "TS_KUBE_SECRET": "custom", "TS_ENABLE_METRICS": "true", "TS_LOCAL_ADDR_PORT": "$(POD_IP):9002",
+		"TS_DEBUG_ADDR_PORT": "$(POD_IP):9001", "TS_DEBUG_ACME_DIRECTORY_URL": proxyclass.LetsEncryptStagingDirectory,
+	} {
+		if e[k] != v {
+			t.Errorf("env %s = %q, want %q", k, e[k], v)
+		}
+	}
+	var ports []string
+	for _, p := range c.Ports {
+		ports = append(ports, p.Name)
+	}
+	if !reflect.DeepEqual(ports, []string{"metrics", "debug"}) {
+		t.Errorf("ports %v", ports)
+	}
+
+	// Staging only for L7, metrics never for egress.
+	l4 := env(proxyclass.Apply(base, pc, proxyclass.L4).Spec.Template.Spec.Containers[0])
+	if _, ok := l4["TS_DEBUG_ACME_DIRECTORY_URL"]; ok {
+		t.Error("staging ACME on an L4 proxy")
+	}
+	egress := env(proxyclass.Apply(base, pc, proxyclass.Egress).Spec.Template.Spec.Containers[0])
+	if _, ok := egress["TS_ENABLE_METRICS"]; ok {
+		t.Error("metrics on an egress proxy")
+	}
+
+	// Pod scheduling fields are replaced wholesale: a class without them
+	// clears what an earlier class set.
+	bare := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{}}}}
+	cleared := proxyclass.Apply(got, bare, proxyclass.L7).Spec.Template.Spec
+	if cleared.NodeSelector != nil || cleared.Tolerations != nil || cleared.DNSPolicy != corev1.DNSNone {
+		t.Errorf("after a bare class: %+v", cleared)
+	}
+	if !reflect.DeepEqual(proxyclass.Apply(base, nil, proxyclass.L4), base) {
+		t.Error("a nil class changed the StatefulSet")
+	}
+}
+
+func TestNotReadyMessage(t *testing.T) {
+	if m := proxyclass.NotReadyMessage("fast", nil); !strings.Contains(m, `"fast" does not exist`) {
+		t.Error(m)
+	}
+	if m := proxyclass.NotReadyMessage("fast", &v1alpha1.ProxyClass{}); !strings.Contains(m, "is not yet in a ready state") {
+		t.Error(m)
+	}
+}
