@@ -25,6 +25,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds"
 	"github.com/tailplane/tailplane/deploy/manifests"
+	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -219,6 +220,16 @@ func TestOperatorRBAC(t *testing.T) {
 	}
 
 	dyn := dynamic.NewForConfigOrDie(operator)
+	// An egress proxy's headless Service, in the operator namespace.
+	eg, err := egress.Render(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns, UID: "uid-db", Annotations: map[string]string{"tailscale.com/tailnet-ip": "100.64.0.5"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 5432}}},
+	}, opts, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, ctx, operator, []*unstructured.Unstructured{toUnstructured(t, eg.HeadlessService)})
+
 	forbidden := []struct {
 		what string
 		err  func() error

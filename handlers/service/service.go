@@ -64,10 +64,16 @@ func IsTailscaleLoadBalancer(svc *corev1.Service, defaultLoadBalancer bool) bool
 // Classify says whether svc gets a dedicated ingress proxy. A tailscale
 // LoadBalancer counts as LoadBalancer even when it also has the expose
 // annotation (the status is then still written). Services with
-// tailscale.com/proxy-group are served by ProxyGroups, not here.
+// tailscale.com/proxy-group are served by ProxyGroups, and Services with a
+// tailnet target (tailnet-fqdn, tailnet-ip) by the egress handler.
 func Classify(svc *corev1.Service, defaultLoadBalancer bool) Kind {
 	if _, pg := svc.Annotations[AnnotationProxyGroup]; pg {
 		return NotOurs
+	}
+	for _, k := range []string{"tailscale.com/tailnet-fqdn", "tailscale.com/tailnet-ip", "tailscale.com/ts-tailnet-target-ip"} {
+		if svc.Annotations[k] != "" {
+			return NotOurs
+		}
 	}
 	switch {
 	case IsTailscaleLoadBalancer(svc, defaultLoadBalancer):

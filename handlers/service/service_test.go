@@ -66,6 +66,7 @@ func TestClassify(t *testing.T) {
 		{"another class with expose is exposed, status untouched", svc(loadBalancer(&traefik), annotate("tailscale.com/expose", "true")), false, service.Expose},
 		{"tailscale LB plus expose", svc(loadBalancer(&ts), annotate("tailscale.com/expose", "true")), false, service.LoadBalancer},
 		{"ProxyGroup Services are not ours", svc(loadBalancer(&ts), annotate("tailscale.com/proxy-group", "pg")), false, service.NotOurs},
+		{"egress Services go to the egress handler", svc(annotate("tailscale.com/expose", "true"), annotate("tailscale.com/tailnet-fqdn", "db.tail1.ts.net")), false, service.NotOurs},
 		{"class on a non-LoadBalancer", svc(func(s *corev1.Service) { s.Spec.LoadBalancerClass = &ts }), false, service.NotOurs},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,12 @@
+// Package egress is the handler module for egress Services: Services
+// annotated tailscale.com/tailnet-fqdn or tailscale.com/tailnet-ip (or the
+// deprecated tailscale.com/ts-tailnet-target-ip) that let cluster workloads
+// reach a tailnet device. This file set is the pure part: validation with the
+// official messages, the egress proxy's objects (a proxyset plus a headless
+// Service selecting its Pod), and the rewrite of the user's Service to an
+// ExternalName pointing at that headless Service, as the official operator
+// does.
+//
+// It imports Kubernetes API types, handlers/proxyset, handlers/settings and
+// proxy/config.
+package egress

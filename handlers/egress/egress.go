@@ -1,0 +1,191 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// Annotations with the official operator's names.
+const (
+	AnnotationTailnetFQDN = "tailscale.com/tailnet-fqdn"
+	AnnotationTailnetIP   = "tailscale.com/tailnet-ip"
+	// AnnotationTailnetIPDeprecated is the old name of tailnet-ip; the new
+	// name wins when both are set.
+	AnnotationTailnetIPDeprecated = "tailscale.com/ts-tailnet-target-ip"
+	// AnnotationProxyGroup moves egress to a ProxyGroup: not handled here.
+	AnnotationProxyGroup = "tailscale.com/proxy-group"
+	// DefaultClusterDomain is used when /etc/resolv.conf names none.
+	DefaultClusterDomain = "cluster.local"
+)
+
+// magicDNSName is the official check for tailnet-fqdn values.
+var magicDNSName = regexp.MustCompile(`^[a-zA-Z0-9-]+\.[a-zA-Z0-9-]+\.ts\.net\.?$`)
+
+// TailnetIP returns the tailnet-ip annotation, or its deprecated alias.
+func TailnetIP(svc *corev1.Service) string {
+	if v := svc.Annotations[AnnotationTailnetIP]; v != "" {
+		return v
+	}
+	return svc.Annotations[AnnotationTailnetIPDeprecated]
+}
+
+// IsEgress reports whether svc asks for a dedicated egress proxy.
+func IsEgress(svc *corev1.Service) bool {
+	if _, pg := svc.Annotations[AnnotationProxyGroup]; pg {
+		return false
+	}
+	return svc.Annotations[AnnotationTailnetFQDN] != "" || TailnetIP(svc) != ""
+}
+
+// Validate returns every reason svc cannot get an egress proxy, in the
+// official operator's words; empty means valid.
+func Validate(svc *corev1.Service, s settings.Settings) []string {
+	var problems []string
+	fqdn, ip := svc.Annotations[AnnotationTailnetFQDN], TailnetIP(svc)
+	if fqdn != "" && ip != "" {
+		problems = append(problems, fmt.Sprintf("only one of annotations %s and %s can be set", AnnotationTailnetIP, AnnotationTailnetFQDN))
+	}
+	if fqdn != "" && !magicDNSName.MatchString(fqdn) {
+		problems = append(problems, fmt.Sprintf("invalid value of annotation %s: %q does not appear to be a valid MagicDNS name", AnnotationTailnetFQDN, fqdn))
+	}
+	if ip != "" {
+		if _, err := netip.ParseAddr(ip); err != nil {
+			problems = append(problems, fmt.Sprintf("invalid value of annotation %s: %q could not be parsed as a valid IP Address, error: %s", AnnotationTailnetIP, ip, err))
+		}
+	}
+	if _, err := hostname(svc); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if _, err := proxyset.Tags(svc.Annotations, s.ProxyTags); err != nil {
+		problems = append(problems, err.Error())
+	}
+	// tailplane-proxy listens per port (the official proxy forwards every
+	// port with iptables), so the ports must be listed.
+	if len(svc.Spec.Ports) == 0 {
+		problems = append(problems, "the Service has no ports.")
+	}
+	return problems
+}
+
+func hostname(svc *corev1.Service) (string, error) {
+	h, set := svc.Annotations[proxyset.AnnotationHostname]
+	if !set {
+		h = svc.Namespace + "-" + svc.Name
+	}
+	if err := proxyset.ValidHostname(h); err != nil {
+		return "", fmt.Errorf("invalid Tailscale hostname %q: %s", h, err)
+	}
+	return strings.ToLower(h), nil
+}
+
+// Config is the egress proxy config: each Service port, TCP or UDP, is
+// listened on and dialled on the tailnet target.
+func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*config.Config, error) {
+	if problems := Validate(svc, s); len(problems) > 0 {
+		return nil, errors.New("invalid Service: " + strings.Join(problems, " "))
+	}
+	h, _ := hostname(svc)
+	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
+	target := config.EgressTarget{IP: TailnetIP(svc)}
+	if fqdn := svc.Annotations[AnnotationTailnetFQDN]; fqdn != "" {
+		target = config.EgressTarget{FQDN: strings.TrimSuffix(fqdn, ".") + "."}
+	}
+	for _, p := range svc.Spec.Ports {
+		proto := config.TCP
+		switch p.Protocol {
+		case corev1.ProtocolUDP:
+			proto = config.UDP
+		case corev1.ProtocolSCTP:
+			continue
+		}
+		target.Ports = append(target.Ports, config.PortMap{Protocol: proto, Port: int(p.Port), TargetPort: int(p.Port)})
+	}
+	return &config.Config{
+		Version: config.Version, Hostname: h, Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Role: config.RoleEgress, Egress: &config.Egress{Targets: []config.EgressTarget{target}},
+	}, nil
+}
+
+// Objects are an egress proxy's objects: the proxyset and the headless
+// Service that gives its Pod a DNS name.
+type Objects struct {
+	*proxyset.Objects
+	// HeadlessService selects the proxy Pod, with the user's ports.
+	HeadlessService *corev1.Service
+}
+
+// Render returns the egress proxy's objects for svc.
+func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*Objects, error) {
+	cfg, err := Config(svc, s, loginServer, authKey)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := proxyset.Render(proxyset.Spec{
+		Parent:    proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID},
+		Namespace: s.Namespace, Image: s.ProxyImage, Config: cfg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var ports []corev1.ServicePort
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
+	}
+	labels := proxyset.ChildLabels(proxyset.ParentService, svc.Namespace, svc.Name)
+	headless := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: objs.Names.Base, Namespace: s.Namespace, Labels: maps.Clone(labels)},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:      corev1.ClusterIPNone,
+			Selector:       maps.Clone(objs.StatefulSet.Spec.Selector.MatchLabels),
+			Ports:          ports,
+			IPFamilyPolicy: new(corev1.IPFamilyPolicyPreferDualStack),
+		},
+	}
+	return &Objects{Objects: objs, HeadlessService: headless}, nil
+}
+
+// ExternalName is the DNS name the user's Service is rewritten to point at.
+func ExternalName(headless *corev1.Service, clusterDomain string) string {
+	if clusterDomain == "" {
+		clusterDomain = DefaultClusterDomain
+	}
+	return fmt.Sprintf("%s.%s.svc.%s", headless.Name, headless.Namespace, clusterDomain)
+}
+
+// Rewrite returns a copy of the user's Service turned into an ExternalName
+// Service pointing at the egress proxy, with no selector, as the official
+// operator does.
+func Rewrite(svc *corev1.Service, externalName string) *corev1.Service {
+	out := svc.DeepCopy()
+	out.Spec.Type = corev1.ServiceTypeExternalName
+	out.Spec.ExternalName = externalName
+	out.Spec.Selector = nil
+	out.Spec.ClusterIP, out.Spec.ClusterIPs = "", nil
+	out.Spec.IPFamilies, out.Spec.IPFamilyPolicy = nil, nil
+	return out
+}
+
+// ClusterDomain reads the cluster domain from a resolv.conf's contents: the
+// third search domain (svc.<domain> order: <ns>.svc.<d>, svc.<d>, <d>), as the
+// official operator does, falling back to cluster.local.
+func ClusterDomain(resolvConf string) string {
+	for line := range strings.SplitSeq(resolvConf, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 0 && fields[0] == "search" && len(fields) >= 4 {
+			return fields[3]
+		}
+	}
+	return DefaultClusterDomain
+}
