@@ -24,8 +24,10 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/tailplane/tailplane/crds"
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/deploy/manifests"
 	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -199,6 +201,15 @@ func TestOperatorRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// With a ProxyClass applied, including an env var that replaces one of
+	// the operator's (server-side apply refuses duplicate names).
+	objs.StatefulSet = proxyclass.Apply(objs.StatefulSet, &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
+		Metrics: &v1alpha1.Metrics{Enable: true},
+		StatefulSet: &v1alpha1.StatefulSet{Labels: v1alpha1.Labels{"team": "net"}, Pod: &v1alpha1.Pod{
+			Tolerations:        []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
+			TailscaleContainer: &v1alpha1.Container{Env: []v1alpha1.Env{{Name: "TS_KUBE_SECRET", Value: "x"}, {Name: "EXTRA", Value: "1"}}},
+		}},
+	}}, proxyclass.L4)
 	var rendered []*unstructured.Unstructured
 	for _, o := range objs.List() {
 		rendered = append(rendered, toUnstructured(t, o))
