@@ -2,6 +2,11 @@
 // Tailplane's tests and for trying Tailplane without a cluster.
 //
 //	devcluster apiserver --dir D   etcd + kube-apiserver; writes D/kubeconfig
+//	devcluster up --dir D          the whole local cluster: control plane,
+//	                               process node, service proxy, tailnet
+//	devcluster down --dir D        stop what up started, leave nothing running
+//	devcluster kubectl ARGS...     kubectl against D/kubeconfig
+//	devcluster curl URL            fetch URL from an ephemeral tailnet node
 //
 // It prints one line starting with "ready" once the cluster answers, and
 // stops everything it started on SIGINT or SIGTERM.
@@ -17,14 +22,21 @@ import (
 	"syscall"
 
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 
 	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
+	"github.com/tailplane/tailplane/kind-e2e/internal/node"
 )
 
 const usage = `usage: devcluster <command> [flags]
 
 commands:
   apiserver --dir D   start etcd and kube-apiserver on loopback, write D/kubeconfig
+  up --dir D          start the local cluster (control plane, process node,
+                      service proxy, tailnet); Ctrl-C or "down" stops it
+  down --dir D        stop a running "up" and everything it started
+  kubectl ARGS...     kubectl against D/kubeconfig (--dir D or $DEVCLUSTER_DIR)
+  curl [--dir D] URL  fetch URL from an ephemeral tailnet node trusting D/ca.pem
 `
 
 func main() {
@@ -36,6 +48,12 @@ func main() {
 	switch os.Args[1] {
 	case "apiserver":
 		err = runAPIServer(os.Args[2:])
+	case "up":
+		err = runUp(os.Args[2:])
+	case "down":
+		err = runDown(os.Args[2:])
+	case "kubectl":
+		err = runKubectl(os.Args[2:])
 	case "component":
 		err = runComponent(os.Args[2:])
 	case "help", "-h", "--help":
@@ -94,6 +112,15 @@ func runComponent(args []string) error {
 		cmd := apiserver.NewAPIServerCommand()
 		cmd.SetArgs(args[1:])
 		return cmd.Execute()
+	case "kube-controller-manager":
+		cmd := controllermanager.NewControllerManagerCommand()
+		cmd.SetArgs(args[1:])
+		return cmd.Execute()
+	case "pod-init":
+		if len(args) != 2 {
+			return fmt.Errorf("pod-init: want one spec file")
+		}
+		return node.RunInit(args[1])
 	default:
 		return fmt.Errorf("component: unknown %q", args[0])
 	}

@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/pki"
 )
 
 // ServiceCIDR is the Service ClusterIP range. Loopback addresses can be bound
@@ -41,9 +43,17 @@ type Cluster struct {
 	Token      string
 	CA         []byte
 
+	// LocalCA signs the certificates between devcluster's own parts (the
+	// apiserver's client certificate for the node's log endpoint, and the
+	// node's serving certificate).
+	LocalCA *pki.CA
+	// ServiceAccountKey is the PEM file service-account tokens are signed with.
+	ServiceAccountKey string
+
 	etcd      *Etcd
 	apiserver *exec.Cmd
 	exited    chan error
+	kcm       *child
 }
 
 // Layout of a cluster directory.
@@ -70,11 +80,16 @@ func Start(ctx context.Context, dir, self string) (*Cluster, error) {
 	if err := ensureServiceAccountKey(saKey); err != nil {
 		return nil, err
 	}
+	localCA, err := pki.LoadOrCreateCA(pkiDir(dir), "local-ca")
+	if err != nil {
+		return nil, err
+	}
 	etcd, err := StartEtcd(ctx, dir, ports.EtcdClient, ports.EtcdPeer)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Ports: ports, Token: token, etcd: etcd, exited: make(chan error, 1)}
+	c := &Cluster{Dir: dir, Ports: ports, Token: token, etcd: etcd, exited: make(chan error, 1),
+		LocalCA: localCA, ServiceAccountKey: saKey}
 	if err := c.startAPIServer(self, saKey); err != nil {
 		etcd.Close()
 		return nil, err
@@ -87,6 +102,10 @@ func Start(ctx context.Context, dir, self string) (*Cluster, error) {
 }
 
 func (c *Cluster) startAPIServer(self, saKey string) error {
+	kubeletClient, err := c.LocalCA.Issue(pkiDir(c.Dir), "apiserver-kubelet-client", "kube-apiserver-kubelet-client", true, nil, nil)
+	if err != nil {
+		return err
+	}
 	args := []string{"component", "kube-apiserver",
 		"--etcd-servers=" + c.etcd.ClientURL,
 		"--bind-address=127.0.0.1",
@@ -104,6 +123,12 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 		// publish itself; in-cluster clients get its address from the node.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		// kubectl logs: the apiserver calls the node's log endpoint with this
+		// client certificate and checks the node's serving certificate.
+		"--kubelet-client-certificate=" + kubeletClient.CertFile,
+		"--kubelet-client-key=" + kubeletClient.KeyFile,
+		"--kubelet-certificate-authority=" + c.LocalCA.CertFile,
+		"--kubelet-preferred-address-types=InternalIP",
 	}
 	logFile, err := os.OpenFile(filepath.Join(logsDir(c.Dir), "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -180,8 +205,12 @@ func (c *Cluster) writeKubeconfig(host string) error {
 // Done is closed-over by callers that want to notice the apiserver dying.
 func (c *Cluster) Done() <-chan error { return c.exited }
 
-// Stop ends kube-apiserver (SIGTERM, then SIGKILL after 10s) and etcd.
+// Stop ends kube-controller-manager and kube-apiserver (SIGTERM, then SIGKILL
+// after 10s) and etcd.
 func (c *Cluster) Stop() {
+	if c.kcm != nil {
+		c.kcm.stop(10 * time.Second)
+	}
 	if c.apiserver != nil && c.apiserver.Process != nil {
 		_ = syscall.Kill(-c.apiserver.Process.Pid, syscall.SIGTERM)
 		select {

@@ -1,0 +1,93 @@
+// Command devcluster-echo is the test echo server devcluster's image map
+// ships with (image "ghcr.io/tailplane/echo"). It binds $POD_IP:$PORT
+// (default 8080) over TCP (HTTP) and UDP and answers:
+//
+//	GET /            JSON with the pod name, pod IP, request path and headers
+//	GET /file?path=P the content of file P as the pod sees it (for volume tests)
+//	UDP datagrams    echoed back with the prefix "echo: "
+//
+// It stops on SIGTERM.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+)
+
+func main() {
+	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "echo"})
+	ip := os.Getenv("POD_IP")
+	if ip == "" {
+		ip = "127.0.0.1"
+	}
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	addr := net.JoinHostPort(ip, port)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		host, _ := os.Hostname()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"pod": os.Getenv("HOSTNAME"), "host": host, "podIP": ip, "path": r.URL.Path,
+			"remote": r.RemoteAddr, "headers": r.Header,
+		})
+	})
+	mux.HandleFunc("GET /file", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		logger.Fatal("listen", "addr", addr, "err", err)
+	}
+	pc, err := lc.ListenPacket(ctx, "udp", addr)
+	if err != nil {
+		logger.Fatal("listen udp", "addr", addr, "err", err)
+	}
+	go serveUDP(pc)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		logger.Info("SIGTERM: shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = pc.Close()
+	}()
+	logger.Info("serving", "addr", addr)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Fatal("serve", "err", err)
+	}
+}
+
+func serveUDP(pc net.PacketConn) {
+	buf := make([]byte, 64*1024)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		_, _ = pc.WriteTo(append([]byte("echo: "), buf[:n]...), from)
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/node"
+)
+
+// runDown stops the `up` of a cluster directory: SIGTERM (up then stops its
+// pods, proxy, tailnet and control plane in order), SIGKILL after 60 s, then
+// it ends any pod process group still recorded and removes the pod route.
+// The directory's state stays, so a later `up` resumes the cluster.
+func runDown(args []string) error {
+	fs := flag.NewFlagSet("down", flag.ExitOnError)
+	dir := fs.String("dir", "", "cluster directory; required")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		return errors.New("down: --dir is required")
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(abs, "devcluster.pid"))
+	if err == nil {
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if pid > 1 && syscall.Kill(pid, syscall.SIGTERM) == nil {
+			deadline := time.Now().Add(60 * time.Second)
+			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if syscall.Kill(pid, 0) == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				fmt.Fprintf(os.Stderr, "devcluster: pid %d did not stop in 60s; killed\n", pid)
+			}
+		}
+		_ = os.Remove(filepath.Join(abs, "devcluster.pid"))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	node.KillRecordedGroups(abs)
+	if err := node.RemovePodRoute(); err != nil {
+		return err
+	}
+	fmt.Println("down")
+	return nil
+}

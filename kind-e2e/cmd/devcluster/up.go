@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
+	"github.com/tailplane/tailplane/kind-e2e/internal/node"
+	"github.com/tailplane/tailplane/kind-e2e/internal/svcproxy"
+)
+
+// NodeName is the name of devcluster's one node.
+const nodeName = "devcluster"
+
+type imageFlags []node.ImageRule
+
+func (f *imageFlags) String() string { return fmt.Sprint(*f) }
+func (f *imageFlags) Set(s string) error {
+	r, err := node.ParseImageRule(s)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, r)
+	return nil
+}
+
+// defaultImages is the image map devcluster ships with: the project's
+// operator and proxy images (binaries from binDir) and the echo test image
+// (built next to devcluster).
+func defaultImages(binDir, self string) node.ImageMap {
+	echo := filepath.Join(filepath.Dir(self), "devcluster-echo")
+	op := filepath.Join(binDir, "tailplane-operator")
+	px := filepath.Join(binDir, "tailplane-proxy")
+	return node.ImageMap{
+		{Glob: "*tailplane/echo*", Binary: echo},
+		{Glob: "*tailplane-echo*", Binary: echo},
+		{Glob: "*tailplane/operator*", Binary: op},
+		{Glob: "*tailplane-operator*", Binary: op},
+		{Glob: "*tailplane/proxy*", Binary: px},
+		{Glob: "*tailplane-proxy*", Binary: px},
+	}
+}
+
+func runUp(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	dir := fs.String("dir", "", "cluster directory (state, logs, kubeconfig); required")
+	bin := fs.String("bin", "bin", "folder with tailplane-operator and tailplane-proxy (go tool task build)")
+	var images imageFlags
+	fs.Var(&images, "image", "extra image map entry GLOB=BINARY (repeatable; tried before the defaults)")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		return errors.New("up: --dir is required")
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	binDir, err := filepath.Abs(*bin)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "devcluster"})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return err
+	}
+	pidFile := filepath.Join(abs, "devcluster.pid")
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("up: devcluster (pid %d) is already running for %s; run devcluster down --dir %s first", pid, abs, *dir)
+		}
+	}
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(pidFile)
+
+	cp, err := controlplane.Start(ctx, abs, self)
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	if err := cp.StartControllerManager(ctx, self); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", cp.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	nodeDone := make(chan error, 1)
+	nodeReady := make(chan struct{})
+	n := node.New(client, node.Config{
+		Name: nodeName, Dir: abs, Self: self,
+		Images:        append(node.ImageMap(images), defaultImages(binDir, self)...),
+		APIServerHost: "127.0.0.1", APIServerPort: strconv.Itoa(cp.Ports.APIServer),
+		LocalCA: cp.LocalCA, Logger: logger.WithPrefix("node"),
+	})
+	go func() { nodeDone <- n.Run(nodeCtx, nodeReady) }()
+	defer func() {
+		stopNode()
+		<-nodeDone
+		if err := node.RemovePodRoute(); err != nil {
+			logger.Warn("remove pod route", "err", err)
+		}
+	}()
+
+	proxyCtx, stopProxy := context.WithCancel(context.Background())
+	defer stopProxy()
+	proxyReady := make(chan struct{})
+	go svcproxy.New(client, logger.WithPrefix("svcproxy")).Run(proxyCtx, proxyReady)
+
+	for _, ch := range []chan struct{}{nodeReady, proxyReady} {
+		select {
+		case <-ch:
+		case err := <-nodeDone:
+			return fmt.Errorf("node: %w", err)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if err := waitDefaultServiceAccount(ctx, client); err != nil {
+		return err
+	}
+	logger.Info("cluster ready", "took", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("ready kubeconfig=%s\n", cp.Kubeconfig)
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping")
+		return nil
+	case err := <-cp.Done():
+		return fmt.Errorf("kube-apiserver exited: %v", err)
+	case err := <-cp.ControllerManagerDone():
+		return fmt.Errorf("kube-controller-manager exited: %v", err)
+	case err := <-nodeDone:
+		return fmt.Errorf("node: %w", err)
+	}
+}
+
+// waitDefaultServiceAccount waits for the serviceaccount controller: pods
+// cannot be created in a namespace before its default ServiceAccount exists.
+func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			return fmt.Errorf("default service account: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
