@@ -1,0 +1,260 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// step is one handler to run in a cycle, with the cause it runs for.
+type step struct {
+	h        *handler
+	cause    Cause
+	old, new any
+}
+
+// cycle is the work for one key: what was read, what ran, what to write.
+type cycle struct {
+	key      Key
+	obj      *unstructured.Unstructured // private copy of the cached object
+	st       state
+	steps    []step
+	deleting bool
+	hasFin   bool
+	needFin  bool
+	last     lastHandled // the record to write once every step has finished
+	changed  map[string]bool
+	results  map[string]any
+	patch    Patch
+	wait     time.Duration // earliest delayed step
+	stopped  bool          // shutdown interrupted the cycle
+}
+
+func (c *cycle) done() bool {
+	if c.stopped {
+		return false
+	}
+	for _, s := range c.steps {
+		if !c.st.progress[s.h.id].finished() {
+			return false
+		}
+	}
+	return true
+}
+
+// process handles one key: it detects the causes, runs every due handler in
+// order, then writes one merged patch. It returns how long to wait before
+// the key must be handled again (0: only on the next change).
+func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) {
+	cached := o.lookup(key)
+	if cached == nil {
+		o.gone(key)
+		return 0, nil
+	}
+	if wait, stale := o.isStale(key, cached); stale {
+		return wait, nil
+	}
+	c := &cycle{key: key, changed: map[string]bool{}, results: map[string]any{}}
+	var changes, spawners []*handler
+	for _, h := range o.handlers {
+		if h.gvr != key.Resource || !h.matches(cached) {
+			continue
+		}
+		switch h.kind {
+		case kindChange:
+			changes = append(changes, h)
+			c.needFin = c.needFin || (h.cause == CauseDelete && !h.optional)
+		case kindDaemon:
+			spawners = append(spawners, h)
+			c.needFin = true
+		case kindTimer:
+			spawners = append(spawners, h)
+		}
+	}
+	c.deleting = cached.GetDeletionTimestamp() != nil
+	if c.deleting {
+		o.stopSpawned(key, true)
+	} else {
+		o.syncSpawned(key, cached, spawners)
+	}
+	if len(changes) == 0 && !c.needFin && !slices.Contains(cached.GetFinalizers(), o.settings.Finalizer) {
+		return 0, nil // stealth: an object no handler matches is never touched
+	}
+	c.obj = cached.DeepCopy()
+	c.st = readState(o.settings.Prefix, c.obj)
+	c.hasFin = slices.Contains(c.obj.GetFinalizers(), o.settings.Finalizer)
+	o.plan(c, changes)
+	o.runSteps(ctx, c)
+	if err := o.finish(ctx, c); err != nil {
+		return 0, err
+	}
+	if !c.done() && c.wait > 0 {
+		return c.wait, nil
+	}
+	return 0, nil
+}
+
+// plan picks the steps of the cycle from the object's state.
+func (o *Operator) plan(c *cycle, changes []*handler) {
+	rec := c.st.last
+	uid := c.obj.GetUID()
+	o.stateMu.Lock()
+	resume := rec != nil && o.resumed[c.key] != uid
+	o.stateMu.Unlock()
+	add := func(h *handler, cause Cause) { c.steps = append(c.steps, step{h: h, cause: cause}) }
+	if c.deleting {
+		if !c.hasFin && rec == nil {
+			return
+		}
+		for _, h := range changes {
+			if h.cause == CauseDelete || (h.cause == CauseResume && resume && h.includeDeleted) {
+				add(h, h.cause)
+			}
+		}
+		return
+	}
+	c.last.Hash = essenceHash(o.settings.Prefix, c.obj)
+	var cause Cause
+	switch {
+	case rec == nil:
+		cause = CauseCreate
+	case rec.Hash != c.last.Hash:
+		cause = CauseUpdate
+	}
+	for _, h := range changes {
+		switch {
+		case h.cause == CauseField:
+			raw, val, present := fieldValue(c.obj, h.field)
+			if c.last.Fields == nil {
+				c.last.Fields = map[string]json.RawMessage{}
+			}
+			if present {
+				c.last.Fields[h.field] = raw
+			}
+			var prev json.RawMessage
+			if rec != nil {
+				prev = rec.Fields[h.field]
+			}
+			if cause != 0 && !bytes.Equal(prev, raw) {
+				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val})
+			}
+		case h.cause == cause && cause != 0:
+			add(h, cause)
+		case h.cause == CauseResume && resume:
+			add(h, CauseResume)
+		}
+	}
+}
+
+// runSteps runs the due steps in registration order.
+func (o *Operator) runSteps(ctx context.Context, c *cycle) {
+	logger := o.objectLogger(c.key)
+	for _, s := range c.steps {
+		p := c.st.progress[s.h.id]
+		if p.finished() {
+			continue
+		}
+		if wait := time.Until(time.UnixMilli(p.Delayed)); p.Delayed != 0 && wait > 0 {
+			if c.wait == 0 || wait < c.wait {
+				c.wait = wait
+			}
+			continue
+		}
+		if o.stopping.Load() || ctx.Err() != nil {
+			c.stopped = true
+			return
+		}
+		if !o.runStep(ctx, c, s, &p, logger) {
+			c.stopped = true
+			return
+		}
+		c.st.progress[s.h.id] = p
+		c.changed[s.h.id] = true
+		if !p.finished() {
+			if wait := time.Until(time.UnixMilli(p.Delayed)); c.wait == 0 || wait < c.wait {
+				c.wait = max(wait, time.Millisecond)
+			}
+		}
+	}
+}
+
+// finish writes the cycle's single merged patch, if anything changed.
+func (o *Operator) finish(ctx context.Context, c *cycle) error {
+	done := c.done()
+	ann := map[string]any{}
+	pre := o.settings.Prefix + "/"
+	if done {
+		for id := range c.st.progress {
+			if _, ok := c.obj.GetAnnotations()[pre+id]; ok {
+				ann[pre+id] = nil
+			}
+		}
+		if !c.deleting {
+			// Hash what the object will be after this patch, so that the
+			// handlers' own changes do not look like an update.
+			c.last.Hash = essenceHash(o.settings.Prefix, afterPatch(c.obj, c.patch.obj))
+			if rec := encode(c.last); c.obj.GetAnnotations()[pre+recordKey] != rec {
+				ann[pre+recordKey] = rec
+			}
+		}
+		o.stateMu.Lock()
+		o.resumed[c.key] = c.obj.GetUID()
+		o.stateMu.Unlock()
+	} else {
+		for id := range c.changed {
+			ann[pre+id] = encode(c.st.progress[id])
+		}
+	}
+	fin := finNone
+	switch {
+	case c.deleting && c.hasFin && done:
+		fin = finRemove
+	case !c.deleting && c.needFin && !c.hasFin:
+		fin = finAdd
+	case !c.deleting && !c.needFin && c.hasFin:
+		fin = finRemove
+	}
+	if len(ann) == 0 && fin == finNone && len(c.results) == 0 && c.patch.empty() {
+		return nil
+	}
+	return o.write(ctx, c, ann, fin)
+}
+
+// afterPatch returns obj with a JSON merge patch applied (only what the
+// essence needs: a copy of the top-level maps it touches).
+func afterPatch(obj *unstructured.Unstructured, patch map[string]any) *unstructured.Unstructured {
+	if len(patch) == 0 {
+		return obj
+	}
+	return &unstructured.Unstructured{Object: mergeInto(obj.Object, patch)}
+}
+
+func mergeInto(dst, patch map[string]any) map[string]any {
+	out := make(map[string]any, len(dst)+len(patch))
+	for k, v := range dst {
+		out[k] = v
+	}
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(out, k)
+		case map[string]any:
+			cur, _ := out[k].(map[string]any)
+			out[k] = mergeInto(cur, pv)
+		case map[string]string:
+			m := make(map[string]any, len(pv))
+			for kk, vv := range pv {
+				m[kk] = vv
+			}
+			cur, _ := out[k].(map[string]any)
+			out[k] = mergeInto(cur, m)
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Key identifies one object in the workqueue.
+type Key struct {
+	Resource  schema.GroupVersionResource
+	Namespace string
+	Name      string
+}
+
+func (k Key) String() string {
+	res := k.Resource.Resource
+	if k.Resource.Group != "" {
+		res += "." + k.Resource.Group
+	}
+	if k.Namespace == "" {
+		return res + "/" + k.Name
+	}
+	return res + "/" + k.Namespace + "/" + k.Name
+}
+
+func keyOf(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) Key {
+	return Key{Resource: gvr, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// Operator holds the registered handlers and runs them. Create it with New,
+// register handlers, then call Run once.
+type Operator struct {
+	settings Settings
+	dyn      dynamic.Interface
+	kube     kubernetes.Interface
+	log      *log.Logger
+	queue    workqueue.TypedRateLimitingInterface[Key]
+	metrics  *metrics
+	recorder record.EventRecorder
+	events   record.EventBroadcaster
+
+	mu         sync.Mutex // guards registration
+	errs       []error
+	handlers   []*handler
+	sources    map[sourceKey]*source
+	sourceList []*source
+	indexes    map[string]*Index
+	probes     map[string]ProbeFunc
+	startup    []Hook
+	cleanup    []Hook
+	statusSub  map[schema.GroupVersionResource]bool
+
+	stateMu sync.Mutex // guards the maps below
+	stale   map[Key]staleMark
+	resumed map[Key]types.UID // objects whose resume handlers ran in this process
+	spawned map[Key]*spawned
+
+	ctx      atomic.Pointer[context.Context] // the active run's context
+	stopping atomic.Bool
+	synced   atomic.Bool
+	leading  atomic.Bool
+}
+
+// staleMark remembers the resourceVersion an own patch was made against:
+// until the informer delivers something newer, the cache is stale.
+type staleMark struct {
+	rv    string
+	until time.Time
+}
+
+// New returns an Operator for the cluster of cfg. Settings left zero get
+// their defaults.
+func New(cfg *rest.Config, s Settings) (*Operator, error) {
+	s = s.withDefaults()
+	if errs := validation.IsDNS1123Subdomain(s.Prefix); len(errs) > 0 {
+		return nil, fmt.Errorf("runtime: prefix %q: %v", s.Prefix, errs)
+	}
+	if errs := validation.IsQualifiedName(s.Finalizer); len(errs) > 0 {
+		return nil, fmt.Errorf("runtime: finalizer %q: %v", s.Finalizer, errs)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: dynamic client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: clientset: %w", err)
+	}
+	o := &Operator{
+		settings:  s,
+		dyn:       dyn,
+		kube:      kube,
+		log:       s.Logger,
+		sources:   map[sourceKey]*source{},
+		indexes:   map[string]*Index{},
+		probes:    map[string]ProbeFunc{},
+		statusSub: map[schema.GroupVersionResource]bool{},
+		stale:     map[Key]staleMark{},
+		resumed:   map[Key]types.UID{},
+		spawned:   map[Key]*spawned{},
+	}
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](s.MinBackoff, s.MaxBackoff),
+		// An overall bucket so that a storm of failures cannot flood the API server.
+		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 200)},
+	)
+	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
+	o.metrics = newMetrics(o)
+	o.events, o.recorder = newRecorder(kube, s.Component)
+	return o, nil
+}
+
+// Err returns the registration errors so far (bad ids, paths, selectors).
+// Run returns them too, before it starts anything.
+func (o *Operator) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return errors.Join(o.errs...)
+}
+
+// GetIndex returns the index registered under name, or nil.
+func (o *Operator) GetIndex(name string) *Index {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.indexes[name]
+}
+
+// Ready reports whether every informer has synced (or, with leader election,
+// whether this replica is a healthy standby).
+func (o *Operator) Ready() bool {
+	if o.settings.LeaderElection != nil && !o.leading.Load() {
+		return true
+	}
+	return o.synced.Load()
+}
+
+// Leading reports whether this replica is the active one (always true
+// without leader election once Run started).
+func (o *Operator) Leading() bool { return o.leading.Load() }
+
+func (o *Operator) runCtx() context.Context {
+	if p := o.ctx.Load(); p != nil {
+		return *p
+	}
+	return context.Background()
+}
+
+// objectLogger returns a logger that puts the object's key on every line.
+func (o *Operator) objectLogger(k Key) *log.Logger { return o.log.With("key", k.String()) }
+
+// lookup returns the cached object of a key (shared: callers must not modify it).
+func (o *Operator) lookup(k Key) *unstructured.Unstructured {
+	for _, s := range o.sourceList {
+		if s.key.gvr == k.Resource {
+			if obj := s.get(k.Namespace, k.Name); obj != nil {
+				return obj
+			}
+		}
+	}
+	return nil
+}
+
+// observe is called by informers for every change: it updates the indexes
+// first (so they are complete before handlers run) and queues the key.
+func (o *Operator) observe(gvr schema.GroupVersionResource, raw any, deleted bool) {
+	obj := asUnstructured(raw)
+	if obj == nil {
+		return
+	}
+	key := keyOf(gvr, obj)
+	queued := false
+	for _, h := range o.handlers {
+		if h.gvr != gvr {
+			continue
+		}
+		switch h.kind {
+		case kindIndex:
+			var entries map[string]any
+			if !deleted && h.matches(obj) {
+				entries = h.indexFn(obj)
+			}
+			o.indexes[h.id].set(key.String(), entries)
+		case kindChange, kindTimer, kindDaemon:
+			if !queued {
+				o.queue.Add(key)
+				queued = true
+			}
+		}
+	}
+	if !deleted {
+		o.touch(key)
+	}
+}
+
+func (o *Operator) forgetIndexes(k Key) {
+	for _, h := range o.handlers {
+		if h.kind == kindIndex && h.gvr == k.Resource {
+			o.indexes[h.id].set(k.String(), nil)
+		}
+	}
+}

@@ -1,0 +1,274 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// HandlerFunc handles one cause for one object. A non-nil result is written
+// to <ResultsPath>.<handler id> in the cycle's patch. Return Temporary or
+// Permanent to control retries; any other error is retried with backoff.
+type HandlerFunc func(ctx context.Context, ev *Event) (any, error)
+
+// DaemonFunc runs for as long as its object exists and matches. Its context
+// is cancelled when the object is deleted, stops matching, or the operator
+// stops. Returning nil ends it for this object; an error restarts it after
+// backoff.
+type DaemonFunc func(ctx context.Context, ev *Event) error
+
+// EventFunc receives every raw watch event of a resource. It keeps no state
+// and is not retried: errors are logged.
+type EventFunc func(ctx context.Context, typ watch.EventType, obj *unstructured.Unstructured) error
+
+// IndexFunc maps an object to index entries (key -> value). It runs on the
+// watch's goroutine, so it must be quick. Returning nil puts the object in no
+// entry.
+type IndexFunc func(obj *unstructured.Unstructured) map[string]any
+
+// ProbeFunc reports a value for /healthz; an error fails the probe.
+type ProbeFunc func(ctx context.Context) (any, error)
+
+// Hook runs at startup (before any watch; an error stops Run) or at cleanup.
+type Hook func(ctx context.Context) error
+
+// Option adjusts one registration: filters, retries, timers, watch scope.
+type Option func(*handler)
+
+type handlerKind int
+
+const (
+	kindChange handlerKind = iota
+	kindEvent
+	kindTimer
+	kindDaemon
+	kindIndex
+)
+
+// handler is one registration.
+type handler struct {
+	id       string
+	kind     handlerKind
+	cause    Cause // for kindChange; CauseUpdate with field != "" is OnField
+	gvr      schema.GroupVersionResource
+	src      sourceKey
+	selector labels.Selector
+	preds    []Predicate
+	field    string
+
+	fn       HandlerFunc
+	daemonFn DaemonFunc
+	eventFn  EventFunc
+	indexFn  IndexFunc
+
+	optErrs []error // from options, reported at registration
+
+	optional       bool
+	includeDeleted bool
+	retries        int
+	timeout        time.Duration
+	backoff        time.Duration
+	interval       time.Duration
+	initialDelay   time.Duration
+	idle           time.Duration
+}
+
+// matches reports whether obj is in the handler's watch scope and passes
+// its filters.
+func (h *handler) matches(obj *unstructured.Unstructured) bool {
+	if h.src.namespace != "" && obj.GetNamespace() != h.src.namespace {
+		return false
+	}
+	if h.selector != nil && !h.selector.Matches(labels.Set(obj.GetLabels())) {
+		return false
+	}
+	for _, p := range h.preds {
+		if !p(obj) {
+			return false
+		}
+	}
+	return true
+}
+
+// Namespace limits the watch to one namespace.
+func Namespace(ns string) Option { return func(h *handler) { h.src.namespace = ns } }
+
+// Selector limits the watch to objects matching a label selector
+// ("app=web,tier!=db"); handlers with the same resource, namespace and
+// selector share one informer.
+func Selector(selector string) Option { return func(h *handler) { h.src.selector = selector } }
+
+// Label filters on a label: want is a Matcher (Present(), Absent(),
+// MatchFunc(...)) or a value that must be equal.
+func Label(key string, want any) Option { return When(HasLabel(key, want)) }
+
+// Annotation filters on an annotation like Label.
+func Annotation(key string, want any) Option { return When(HasAnnotation(key, want)) }
+
+// Field filters on the value at a dotted field path like Label.
+func Field(path string, want any) Option {
+	return func(h *handler) {
+		if err := validPath(path); err != nil {
+			h.optErrs = append(h.optErrs, err)
+		}
+		h.preds = append(h.preds, HasField(path, want))
+	}
+}
+
+// When adds predicates that must all match (see And, Or, Not).
+func When(ps ...Predicate) Option { return func(h *handler) { h.preds = append(h.preds, ps...) } }
+
+// Retries limits the attempts of a handler; once used up, it fails
+// permanently with ErrRetriesExceeded.
+func Retries(n int) Option { return func(h *handler) { h.retries = n } }
+
+// Timeout limits a handler's total time since its first attempt; each
+// attempt's context ends at that deadline, after which the handler fails
+// permanently with ErrTimeout.
+func Timeout(d time.Duration) Option { return func(h *handler) { h.timeout = d } }
+
+// Backoff replaces the exponential backoff with a fixed delay between
+// attempts after plain errors.
+func Backoff(d time.Duration) Option { return func(h *handler) { h.backoff = d } }
+
+// Optional makes a delete handler best-effort: it adds no finalizer.
+func Optional() Option { return func(h *handler) { h.optional = true } }
+
+// IncludeDeleted lets a resume handler run for objects already being deleted.
+func IncludeDeleted() Option { return func(h *handler) { h.includeDeleted = true } }
+
+// InitialDelay delays a timer's first tick or a daemon's start.
+func InitialDelay(d time.Duration) Option { return func(h *handler) { h.initialDelay = d } }
+
+// Idle makes a timer tick only once the object has been unchanged this long.
+func Idle(d time.Duration) Option { return func(h *handler) { h.idle = d } }
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+
+// OnCreate runs fn once for each new object (one without a last-handled record).
+func (o *Operator) OnCreate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
+	o.register(&handler{kind: kindChange, cause: CauseCreate, gvr: gvr, id: id, fn: fn}, opts)
+}
+
+// OnUpdate runs fn when an object's essence (everything but status and
+// system metadata) differs from the last handled one.
+func (o *Operator) OnUpdate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
+	o.register(&handler{kind: kindChange, cause: CauseUpdate, gvr: gvr, id: id, fn: fn}, opts)
+}
+
+// OnDelete runs fn when an object is being deleted. Unless Optional, a
+// finalizer holds the object until fn has finished.
+func (o *Operator) OnDelete(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
+	o.register(&handler{kind: kindChange, cause: CauseDelete, gvr: gvr, id: id, fn: fn}, opts)
+}
+
+// OnResume runs fn once per process for every object an earlier run already
+// handled, i.e. after an operator restart.
+func (o *Operator) OnResume(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
+	o.register(&handler{kind: kindChange, cause: CauseResume, gvr: gvr, id: id, fn: fn}, opts)
+}
+
+// OnField runs fn when the value at a dotted field path appears or changes;
+// Event.Old and Event.New hold the previous and current values.
+func (o *Operator) OnField(gvr schema.GroupVersionResource, id, path string, fn HandlerFunc, opts ...Option) {
+	o.register(&handler{kind: kindChange, cause: CauseField, gvr: gvr, id: id, fn: fn, field: path}, opts)
+}
+
+// OnEvent calls fn for every raw watch event (ADDED, MODIFIED, DELETED).
+func (o *Operator) OnEvent(gvr schema.GroupVersionResource, id string, fn EventFunc, opts ...Option) {
+	o.register(&handler{kind: kindEvent, gvr: gvr, id: id, eventFn: fn}, opts)
+}
+
+// Timer calls fn every interval for each matching object. Its result is
+// patched into <ResultsPath>.<id>; errors are logged and the next tick runs.
+func (o *Operator) Timer(gvr schema.GroupVersionResource, id string, interval time.Duration, fn HandlerFunc, opts ...Option) {
+	o.register(&handler{kind: kindTimer, gvr: gvr, id: id, fn: fn, interval: interval}, opts)
+}
+
+// Daemon runs fn in a goroutine per matching object. Objects with a daemon
+// carry the finalizer so that the daemon is stopped before they go away.
+func (o *Operator) Daemon(gvr schema.GroupVersionResource, id string, fn DaemonFunc, opts ...Option) {
+	o.register(&handler{kind: kindDaemon, gvr: gvr, id: id, daemonFn: fn}, opts)
+}
+
+// Index maintains an in-memory index named id over the resource, filled
+// before any other handler runs. Read it with Operator.Index or Event.Index.
+func (o *Operator) Index(gvr schema.GroupVersionResource, id string, fn IndexFunc, opts ...Option) {
+	o.register(&handler{kind: kindIndex, gvr: gvr, id: id, indexFn: fn}, opts)
+}
+
+// OnStartup runs fn before any watch starts; an error stops Run.
+func (o *Operator) OnStartup(fn Hook) { o.mu.Lock(); o.startup = append(o.startup, fn); o.mu.Unlock() }
+
+// OnCleanup runs fn during a graceful shutdown, within ShutdownTimeout.
+func (o *Operator) OnCleanup(fn Hook) { o.mu.Lock(); o.cleanup = append(o.cleanup, fn); o.mu.Unlock() }
+
+// OnProbe adds a value to /healthz; a probe that errors makes it fail.
+func (o *Operator) OnProbe(id string, fn ProbeFunc) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, dup := o.probes[id]; dup || !validID.MatchString(id) {
+		o.errs = append(o.errs, fmt.Errorf("probe %q: id must be unique and match %s", id, validID))
+		return
+	}
+	o.probes[id] = fn
+}
+
+func (o *Operator) register(h *handler, opts []Option) {
+	for _, opt := range opts {
+		opt(h)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.validate(h); err != nil {
+		o.errs = append(o.errs, fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err))
+		return
+	}
+	h.src.gvr = h.gvr
+	if h.src.selector != "" {
+		h.selector, _ = labels.Parse(h.src.selector)
+	}
+	o.handlers = append(o.handlers, h)
+	o.sourceFor(h.src)
+	if h.kind == kindIndex {
+		o.indexes[h.id] = newIndex()
+	}
+}
+
+func (o *Operator) validate(h *handler) error {
+	switch {
+	case h.gvr.Resource == "" || h.gvr.Version == "":
+		return fmt.Errorf("resource %v needs a version and a resource name", h.gvr)
+	case !validID.MatchString(h.id) || h.id == recordKey:
+		return fmt.Errorf("id must match %s (and not be %q)", validID, recordKey)
+	case h.fn == nil && h.daemonFn == nil && h.eventFn == nil && h.indexFn == nil:
+		return fmt.Errorf("function is nil")
+	case h.kind == kindTimer && h.interval <= 0:
+		return fmt.Errorf("timer interval must be positive, got %s", h.interval)
+	}
+	if h.cause == CauseField {
+		if err := validPath(h.field); err != nil {
+			return err
+		}
+	}
+	if len(h.optErrs) > 0 {
+		return h.optErrs[0]
+	}
+	if h.src.selector != "" {
+		if _, err := labels.Parse(h.src.selector); err != nil {
+			return fmt.Errorf("selector %q: %w", h.src.selector, err)
+		}
+	}
+	for _, other := range o.handlers {
+		if other.gvr == h.gvr && other.id == h.id {
+			return fmt.Errorf("id already registered for %s", h.gvr.Resource)
+		}
+	}
+	return nil
+}

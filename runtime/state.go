@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The state the runtime keeps on an object is deliberately small so that it
+// can never approach the 256 KiB annotation limit (Kopf's #1087): the
+// last-handled record holds a hash of the object's essence plus the values of
+// watched fields (each capped), and progress records hold numbers and a
+// capped message.
+const (
+	recordKey     = "last-handled"
+	maxMessage    = 200
+	maxFieldValue = 256
+)
+
+// lastHandled is the compact last-handled state: the essence hash and the values
+// of the fields OnField handlers watch (values longer than maxFieldValue are
+// replaced by their hash, which still detects a change).
+type lastHandled struct {
+	Hash   string                     `json:"h"`
+	Fields map[string]json.RawMessage `json:"f,omitempty"`
+}
+
+// progress is one handler's state within the current cycle.
+type progress struct {
+	Retries int    `json:"r,omitempty"`
+	Started int64  `json:"s,omitempty"` // unix seconds of the first attempt
+	Delayed int64  `json:"d,omitempty"` // unix milliseconds before which it must not run
+	Success bool   `json:"ok,omitempty"`
+	Failure bool   `json:"f,omitempty"`
+	Message string `json:"m,omitempty"`
+}
+
+func (p progress) finished() bool { return p.Success || p.Failure }
+
+// state is everything the runtime read back from one object.
+type state struct {
+	last     *lastHandled
+	progress map[string]progress
+}
+
+func readState(prefix string, obj *unstructured.Unstructured) state {
+	st := state{progress: map[string]progress{}}
+	for k, v := range obj.GetAnnotations() {
+		id, ok := strings.CutPrefix(k, prefix+"/")
+		if !ok {
+			continue
+		}
+		if id == recordKey {
+			var r lastHandled
+			if json.Unmarshal([]byte(v), &r) == nil {
+				st.last = &r
+			}
+			continue
+		}
+		var p progress
+		if json.Unmarshal([]byte(v), &p) == nil {
+			st.progress[id] = p
+		}
+	}
+	return st
+}
+
+func encode(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("runtime: encode state: %v", err)) // only plain structs are encoded
+	}
+	return string(b)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// essenceHash hashes what a user changes: the whole object without status
+// and without metadata other than labels and annotations (minus the
+// runtime's own annotations and kubectl's last-applied copy).
+func essenceHash(prefix string, obj *unstructured.Unstructured) string {
+	ess := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if k != "status" && k != "metadata" {
+			ess[k] = v
+		}
+	}
+	if l := obj.GetLabels(); len(l) > 0 {
+		ess["labels"] = l
+	}
+	ann := map[string]string{}
+	for k, v := range obj.GetAnnotations() {
+		if !strings.HasPrefix(k, prefix+"/") && k != "kubectl.kubernetes.io/last-applied-configuration" {
+			ann[k] = v
+		}
+	}
+	if len(ann) > 0 {
+		ess["annotations"] = ann
+	}
+	b, err := json.Marshal(ess)
+	if err != nil {
+		return ""
+	}
+	return hashBytes(b)
+}
+
+func hashBytes(b []byte) string {
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// fieldValue returns the JSON kept in the record for the field at path.
+func fieldValue(obj *unstructured.Unstructured, path string) (json.RawMessage, any, bool) {
+	v, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, splitPath(path)...)
+	if !ok {
+		return nil, nil, false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, v, true
+	}
+	if len(b) > maxFieldValue {
+		b, _ = json.Marshal("#" + hashBytes(b))
+	}
+	return b, v, true
+}
+
+func unixMilli(t time.Time) int64 { return t.UnixMilli() }
