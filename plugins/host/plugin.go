@@ -22,6 +22,10 @@ var ErrClosed = errors.New("plugin closed")
 // the reason goes to logs and metrics only.
 const unavailableBody = "Service Unavailable\n"
 
+// acquireTimeout bounds the wait for a free (or new) instance when the pool
+// is at its bound.
+const acquireTimeout = time.Second
+
 // Plugin is one loaded generation of a plugin: its own wazero runtime (so
 // its own memory limit), compiled module and instance pool. It is a
 // route.Router and safe for concurrent use.
@@ -120,15 +124,19 @@ func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decis
 // instance stays pinned to the request (middleware mode) and *keep receives
 // it; otherwise it goes back to the pool.
 func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next bool, reqCtx uint32, err error) {
-	cctx, cancel := p.deadline(ctx)
-	defer cancel()
-	in, err := p.pool.get(cctx)
+	// Waiting for an instance (or for a new one to initialise) has its own
+	// bound; the call's deadline starts when the guest starts running.
+	actx, acancel := context.WithTimeout(ctx, max(p.cfg.Timeout, acquireTimeout))
+	in, err := p.pool.get(actx)
+	acancel()
 	if err != nil {
 		p.m.busy.Inc()
 		return false, 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
 	}
 	x.inst = in
 	x.features = in.features
+	cctx, cancel := p.deadline(ctx)
+	defer cancel()
 	res, err := in.handleRequest.Call(context.WithValue(cctx, exchangeKey{}, x))
 	if err != nil {
 		p.discard(in, err)

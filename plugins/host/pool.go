@@ -158,7 +158,9 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	for k, v := range p.cfg.Env {
 		mc = mc.WithEnv(k, v)
 	}
-	ictx, cancel := context.WithTimeout(ctx, initTimeout)
+	// Initialisation gets its own deadline, not the request's: a new
+	// instance is worth finishing even if the request that asked gives up.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), initTimeout)
 	defer cancel()
 	ictx = context.WithValue(ictx, exchangeKey{}, &exchange{plugin: p, inst: in, inInit: true})
 	mod, err := p.runtime.InstantiateModule(ictx, p.compiled, mc)

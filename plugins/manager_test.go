@@ -1,0 +1,163 @@
+package plugins_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/tailplane/tailplane/plugins"
+	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/proxy/route"
+)
+
+func newManager(t *testing.T) *plugins.Manager {
+	t.Helper()
+	logs := &syncBuffer{}
+	m, err := plugins.New(plugins.Options{CacheDir: wasmbuild.CompilationCacheDir(t), Logger: log.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = m.Close(context.Background())
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	return m
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// redirectSpec redirects every path to /<to>/<path>.
+func redirectSpec(module []byte, name, to string, order int) plugins.Spec {
+	return plugins.Spec{Order: order, Config: host.Config{
+		Name: name, Module: module,
+		PluginConfig: fmt.Appendf(nil, `{"rules":[{"match":"^/(.*)$","to":"/%s/$1","status":307}]}`, to),
+	}}
+}
+
+func req(path string) *route.Request {
+	return &route.Request{Method: "GET", Host: "h", URI: path, Path: path, Header: http.Header{}}
+}
+
+func mustLoad(t *testing.T, st []plugins.Status) {
+	t.Helper()
+	for _, s := range st {
+		if !s.Loaded || s.Error != "" {
+			t.Fatalf("plugin %s: %+v", s.Name, s)
+		}
+	}
+}
+
+// Plugins run in declared order (not list order) and the first answer ends
+// the chain.
+func TestChainRunsInDeclaredOrder(t *testing.T) {
+	m := newManager(t)
+	mod := wasmbuild.Go(t, "./plugins/examples/redirect")
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{redirectSpec(mod, "second", "b", 20), redirectSpec(mod, "first", "a", 10)}))
+	d, err := m.Route(context.Background(), req("/x"), route.Decision{})
+	if err != nil || d.Action != route.Redirect || d.Location != "/a/x" {
+		t.Fatalf("decision %+v, %v; want the order-10 plugin's redirect", d, err)
+	}
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{redirectSpec(mod, "second", "b", 5), redirectSpec(mod, "first", "a", 10)}))
+	if d, _ := m.Route(context.Background(), req("/x"), route.Decision{}); d.Location != "/b/x" {
+		t.Fatalf("after reordering: %+v", d)
+	}
+}
+
+// Reloads swap atomically while requests flow: every request gets exactly
+// one generation's answer, none fails, and after Apply returns new requests
+// see the new generation.
+func TestHotReloadUnderLoad(t *testing.T) {
+	m := newManager(t)
+	mod := wasmbuild.Go(t, "./plugins/examples/redirect")
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{redirectSpec(mod, "r", "gen0", 0)}))
+	var stop atomic.Bool
+	var bad atomic.Value
+	var served atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				d, err := m.Route(context.Background(), req("/p"), route.Decision{})
+				if err != nil || d.Action != route.Redirect || !strings.HasPrefix(d.Location, "/gen") || !strings.HasSuffix(d.Location, "/p") {
+					bad.Store(fmt.Sprintf("%+v %v", d, err))
+				}
+				served.Add(1)
+			}
+		}()
+	}
+	for gen := 1; gen <= 4; gen++ {
+		mustLoad(t, m.Apply(context.Background(), []plugins.Spec{redirectSpec(mod, "r", fmt.Sprintf("gen%d", gen), 0)}))
+		want := fmt.Sprintf("/gen%d/p", gen)
+		if d, _ := m.Route(context.Background(), req("/p"), route.Decision{}); d.Location != want {
+			t.Errorf("after reload %d: %q, want %q", gen, d.Location, want)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if v := bad.Load(); v != nil {
+		t.Fatalf("a request during reloads got %v", v)
+	}
+	if served.Load() == 0 {
+		t.Fatal("no request ran during the reloads")
+	}
+}
+
+// A fail-closed plugin that cannot load answers 503 rather than be
+// skipped; a fail-open one is skipped; a failed reload keeps the old
+// generation serving, and the status says why.
+func TestLoadFailuresInTheChain(t *testing.T) {
+	m := newManager(t)
+	mod := wasmbuild.Go(t, "./plugins/examples/redirect")
+	broken := plugins.Spec{Config: host.Config{Name: "broken", Module: []byte("not wasm")}}
+	st := m.Apply(context.Background(), []plugins.Spec{broken})
+	if len(st) != 1 || st[0].Loaded || !strings.Contains(st[0].Error, "not a WebAssembly module") {
+		t.Fatalf("status %+v", st)
+	}
+	if d, _ := m.Route(context.Background(), req("/"), route.Decision{}); d.Action != route.Deny || d.Status != 503 || strings.Contains(d.Body, "WebAssembly") {
+		t.Fatalf("fail-closed stand-in: %+v", d)
+	}
+	broken.FailurePolicy = host.FailOpen
+	m.Apply(context.Background(), []plugins.Spec{broken})
+	if d, _ := m.Route(context.Background(), req("/"), route.Decision{}); d.Action != route.Forward {
+		t.Fatalf("fail-open plugin was not skipped: %+v", d)
+	}
+
+	good := redirectSpec(mod, "r", "v1", 0)
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{good}))
+	bad := good
+	bad.SHA256 = strings.Repeat("0", 64)
+	st = m.Apply(context.Background(), []plugins.Spec{bad})
+	if !st[0].Loaded || !strings.Contains(st[0].Error, "sha256 mismatch") {
+		t.Fatalf("status after a failed reload: %+v", st)
+	}
+	if d, _ := m.Route(context.Background(), req("/x"), route.Decision{}); d.Location != "/v1/x" {
+		t.Fatalf("the old generation should keep serving: %+v", d)
+	}
+}
