@@ -55,7 +55,9 @@ type Ref struct {
 	SHA256 string
 }
 
-func (r Ref) String() string { return fmt.Sprintf("%s %s/%s key %q", r.Kind, r.Namespace, r.Name, r.Key) }
+func (r Ref) String() string {
+	return fmt.Sprintf("%s %s/%s key %q", r.Kind, r.Namespace, r.Name, r.Key)
+}
 
 // Fetch reads the module ref names, decompresses it if it is gzip and
 // verifies its sha256. It returns the module and its hex sha256.
