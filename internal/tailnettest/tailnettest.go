@@ -91,6 +91,7 @@ func (tn *Tailnet) Server(t testing.TB, hostname string) *tsnet.Server {
 		Store:      new(mem.Store),
 		Ephemeral:  true,
 		Logf:       tn.logf(t),
+		UserLogf:   tn.logf(t),
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"tailscale.com/tsnet"
+
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/l4"
+	"github.com/tailplane/tailplane/proxy/l7"
+	"github.com/tailplane/tailplane/proxy/metrics"
+)
+
+// Engine is one running proxy: a tsnet node plus the listeners its current
+// config asks for. Create it with New and run it with Run.
+type Engine struct {
+	opts    Options
+	log     *log.Logger
+	metrics *metrics.Metrics
+
+	node     *tsnet.Server
+	current  *config.Config // last applied config; only the Run goroutine touches it
+	active   atomic.Bool    // a config is being served
+	loggedIn atomic.Bool
+
+	certs    atomic.Pointer[certSource]
+	l7       *l7.Handler
+	ingress  *l4.Relay // tailnet -> cluster
+	egress   *l4.Relay // cluster -> tailnet
+	targets  atomic.Pointer[map[string]string]
+	sources  atomic.Pointer[sourceFilter]
+	listen   map[string]*listenerHandle
+	nodeDone chan struct{}
+	wg       sync.WaitGroup
+	// hard ends relayed connections; it outlives Run's context so that
+	// draining connections keep flowing until the drain deadline.
+	hard       context.Context
+	hardCancel context.CancelFunc
+}
+
+// New checks the options and returns an engine that is not running yet.
+func New(opts Options) (*Engine, error) {
+	if opts.Source == nil || opts.State == nil || opts.StateDir == "" || opts.Logger == nil {
+		return nil, errors.New("proxy: Options.Source, State, StateDir and Logger are required")
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 25 * time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
+	e := &Engine{opts: opts, log: opts.Logger, metrics: opts.Metrics, listen: map[string]*listenerHandle{}}
+	e.hard, e.hardCancel = context.WithCancel(context.Background())
+	e.targets.Store(&map[string]string{})
+	e.sources.Store(&sourceFilter{})
+	e.l7 = l7.NewHandler(e.whois, l7.NewTransport(), e.metrics, e.log)
+	e.ingress = l4.NewRelay("l4", (&net.Dialer{}).DialContext, e.metrics, e.log)
+	e.egress = l4.NewRelay("egress", e.dialTailnet, e.metrics, e.log)
+	return e, nil
+}
+
+// Metrics returns the engine's metrics (to serve them elsewhere, or in tests).
+func (e *Engine) Metrics() *metrics.Metrics { return e.metrics }
+
+// Ready reports whether the node is logged in and a config is active.
+func (e *Engine) Ready() bool { return e.loggedIn.Load() && e.active.Load() }
+
+// Node returns the tsnet node once the first config started it, else nil.
+// It is meant for tests and diagnostics.
+func (e *Engine) Node() *tsnet.Server { return e.node }
+
+// Run serves until ctx is done, then drains in-flight work for at most
+// DrainTimeout and returns. Bad configs never make it return.
+func (e *Engine) Run(ctx context.Context) error {
+	local, err := e.startLocal()
+	if err != nil {
+		return err
+	}
+	docs := make(chan []byte, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := e.opts.Source.Run(watchCtx, func(b []byte) {
+			select {
+			case docs <- b:
+			case <-watchCtx.Done():
+			}
+		}); err != nil {
+			e.log.Error("config source stopped", "err", err)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			e.drain(local)
+			return nil
+		case doc := <-docs:
+			e.onConfig(ctx, doc)
+		}
+	}
+}
+
+// onConfig parses, validates and applies one document; on any failure the
+// previous config keeps serving and the reason goes to config_error.
+func (e *Engine) onConfig(ctx context.Context, doc []byte) {
+	cfg, err := config.Parse(doc)
+	if err == nil {
+		err = e.checkIdentity(cfg)
+	}
+	if err == nil {
+		err = e.ensureNode(ctx, cfg)
+	}
+	if err == nil {
+		err = e.apply(ctx, cfg)
+	}
+	if err != nil {
+		e.metrics.ConfigReloads.WithLabelValues("refused").Inc()
+		e.log.Error("config refused; the previous config keeps serving", "err", err)
+		e.writeConfigError(ctx, err.Error())
+		return
+	}
+	e.current = cfg
+	e.active.Store(true)
+	e.metrics.ConfigReloads.WithLabelValues("applied").Inc()
+	e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)
+	e.writeConfigError(ctx, "")
+}
+
+// checkIdentity refuses changes that would need a new tailnet node.
+func (e *Engine) checkIdentity(cfg *config.Config) error {
+	cur := e.current
+	if cur == nil || e.node == nil {
+		return nil
+	}
+	if cfg.Hostname != cur.Hostname {
+		return fmt.Errorf("hostname: cannot change from %q to %q while running; restart the proxy to rename the device", cur.Hostname, cfg.Hostname)
+	}
+	if cfg.LoginServer != cur.LoginServer {
+		return fmt.Errorf("loginServer: cannot change from %q to %q while running; restart the proxy", cur.LoginServer, cfg.LoginServer)
+	}
+	if fmt.Sprint(cfg.Tags) != fmt.Sprint(cur.Tags) {
+		return fmt.Errorf("tags: cannot change from %v to %v while running; restart the proxy", cur.Tags, cfg.Tags)
+	}
+	return nil
+}
+
+func (e *Engine) writeConfigError(ctx context.Context, msg string) {
+	if e.opts.Status == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.opts.Status.SetConfigError(wctx, msg); err != nil {
+		e.log.Warn("cannot record config_error", "err", err)
+	}
+}
+
+// drain stops accepting, waits for in-flight requests and connections up
+// to DrainTimeout, then closes the node.
+func (e *Engine) drain(local *http.Server) {
+	e.active.Store(false)
+	e.log.Info("draining", "timeout", e.opts.DrainTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.DrainTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for key, h := range e.listen {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.shutdown(ctx) }()
+		delete(e.listen, key)
+	}
+	wg.Wait()
+	if err := e.ingress.Wait(ctx); err != nil {
+		e.log.Warn("L4 connections still open at the end of the drain", "err", err)
+	}
+	if err := e.egress.Wait(ctx); err != nil {
+		e.log.Warn("egress connections still open at the end of the drain", "err", err)
+	}
+	e.hardCancel()
+	if e.node != nil {
+		close(e.nodeDone)
+		e.node.Close()
+	}
+	_ = local.Shutdown(ctx)
+	e.wg.Wait()
+	e.log.Info("stopped")
+}

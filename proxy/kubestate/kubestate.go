@@ -1,0 +1,185 @@
+// Package kubestate keeps the proxy's tailscaled state in a Kubernetes
+// Secret, in the same layout as tailscale's kubestore (one Secret key per
+// state key, characters outside [A-Za-z0-9._-] replaced by '_'), and writes
+// the containerboot status keys the operator reads: device_id, device_fqdn,
+// device_ips, pod_uid and config_error.
+//
+// It uses client-go (so it works with any kubeconfig, not only in-cluster
+// service-account files) and implements tailscale's ipn.StateStore.
+package kubestate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"tailscale.com/ipn"
+)
+
+// The status keys, as containerboot names them (kube/kubetypes), plus
+// Tailplane's config_error.
+const (
+	KeyDeviceID    = "device_id"
+	KeyDeviceFQDN  = "device_fqdn"
+	KeyDeviceIPs   = "device_ips"
+	KeyPodUID      = "pod_uid"
+	KeyConfigError = "config_error"
+)
+
+// FieldManager is the server-side field manager of the proxy's writes.
+const FieldManager = "tailplane-proxy"
+
+// writeTimeout bounds one API write.
+const writeTimeout = 30 * time.Second
+
+// Store is an ipn.StateStore backed by one Secret. Reads come from memory;
+// writes go to the API first and to memory once they succeeded.
+type Store struct {
+	client    kubernetes.Interface
+	namespace string
+	name      string
+
+	mu   sync.RWMutex
+	data map[string][]byte
+}
+
+var _ ipn.StateStore = (*Store)(nil)
+
+// New loads the Secret namespace/name, creating it empty when missing.
+func New(ctx context.Context, client kubernetes.Interface, namespace, name string) (*Store, error) {
+	s := &Store{client: client, namespace: namespace, name: name, data: map[string][]byte{}}
+	secrets := client.CoreV1().Secrets(namespace)
+	sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		sec, err = secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			sec, err = secrets.Get(ctx, name, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load state Secret %s/%s: %w", namespace, name, err)
+	}
+	for k, v := range sec.Data {
+		s.data[k] = v
+	}
+	return s, nil
+}
+
+// String names the store in tailscale's logs.
+func (s *Store) String() string { return "kubestate:" + s.namespace + "/" + s.name }
+
+var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// sanitize maps a state key to a Secret key the way kubestore does.
+func sanitize(k string) string { return unsafeKeyChars.ReplaceAllString(k, "_") }
+
+// ReadState implements ipn.StateStore.
+func (s *Store) ReadState(id ipn.StateKey) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.data[sanitize(string(id))]
+	if !ok {
+		return nil, ipn.ErrStateNotExist
+	}
+	return v, nil
+}
+
+// WriteState implements ipn.StateStore.
+func (s *Store) WriteState(id ipn.StateKey, bs []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	return s.Set(ctx, map[string][]byte{sanitize(string(id)): bs})
+}
+
+// Set merges keys into the Secret; a nil value deletes the key.
+func (s *Store) Set(ctx context.Context, kv map[string][]byte) error {
+	data := map[string]any{}
+	for k, v := range kv {
+		if v == nil {
+			data[k] = nil
+		} else {
+			data[k] = v // []byte marshals as base64, as Secret data expects
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return fmt.Errorf("encode state patch: %w", err)
+	}
+	_, err = s.client.CoreV1().Secrets(s.namespace).Patch(ctx, s.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("write state Secret %s/%s: %w", s.namespace, s.name, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range kv {
+		if v == nil {
+			delete(s.data, k)
+		} else {
+			s.data[k] = v
+		}
+	}
+	return nil
+}
+
+// Get returns a key's current value as last written or loaded.
+func (s *Store) Get(key string) ([]byte, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.data[key]
+	return v, ok
+}
+
+// DeviceInfo is what the operator reads back after login.
+type DeviceInfo struct {
+	// ID is the node's StableNodeID.
+	ID string
+	// FQDN is the MagicDNS name with its trailing dot, as containerboot writes it.
+	FQDN string
+	// IPs are the tailnet addresses.
+	IPs []string
+}
+
+// SetDeviceInfo writes device_id, device_fqdn and device_ips (a JSON array
+// of strings) when any of them changed.
+func (s *Store) SetDeviceInfo(ctx context.Context, d DeviceInfo) error {
+	ips, err := json.Marshal(d.IPs)
+	if err != nil {
+		return fmt.Errorf("encode device_ips: %w", err)
+	}
+	want := map[string][]byte{KeyDeviceID: []byte(d.ID), KeyDeviceFQDN: []byte(d.FQDN), KeyDeviceIPs: ips}
+	if s.has(want) {
+		return nil
+	}
+	return s.Set(ctx, want)
+}
+
+// SetConfigError records why the latest config was refused; "" clears it.
+func (s *Store) SetConfigError(ctx context.Context, msg string) error {
+	var v []byte
+	if msg != "" {
+		v = []byte(msg)
+	}
+	if cur, ok := s.Get(KeyConfigError); ok == (v != nil) && string(cur) == msg {
+		return nil
+	}
+	return s.Set(ctx, map[string][]byte{KeyConfigError: v})
+}
+
+func (s *Store) has(kv map[string][]byte) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, v := range kv {
+		if cur, ok := s.data[k]; !ok || string(cur) != string(v) {
+			return false
+		}
+	}
+	return true
+}

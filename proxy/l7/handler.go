@@ -1,0 +1,182 @@
+package l7
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/tailplane/tailplane/proxy/metrics"
+	"github.com/tailplane/tailplane/proxy/route"
+	"github.com/tailplane/tailplane/proxy/routetable"
+)
+
+// WhoIsFunc returns the tailnet identity behind a remote address, or nil
+// when it is not a tailnet peer.
+type WhoIsFunc func(ctx context.Context, remoteAddr string) (*route.Identity, error)
+
+// Routes is the routing state of one config; the handler swaps it
+// atomically, so a reload never drops a request.
+type Routes struct {
+	// Table matches host and path and fills route.Request.Route.
+	Table *routetable.Table
+	// Routers is the chain run on every request: the table first, then
+	// extra routers (plugins) in order.
+	Routers Chain
+	// HTTPSBackends are backend addresses spoken to over TLS.
+	HTTPSBackends map[string]bool
+}
+
+// Handler is the L7 request handler shared by all listeners.
+type Handler struct {
+	routes  atomic.Pointer[Routes]
+	whois   WhoIsFunc
+	metrics *metrics.Metrics
+	log     *log.Logger
+	proxy   *reverseProxy
+}
+
+// NewHandler returns a handler with no routes (every request gets 503 until
+// SetRoutes is called). transport is shared by all backends; see NewTransport.
+func NewHandler(whois WhoIsFunc, transport http.RoundTripper, m *metrics.Metrics, logger *log.Logger) *Handler {
+	h := &Handler{whois: whois, metrics: m, log: logger}
+	h.proxy = newReverseProxy(transport, m, logger)
+	return h
+}
+
+// SetRoutes installs the routing state for new requests.
+func (h *Handler) SetRoutes(r *Routes) { h.routes.Store(r) }
+
+// ConnContext gives each connection a lazily filled identity, so WhoIs runs
+// once per connection rather than once per request. Use it as the
+// http.Server's ConnContext.
+func ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, new(connIdentity))
+}
+
+type connKey struct{}
+
+type connIdentity struct {
+	once sync.Once
+	id   *route.Identity
+}
+
+// Listener returns the http.Handler for one listener. public marks Funnel
+// (or the public listen address): the only way Request.Public becomes true.
+func (h *Handler) Listener(public bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, public) })
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, public bool) {
+	start := time.Now()
+	rw := &recorder{ResponseWriter: w}
+	routeLabel := "none"
+	defer func() {
+		h.metrics.Requests.WithLabelValues(routeLabel, strconv.Itoa(rw.statusOrOK())).Inc()
+		h.metrics.Latency.WithLabelValues(routeLabel).Observe(time.Since(start).Seconds())
+		h.metrics.Bytes.WithLabelValues("l7", "out").Add(float64(rw.bytes))
+	}()
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &countingBody{ReadCloser: r.Body, add: h.metrics.Bytes.WithLabelValues("l7", "in").Add}
+	}
+	stripIdentity(r.Header)
+	routes := h.routes.Load()
+	if routes == nil {
+		http.Error(rw, "proxy has no active config", http.StatusServiceUnavailable)
+		return
+	}
+	req := &route.Request{
+		Method: r.Method, Host: r.Host, URI: r.URL.RequestURI(), Path: r.URL.Path,
+		Header: r.Header, Public: public,
+	}
+	if !public {
+		req.Identity = h.identity(r)
+	}
+	req.Route = routes.Table.Match(r.Host, r.URL.Path)
+	if req.Route != nil {
+		routeLabel = req.Route.Host + req.Route.Path
+	}
+	d, err := routes.Routers.Route(r.Context(), req, route.Decision{})
+	if err != nil {
+		h.log.Error("routing failed", "host", r.Host, "path", r.URL.Path, "err", err)
+		http.Error(rw, "routing failed", http.StatusInternalServerError)
+		return
+	}
+	h.apply(rw, r, req, d, routes)
+}
+
+// apply carries out a routing decision.
+func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Request, d route.Decision, routes *Routes) {
+	for k, vs := range d.SetResponseHeaders {
+		w.Header()[http.CanonicalHeaderKey(k)] = vs
+	}
+	if d.DenyPublic && req.Public {
+		http.Error(w, "not available through Funnel", http.StatusForbidden)
+		return
+	}
+	switch d.Action {
+	case route.Redirect:
+		status := d.Status
+		if status < 300 || status > 399 {
+			status = http.StatusFound
+		}
+		http.Redirect(w, r, d.Location, status)
+	case route.Deny:
+		status := d.Status
+		if status < 400 || status > 599 {
+			status = http.StatusForbidden
+		}
+		http.Error(w, d.Body, status)
+	default:
+		backend := d.Backend
+		if backend == nil && req.Route != nil && len(req.Route.Backends) > 0 {
+			backend = &req.Route.Backends[0]
+		}
+		if backend == nil || !allowed(req.Route, backend) {
+			http.Error(w, routetable.NotFoundBody, http.StatusNotFound)
+			return
+		}
+		h.proxy.forward(w, r, &upstream{
+			backend: *backend, https: routes.HTTPSBackends[backend.Address],
+			identity: req.Identity, decision: d,
+		})
+	}
+}
+
+// allowed reports whether b is one of the route's backends: a router may
+// only pick among those.
+func allowed(rt *route.Route, b *route.Backend) bool {
+	if rt == nil {
+		return false
+	}
+	for _, c := range rt.Backends {
+		if c.Address == b.Address && c.Name == b.Name {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Handler) identity(r *http.Request) *route.Identity {
+	ci, _ := r.Context().Value(connKey{}).(*connIdentity)
+	if ci == nil {
+		ci = new(connIdentity)
+	}
+	ci.once.Do(func() {
+		if h.whois == nil {
+			return
+		}
+		id, err := h.whois(r.Context(), r.RemoteAddr)
+		if err != nil {
+			h.log.Debug("whois failed", "remote", r.RemoteAddr, "err", err)
+			return
+		}
+		ci.id = id
+	})
+	return ci.id
+}

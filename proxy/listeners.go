@@ -1,0 +1,272 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"tailscale.com/tsnet"
+
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/l4"
+	"github.com/tailplane/tailplane/proxy/l7"
+)
+
+// listenerHandle is one open listener and how to stop it.
+type listenerHandle struct {
+	shutdown func(ctx context.Context)
+}
+
+// listenerSpec describes a listener a config wants; its key is stable
+// across reloads, so an unchanged listener is kept open.
+type listenerSpec struct {
+	key    string
+	target string // L4/egress target; "" for L7
+	open   func() (*listenerHandle, error)
+}
+
+// apply switches to cfg: it opens the listeners cfg adds, swaps routes and
+// targets atomically, then closes the listeners cfg drops. If anything
+// fails, everything new is closed and the previous config stays in force.
+func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
+	sf, err := newSourceFilter(cfg.AllowedSourceRanges)
+	if err != nil {
+		return err
+	}
+	var routes *l7.Routes
+	var certs certSource
+	if cfg.L7 != nil {
+		if certs, err = e.loadCertSource(ctx, cfg.L7.TLS); err != nil {
+			return err
+		}
+		routes = e.buildRoutes(cfg.L7)
+	}
+	specs, err := e.specs(cfg)
+	if err != nil {
+		return err
+	}
+	opened := map[string]*listenerHandle{}
+	for _, s := range specs {
+		if _, ok := e.listen[s.key]; ok {
+			continue
+		}
+		h, err := s.open()
+		if err != nil {
+			for _, h := range opened {
+				h.shutdown(ctx)
+			}
+			return fmt.Errorf("open listener %s: %w", s.key, err)
+		}
+		opened[s.key] = h
+	}
+	// Point of no return: swap state, then adjust the listener set.
+	targets := map[string]string{}
+	wanted := map[string]bool{}
+	for _, s := range specs {
+		wanted[s.key] = true
+		if s.target != "" {
+			targets[s.key] = s.target
+		}
+	}
+	e.sources.Store(sf)
+	e.targets.Store(&targets)
+	if certs != nil {
+		e.certs.Store(&certs)
+	}
+	if routes != nil {
+		e.l7.SetRoutes(routes)
+	}
+	for k, h := range opened {
+		e.listen[k] = h
+	}
+	for k, h := range e.listen {
+		if !wanted[k] {
+			delete(e.listen, k)
+			go h.shutdown(context.Background())
+		}
+	}
+	return nil
+}
+
+// specs lists the listeners cfg wants.
+func (e *Engine) specs(cfg *config.Config) ([]listenerSpec, error) {
+	var out []listenerSpec
+	switch cfg.Role {
+	case config.RoleIngressL7:
+		l := cfg.L7
+		out = append(out, listenerSpec{key: "tailnet/tcp/443", open: func() (*listenerHandle, error) {
+			ln, err := e.node.Listen("tcp", ":443")
+			if err != nil {
+				return nil, err
+			}
+			return e.serveHTTP(tls.NewListener(e.filter(ln), e.tlsConfig()), e.l7.Listener(false)), nil
+		}})
+		if l.HTTPRedirect || l.PlainHTTP {
+			key := "tailnet/tcp/80/redirect"
+			handler := l7.RedirectHandler()
+			if l.PlainHTTP {
+				key, handler = "tailnet/tcp/80/plain", e.l7.Listener(false)
+			}
+			out = append(out, listenerSpec{key: key, open: func() (*listenerHandle, error) {
+				ln, err := e.node.Listen("tcp", ":80")
+				if err != nil {
+					return nil, err
+				}
+				return e.serveHTTP(e.filter(ln), handler), nil
+			}})
+		}
+		if l.Funnel {
+			out = append(out, e.funnelSpec())
+		}
+	case config.RoleIngressL4:
+		for _, p := range cfg.L4.Ports {
+			out = append(out, e.l4Specs(p, idle(cfg.L4.UDPIdleTimeoutSeconds))...)
+		}
+	case config.RoleEgress:
+		for _, t := range cfg.Egress.Targets {
+			for _, p := range t.Ports {
+				out = append(out, e.egressSpec(t, p, idle(cfg.Egress.UDPIdleTimeoutSeconds)))
+			}
+		}
+	}
+	return out, nil
+}
+
+func idle(seconds int) time.Duration {
+	if seconds <= 0 {
+		return 60 * time.Second
+	}
+	return time.Duration(seconds) * time.Second
+}
+
+// funnelSpec serves the public side: tsnet's Funnel, or the configured
+// public address where the control server has no Funnel. Either way the
+// handler marks requests public.
+func (e *Engine) funnelSpec() listenerSpec {
+	if e.opts.PublicAddr != "" {
+		return listenerSpec{key: "public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
+			ln, err := net.Listen("tcp", e.opts.PublicAddr)
+			if err != nil {
+				return nil, err
+			}
+			return e.serveHTTP(tls.NewListener(ln, e.tlsConfig()), e.l7.Listener(true)), nil
+		}}
+	}
+	return listenerSpec{key: "funnel/tcp/443", open: func() (*listenerHandle, error) {
+		ln, err := e.node.ListenFunnel("tcp", ":443", tsnet.FunnelOnly(), tsnet.FunnelTLSConfig(e.tlsConfig()))
+		if err != nil {
+			return nil, fmt.Errorf("funnel: %w", err)
+		}
+		return e.serveHTTP(ln, e.l7.Listener(true)), nil
+	}}
+}
+
+func (e *Engine) l4Specs(p config.PortMap, idle time.Duration) []listenerSpec {
+	port := strconv.Itoa(p.Port)
+	if p.EffectiveProtocol() == config.TCP {
+		key := "tailnet/tcp/" + port
+		return []listenerSpec{{key: key, target: p.Target, open: func() (*listenerHandle, error) {
+			ln, err := e.node.Listen("tcp", ":"+port)
+			if err != nil {
+				return nil, err
+			}
+			return e.serveTCP(e.ingress, e.filter(ln), key), nil
+		}}}
+	}
+	var out []listenerSpec
+	ip4, ip6 := e.node.TailscaleIPs()
+	for _, ip := range []string{ip4.String(), ip6.String()} {
+		if ip == "invalid IP" {
+			continue
+		}
+		key := "tailnet/udp/" + net.JoinHostPort(ip, port)
+		out = append(out, listenerSpec{key: key, target: p.Target, open: func() (*listenerHandle, error) {
+			pc, err := e.node.ListenPacket("udp", net.JoinHostPort(ip, port))
+			if err != nil {
+				return nil, err
+			}
+			return e.serveUDP(e.ingress, pc, key, idle), nil
+		}})
+	}
+	return out
+}
+
+func (e *Engine) egressSpec(t config.EgressTarget, p config.PortMap, idle time.Duration) listenerSpec {
+	targetPort := p.TargetPort
+	if targetPort == 0 {
+		targetPort = p.Port
+	}
+	target := net.JoinHostPort(t.Address(), strconv.Itoa(targetPort))
+	addr := net.JoinHostPort(e.opts.EgressHost, strconv.Itoa(p.Port))
+	if p.EffectiveProtocol() == config.UDP {
+		key := "pod/udp/" + addr
+		return listenerSpec{key: key, target: target, open: func() (*listenerHandle, error) {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return e.serveUDP(e.egress, pc, key, idle), nil
+		}}
+	}
+	key := "pod/tcp/" + addr
+	return listenerSpec{key: key, target: target, open: func() (*listenerHandle, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return e.serveTCP(e.egress, ln, key), nil
+	}}
+}
+
+func (e *Engine) target(key string) l4.TargetFunc {
+	return func() string { return (*e.targets.Load())[key] }
+}
+
+func (e *Engine) serveTCP(r *l4.Relay, ln net.Listener, key string) *listenerHandle {
+	go r.ServeTCP(e.hard, ln, e.target(key))
+	return &listenerHandle{shutdown: func(context.Context) { ln.Close() }}
+}
+
+func (e *Engine) serveUDP(r *l4.Relay, pc net.PacketConn, key string, idle time.Duration) *listenerHandle {
+	go r.ServeUDP(e.hard, pc, e.target(key), idle)
+	return &listenerHandle{shutdown: func(context.Context) { pc.Close() }}
+}
+
+// serveHTTP runs an http.Server on ln. TLS (with h2) is terminated by ln.
+func (e *Engine) serveHTTP(ln net.Listener, h http.Handler) *listenerHandle {
+	srv := &http.Server{
+		Handler:           h,
+		ConnContext:       l7.ConnContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          nil,
+		Protocols:         new(http.Protocols),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetHTTP2(true)
+	gauge := e.metrics.ActiveConnections.WithLabelValues("l7")
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			gauge.Inc()
+		case http.StateClosed, http.StateHijacked:
+			gauge.Dec()
+		}
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Warn("http listener stopped", "addr", ln.Addr(), "err", err)
+		}
+	}()
+	return &listenerHandle{shutdown: func(ctx context.Context) {
+		if err := srv.Shutdown(ctx); err != nil {
+			e.log.Warn("http drain incomplete", "addr", ln.Addr(), "err", err)
+			srv.Close()
+		}
+	}}
+}

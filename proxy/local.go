@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// startLocal serves /healthz and /metrics on Options.LocalAddr (if set).
+func (e *Engine) startLocal() (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !e.loggedIn.Load():
+			http.Error(w, "not logged in to the tailnet", http.StatusServiceUnavailable)
+		case !e.active.Load():
+			http.Error(w, "no active config", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	mux.Handle("/metrics", e.metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if e.opts.LocalAddr == "" {
+		return srv, nil
+	}
+	ln, err := net.Listen("tcp", e.opts.LocalAddr)
+	if err != nil {
+		return nil, fmt.Errorf("health and metrics listener on %s: %w", e.opts.LocalAddr, err)
+	}
+	e.log.Info("health and metrics", "addr", ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("health and metrics listener stopped", "err", err)
+		}
+	}()
+	return srv, nil
+}

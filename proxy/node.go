@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"tailscale.com/tsnet"
+
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/kubestate"
+	"github.com/tailplane/tailplane/proxy/route"
+)
+
+// upTimeout bounds the first login so that a bad auth key is refused
+// instead of hanging the config loop.
+const upTimeout = 2 * time.Minute
+
+// ensureNode starts the tsnet node for the first accepted config. A failed
+// login (e.g. a wrong auth key) is a refusal; the next config tries again.
+func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
+	if e.node != nil {
+		return nil
+	}
+	node := &tsnet.Server{
+		Dir:           e.opts.StateDir,
+		Store:         e.opts.State,
+		Hostname:      cfg.Hostname,
+		ControlURL:    cfg.LoginServer,
+		AuthKey:       cfg.AuthKey,
+		AdvertiseTags: cfg.Tags,
+		Ephemeral:     e.opts.Ephemeral,
+		Logf:          func(format string, args ...any) { e.log.Debug(fmt.Sprintf(format, args...), "component", "tsnet") },
+		UserLogf:      func(format string, args ...any) { e.log.Info(fmt.Sprintf(format, args...), "component", "tsnet") },
+	}
+	upCtx, cancel := context.WithTimeout(ctx, upTimeout)
+	defer cancel()
+	if _, err := node.Up(upCtx); err != nil {
+		node.Close()
+		return fmt.Errorf("tailnet login as %q failed (check authKey and loginServer): %w", cfg.Hostname, err)
+	}
+	e.node = node
+	e.loggedIn.Store(true)
+	e.nodeDone = make(chan struct{})
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.reportDevice() }()
+	return nil
+}
+
+// reportDevice writes device_id, device_fqdn and device_ips after login and
+// whenever they change.
+func (e *Engine) reportDevice() {
+	lc, err := e.node.LocalClient()
+	if err != nil {
+		e.log.Error("no local client; device info will not be reported", "err", err)
+		return
+	}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := lc.Status(ctx)
+		if err == nil && st.Self != nil && len(st.TailscaleIPs) > 0 {
+			info := kubestate.DeviceInfo{ID: string(st.Self.ID), FQDN: st.Self.DNSName}
+			for _, ip := range st.TailscaleIPs {
+				info.IPs = append(info.IPs, ip.String())
+			}
+			if e.opts.Status != nil {
+				if err := e.opts.Status.SetDeviceInfo(ctx, info); err != nil {
+					e.log.Warn("cannot write device info", "err", err)
+				}
+			}
+		}
+		cancel()
+		select {
+		case <-e.nodeDone:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// whois resolves a tailnet caller for the identity headers.
+func (e *Engine) whois(ctx context.Context, remoteAddr string) (*route.Identity, error) {
+	if e.node == nil {
+		return nil, nil
+	}
+	lc, err := e.node.LocalClient()
+	if err != nil {
+		return nil, err
+	}
+	res, err := lc.WhoIs(ctx, remoteAddr)
+	if err != nil {
+		return nil, err
+	}
+	id := &route.Identity{}
+	if res.Node != nil {
+		id.NodeName = trimDot(res.Node.Name)
+		id.Tags = res.Node.Tags
+	}
+	if res.UserProfile != nil {
+		id.LoginName = res.UserProfile.LoginName
+		id.DisplayName = res.UserProfile.DisplayName
+		id.ProfilePicURL = res.UserProfile.ProfilePicURL
+	}
+	return id, nil
+}
+
+// dialTailnet dials a tailnet target for egress.
+func (e *Engine) dialTailnet(ctx context.Context, network, address string) (net.Conn, error) {
+	if e.node == nil {
+		return nil, fmt.Errorf("tailnet node not started")
+	}
+	return e.node.Dial(ctx, network, address)
+}
+
+func trimDot(s string) string {
+	if n := len(s); n > 0 && s[n-1] == '.' {
+		return s[:n-1]
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"k8s.io/client-go/kubernetes"
+	"tailscale.com/ipn"
+
+	"github.com/tailplane/tailplane/proxy/configwatch"
+	"github.com/tailplane/tailplane/proxy/kubestate"
+	"github.com/tailplane/tailplane/proxy/metrics"
+	"github.com/tailplane/tailplane/proxy/route"
+)
+
+// StatusWriter records device info and config refusals where the operator
+// reads them (the state Secret). *kubestate.Store implements it.
+type StatusWriter interface {
+	SetDeviceInfo(ctx context.Context, d kubestate.DeviceInfo) error
+	SetConfigError(ctx context.Context, msg string) error
+}
+
+// Options configure an Engine. Source, State, StateDir and Logger are required.
+type Options struct {
+	// Source delivers the config document (a Secret or a file).
+	Source configwatch.Source
+	// State holds tailscaled's state (node key, profile); a restarted proxy
+	// with the same state comes back as the same device.
+	State ipn.StateStore
+	// StateDir is tsnet's working folder (log config, no secrets).
+	StateDir string
+	// Status receives device info and config errors; nil only logs them.
+	Status StatusWriter
+	// Kube and Namespace are used to read TLS Secrets (tls.mode secret).
+	Kube      kubernetes.Interface
+	Namespace string
+
+	// LocalAddr serves /healthz and /metrics, e.g. "$POD_IP:9002".
+	LocalAddr string
+	// EgressHost is the address egress listeners bind to (the pod IP).
+	EgressHost string
+	// PublicAddr, when set, is where Funnel traffic is served instead of
+	// tsnet's ListenFunnel (for control servers without Funnel). Requests
+	// arriving there are marked public, exactly like Funnel ones.
+	PublicAddr string
+	// DrainTimeout bounds the graceful drain after the context ends.
+	DrainTimeout time.Duration
+
+	// ExtraRouters run after the routing table, in order, on every L7
+	// request (e.g. the WASM plugin host). Each sees the previous decision.
+	ExtraRouters []route.Router
+
+	// Logger receives all logs. Metrics may be nil (a fresh registry is used).
+	Logger  *log.Logger
+	Metrics *metrics.Metrics
+	// Ephemeral registers the node as ephemeral (tests and benchmarks).
+	Ephemeral bool
+}

@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// certSource returns the serving certificate for a handshake.
+type certSource func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+
+// loadCertSource resolves the L7 TLS section into a certificate source, or
+// a precise error (missing Secret, wrong type, unreadable files).
+func (e *Engine) loadCertSource(ctx context.Context, t config.TLS) (certSource, error) {
+	switch t.EffectiveMode() {
+	case config.TLSSecret:
+		if e.opts.Kube == nil {
+			return nil, fmt.Errorf("l7.tls: mode %q needs the Kubernetes API, and this proxy runs without it", config.TLSSecret)
+		}
+		sec, err := e.opts.Kube.CoreV1().Secrets(e.opts.Namespace).Get(ctx, t.SecretName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("l7.tls.secretName: TLS Secret %s/%s not found", e.opts.Namespace, t.SecretName)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("l7.tls.secretName: read TLS Secret %s/%s: %w", e.opts.Namespace, t.SecretName, err)
+		}
+		if sec.Type != corev1.SecretTypeTLS {
+			return nil, fmt.Errorf("l7.tls.secretName: Secret %s/%s has type %q, want %q", e.opts.Namespace, t.SecretName, sec.Type, corev1.SecretTypeTLS)
+		}
+		cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			return nil, fmt.Errorf("l7.tls.secretName: Secret %s/%s holds no usable key pair: %w", e.opts.Namespace, t.SecretName, err)
+		}
+		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+	case config.TLSFiles:
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("l7.tls: load certFile/keyFile: %w", err)
+		}
+		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+	default:
+		lc, err := e.node.LocalClient()
+		if err != nil {
+			return nil, fmt.Errorf("l7.tls: tailscale certificate: %w", err)
+		}
+		return lc.GetCertificate, nil
+	}
+}
+
+// tlsConfig serves whatever certificate source is current, with HTTP/2.
+func (e *Engine) tlsConfig() *tls.Config {
+	return &tls.Config{
+		NextProtos: []string{"h2", "http/1.1"},
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			src := e.certs.Load()
+			if src == nil {
+				return nil, fmt.Errorf("no certificate configured")
+			}
+			return (*src)(hi)
+		},
+	}
+}
