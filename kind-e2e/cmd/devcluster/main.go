@@ -54,6 +54,8 @@ func main() {
 		err = runDown(os.Args[2:])
 	case "kubectl":
 		err = runKubectl(os.Args[2:])
+	case "curl":
+		err = runCurl(os.Args[2:])
 	case "component":
 		err = runComponent(os.Args[2:])
 	case "help", "-h", "--help":

@@ -138,6 +138,12 @@ func runUp(args []string) error {
 	proxyReady := make(chan struct{})
 	go svcproxy.New(client, logger.WithPrefix("svcproxy")).Run(proxyCtx, proxyReady)
 
+	tn, err := startTailnet(ctx, abs, cp.LocalCA, logger)
+	if err != nil {
+		return fmt.Errorf("tailnet: %w", err)
+	}
+	defer tn.close()
+
 	for _, ch := range []chan struct{}{nodeReady, proxyReady} {
 		select {
 		case <-ch:
@@ -151,7 +157,7 @@ func runUp(args []string) error {
 		return err
 	}
 	logger.Info("cluster ready", "took", time.Since(start).Round(time.Millisecond))
-	fmt.Printf("ready kubeconfig=%s\n", cp.Kubeconfig)
+	fmt.Printf("ready kubeconfig=%s tailnet=%s\n", cp.Kubeconfig, tn.env)
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping")

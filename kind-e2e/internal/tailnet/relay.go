@@ -1,0 +1,82 @@
+package tailnet
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptest"
+
+	"tailscale.com/derp/derpserver"
+	"tailscale.com/net/stun"
+	"tailscale.com/tailcfg"
+	"tailscale.com/types/key"
+	"tailscale.com/types/logger"
+)
+
+// relay is a DERP server (HTTPS with a self-signed certificate, which nodes
+// accept because the DERP map marks it InsecureForTests) and a STUN server.
+type relay struct {
+	derp *derpserver.Server
+	http *httptest.Server
+	stun net.PacketConn
+}
+
+func startRelay(ctx context.Context, logf logger.Logf) (*relay, *tailcfg.DERPMap, error) {
+	d := derpserver.New(key.NewNode(), logf)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	hs := httptest.NewUnstartedServer(derpserver.Handler(d))
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Config.ErrorLog = logger.StdLogger(logf)
+	hs.Config.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	hs.StartTLS()
+
+	pc, err := lc.ListenPacket(ctx, "udp", "127.0.0.1:0")
+	if err != nil {
+		hs.Close()
+		d.Close()
+		return nil, nil, err
+	}
+	go serveSTUN(pc)
+	m := &tailcfg.DERPMap{Regions: map[int]*tailcfg.DERPRegion{1: {
+		RegionID: 1, RegionCode: "devcluster", RegionName: "devcluster",
+		Nodes: []*tailcfg.DERPNode{{
+			Name: "1a", RegionID: 1, HostName: "127.0.0.1", IPv4: "127.0.0.1", IPv6: "none",
+			STUNPort: pc.LocalAddr().(*net.UDPAddr).Port, DERPPort: ln.Addr().(*net.TCPAddr).Port,
+			InsecureForTests: true, STUNTestIP: "127.0.0.1",
+		}},
+	}}}
+	return &relay{derp: d, http: hs, stun: pc}, m, nil
+}
+
+func (r *relay) close() {
+	r.http.CloseClientConnections()
+	r.http.Close()
+	r.derp.Close()
+	r.stun.Close()
+}
+
+// serveSTUN answers binding requests with the sender's address.
+func serveSTUN(pc net.PacketConn) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		txid, err := stun.ParseBindingRequest(buf[:n])
+		if err != nil {
+			continue
+		}
+		ua, ok := from.(*net.UDPAddr)
+		if !ok {
+			continue
+		}
+		_, _ = pc.WriteTo(stun.Response(txid, ua.AddrPort()), from)
+	}
+}

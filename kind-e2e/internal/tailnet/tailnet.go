@@ -1,0 +1,225 @@
+package tailnet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/charmbracelet/log"
+	"tailscale.com/net/netns"
+	"tailscale.com/tailcfg"
+	"tailscale.com/tstest/integration/testcontrol"
+	"tailscale.com/types/key"
+)
+
+// Config describes the tailnet.
+type Config struct {
+	// StateFile keeps the OAuth client and auth keys across restarts.
+	StateFile string
+	// Addr is host:port of the control server and API ("127.0.0.1:0": any).
+	Addr string
+	// MagicDNSDomain is the tailnet's DNS suffix; certificates are issued
+	// for <host>.<MagicDNSDomain>.
+	MagicDNSDomain string
+	// OnTXT receives the DNS-01 records nodes publish for certificates.
+	OnTXT  func(name, value string)
+	Logger *log.Logger
+}
+
+// Tailnet is a running control server, DERP/STUN relay and API.
+type Tailnet struct {
+	// URL is the control server's and the API's base URL.
+	URL            string
+	MagicDNSDomain string
+	ClientID       string
+	ClientSecret   string
+	// Control is the in-process control server.
+	Control *testcontrol.Server
+
+	store   *store
+	devices *deviceRegistry
+	relay   *relay
+	srv     *http.Server
+}
+
+// Start runs the tailnet until Close.
+func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
+	// Nodes in this process dial loopback; no socket marks or routing tricks.
+	netns.SetEnabled(false)
+	st, err := loadStore(cfg.StateFile)
+	if err != nil {
+		return nil, err
+	}
+	logf := func(format string, args ...any) { cfg.Logger.Debug(fmt.Sprintf(format, args...)) }
+	rl, derpMap, err := startRelay(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		rl.close()
+		return nil, fmt.Errorf("tailnet listen %s: %w", cfg.Addr, err)
+	}
+	t := &Tailnet{
+		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
+		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
+		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl,
+	}
+	t.Control = &testcontrol.Server{
+		Logf: logf, DERPMap: derpMap, MagicDNSDomain: cfg.MagicDNSDomain, AllOnline: true,
+		ExplicitBaseURL: t.URL,
+		// MagicDNS on: node names resolve, and HTTPS certificates are allowed.
+		DNSConfig: &tailcfg.DNSConfig{Proxied: true, Domains: []string{cfg.MagicDNSDomain}},
+		OnSetDNS: func(req *tailcfg.SetDNSRequest) error {
+			if cfg.OnTXT != nil {
+				cfg.OnTXT(req.Name, req.Value)
+			}
+			return nil
+		},
+	}
+	if err := t.guardRegistration(); err != nil {
+		ln.Close()
+		rl.close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/v2/", t.apiHandler())
+	for _, p := range []string{"/key", "/ts2021", "/machine/", "/generate_204", "/c2n/"} {
+		mux.Handle(p, t.Control)
+	}
+	// testcontrol panics on paths it does not know; answer those here.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "devcluster tailnet: no such endpoint "+r.URL.Path, http.StatusNotFound)
+	})
+	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = t.srv.Serve(ln) }()
+	return t, nil
+}
+
+// Close stops the API, the control server and the relay.
+func (t *Tailnet) Close() {
+	_ = t.srv.Close()
+	t.relay.close()
+}
+
+// guardRegistration puts a check in front of testcontrol's register
+// handler, which only knows one shared auth key: registrations must carry a
+// key minted through the API (reusable, single-use, tags, ephemeral).
+// testcontrol keeps that handler in an unexported mux, so it is swapped in
+// by reflection once, before the server serves anything.
+func (t *Tailnet) guardRegistration() error {
+	t.Control.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/generate_204", nil))
+	f := reflect.ValueOf(t.Control).Elem().FieldByName("mux")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*http.ServeMux]() {
+		return fmt.Errorf("tailnet: testcontrol.Server has no mux field of type *http.ServeMux; update guardRegistration for this tailscale.com version")
+	}
+	ptr := (**http.ServeMux)(unsafe.Pointer(f.UnsafeAddr()))
+	orig := *ptr
+	guarded := http.NewServeMux()
+	guarded.Handle("/", orig)
+	guarded.HandleFunc("/machine/register", func(w http.ResponseWriter, r *http.Request) { t.serveRegister(w, r, orig) })
+	*ptr = guarded
+	return nil
+}
+
+func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req tailcfg.RegisterRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, "bad register request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	known := t.Control.Node(req.NodeKey) != nil || (!req.OldNodeKey.IsZero() && t.Control.Node(req.OldNodeKey) != nil)
+	if known && !t.devices.removed(req.NodeKey) {
+		next.ServeHTTP(w, r) // re-registration of a node already let in
+		return
+	}
+	var authKey string
+	if req.Auth != nil {
+		authKey = req.Auth.AuthKey
+	}
+	k, err := t.store.use(authKey)
+	if err != nil {
+		w.WriteHeader(http.StatusOK)
+		_ = json.NewEncoder(w).Encode(tailcfg.RegisterResponse{Error: err.Error()})
+		return
+	}
+	next.ServeHTTP(w, r)
+	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: k.Ephemeral, KeyID: k.ID})
+	if n := t.Control.Node(req.NodeKey); n != nil && len(k.Tags) > 0 {
+		n.Tags = k.Tags
+		t.Control.UpdateNode(n)
+	}
+}
+
+// liveNodes are the control server's nodes minus deleted devices.
+func (t *Tailnet) liveNodes() []*tailcfg.Node {
+	var out []*tailcfg.Node
+	for _, n := range t.Control.AllNodes() {
+		if !t.devices.removed(n.Key) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// removeNode deletes a device: it disappears from the API and its node key
+// expires, which logs the node out.
+func (t *Tailnet) removeNode(n *tailcfg.Node) {
+	t.devices.remove(n.Key)
+	n.KeyExpiry = time.Now().Add(-time.Minute)
+	t.Control.UpdateNode(n)
+}
+
+type deviceInfo struct {
+	Created   time.Time
+	Ephemeral bool
+	KeyID     string
+	Removed   bool
+}
+
+type deviceRegistry struct {
+	mu sync.Mutex
+	m  map[key.NodePublic]deviceInfo
+}
+
+func (d *deviceRegistry) add(k key.NodePublic, i deviceInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.m[k] = i
+}
+
+func (d *deviceRegistry) info(k key.NodePublic) deviceInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m[k]
+}
+
+func (d *deviceRegistry) removed(k key.NodePublic) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m[k].Removed
+}
+
+func (d *deviceRegistry) remove(k key.NodePublic) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := d.m[k]
+	i.Removed = true
+	d.m[k] = i
+}

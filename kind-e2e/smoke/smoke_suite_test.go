@@ -1,0 +1,146 @@
+// Package smoke is the devcluster smoke suite: it starts `devcluster up` (the
+// binary from TAILPLANE_TEST_ASSETS, built by `go tool task test:assets`) in
+// a temporary folder and checks the cluster, the service proxy, the tailnet
+// with real certificates, and that `down` leaves nothing behind.
+package smoke
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// cluster is the devcluster the suite runs against.
+type cluster struct {
+	bin        string
+	dir        string
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	kubeconfig string
+	env        map[string]string
+	config     *rest.Config
+	client     kubernetes.Interface
+}
+
+func TestSmoke(t *testing.T) {
+	RegisterFailHandler(Fail)
+	dir, err := os.MkdirTemp("", "devcluster-smoke-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suiteCluster.dir = dir
+	// tailscale's certificate code uses http.DefaultClient, so this process
+	// must trust the ACME server through SSL_CERT_FILE, set before anything
+	// loads the system roots. devcluster writes the file at up.
+	t.Setenv("SSL_CERT_FILE", filepath.Join(dir, "acme-ca.pem"))
+	RunSpecs(t, "devcluster smoke")
+}
+
+var suiteCluster = &cluster{}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	assets := os.Getenv("TAILPLANE_TEST_ASSETS")
+	Expect(assets).NotTo(BeEmpty(), "TAILPLANE_TEST_ASSETS is not set: run `go tool task test:assets` and export TAILPLANE_TEST_ASSETS=$(go tool task test:assets-dir)")
+	suiteCluster.bin = filepath.Join(assets, "devcluster")
+	Expect(suiteCluster.bin).To(BeAnExistingFile())
+	suiteCluster.up(ctx)
+}, NodeTimeout(3*time.Minute))
+
+var _ = AfterSuite(func() {
+	c := suiteCluster
+	if c.cmd != nil && c.cmd.ProcessState == nil {
+		_ = exec.Command(c.bin, "down", "--dir", c.dir).Run()
+		<-c.exited
+	}
+	_ = os.RemoveAll(c.dir)
+})
+
+// up starts `devcluster up` and waits for its ready line.
+func (c *cluster) up(ctx context.Context) {
+	GinkgoHelper()
+	logFile, err := os.OpenFile(filepath.Join(c.dir, "..", filepath.Base(c.dir)+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(c.bin, "up", "--dir", c.dir)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cmd.Start()).To(Succeed())
+	c.cmd, c.exited = cmd, make(chan struct{})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- rest
+			}
+		}
+	}()
+	go func() { _ = cmd.Wait(); logFile.Close(); close(c.exited) }()
+	var line string
+	select {
+	case line = <-ready:
+	case <-c.exited:
+		Fail("devcluster up exited before it was ready; see " + logFile.Name())
+	case <-ctx.Done():
+		Fail("devcluster up not ready in time; see " + logFile.Name())
+	}
+	fields := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			fields[k] = v
+		}
+	}
+	c.kubeconfig = fields["kubeconfig"]
+	c.config, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	c.client, err = kubernetes.NewForConfig(c.config)
+	Expect(err).NotTo(HaveOccurred())
+	c.env, err = readEnv(fields["tailnet"])
+	Expect(err).NotTo(HaveOccurred())
+	// Read on every ACME call by tailscale's certificate code.
+	Expect(os.Setenv("TS_DEBUG_ACME_DIRECTORY_URL", c.env["TS_DEBUG_ACME_DIRECTORY_URL"])).To(Succeed())
+}
+
+// down runs `devcluster down` and waits for up to exit.
+func (c *cluster) down() {
+	GinkgoHelper()
+	out, err := exec.Command(c.bin, "down", "--dir", c.dir).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	Eventually(c.exited).WithTimeout(time.Minute).Should(BeClosed())
+}
+
+func readEnv(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+			env[k] = v
+		}
+	}
+	return env, nil
+}
+
+// processAlive reports whether pid still runs (and is not a zombie).
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
