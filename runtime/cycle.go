@@ -187,27 +187,31 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 	done := c.done()
 	ann := map[string]any{}
 	pre := o.settings.Prefix + "/"
-	if done {
+	switch {
+	case done && !c.deleting:
 		for id := range c.st.progress {
 			if _, ok := c.obj.GetAnnotations()[pre+id]; ok {
 				ann[pre+id] = nil
 			}
 		}
-		if !c.deleting {
-			// Hash what the object will be after this patch, so that the
-			// handlers' own changes do not look like an update.
-			c.last.Hash = essenceHash(o.settings.Prefix, afterPatch(c.obj, c.patch.obj))
-			if rec := encode(c.last); c.obj.GetAnnotations()[pre+recordKey] != rec {
-				ann[pre+recordKey] = rec
-			}
+		// Hash what the object will be after this patch, so that the
+		// handlers' own changes do not look like an update.
+		c.last.Hash = essenceHash(o.settings.Prefix, afterPatch(c.obj, c.patch.obj))
+		if rec := encode(c.last); c.obj.GetAnnotations()[pre+recordKey] != rec {
+			ann[pre+recordKey] = rec
 		}
-		o.stateMu.Lock()
-		o.resumed[c.key] = c.obj.GetUID()
-		o.stateMu.Unlock()
-	} else {
+	default:
+		// While deleting, finished progress stays: it is what keeps delete
+		// handlers from running again once the finalizer is gone but other
+		// finalizers still hold the object.
 		for id := range c.changed {
 			ann[pre+id] = encode(c.st.progress[id])
 		}
+	}
+	if done {
+		o.stateMu.Lock()
+		o.resumed[c.key] = c.obj.GetUID()
+		o.stateMu.Unlock()
 	}
 	fin := finNone
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,11 +78,23 @@ type Operator struct {
 	leading  atomic.Bool
 }
 
-// staleMark remembers the resourceVersion an own patch was made against:
-// until the informer delivers something newer, the cache is stale.
+// staleMark remembers the resourceVersions around an own patch.
 type staleMark struct {
-	rv    string
-	until time.Time
+	before, after string
+	until         time.Time
+}
+
+// older reports whether rv predates the patch. Kubernetes resourceVersions
+// are opaque, but etcd's are increasing integers: when both parse, a version
+// lower than the patched one (for instance a change made by someone else
+// while the handler ran) is stale too.
+func (m staleMark) older(rv string) bool {
+	if rv == m.before {
+		return true
+	}
+	cur, err1 := strconv.ParseUint(rv, 10, 64)
+	after, err2 := strconv.ParseUint(m.after, 10, 64)
+	return err1 == nil && err2 == nil && cur < after
 }
 
 // New returns an Operator for the cluster of cfg. Settings left zero get

@@ -34,17 +34,17 @@ func (o *Operator) write(ctx context.Context, c *cycle, ann map[string]any, fin 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ri := o.dyn.Resource(c.key.Resource).Namespace(c.key.Namespace)
-	body := mergeInto(nil, c.patch.obj)
+	body := compose(nil, c.patch.obj)
 	var status map[string]any
 	if len(c.results) > 0 {
-		body = mergeInto(body, nestResults(o.settings.ResultsPath, c.results))
+		body = compose(body, nestResults(o.settings.ResultsPath, c.results))
 	}
 	if o.hasStatusSubresource(c.key.Resource) {
 		status, _ = body["status"].(map[string]any)
 		delete(body, "status")
 	}
 	if len(ann) > 0 {
-		body = mergeInto(body, map[string]any{"metadata": map[string]any{"annotations": ann}})
+		body = compose(body, map[string]any{"metadata": map[string]any{"annotations": ann}})
 	}
 	if len(status) > 0 {
 		b, _ := json.Marshal(map[string]any{"status": status})
@@ -88,7 +88,7 @@ func (o *Operator) write(ctx context.Context, c *cycle, ann map[string]any, fin 
 		}
 		o.metrics.patches.WithLabelValues(c.key.Resource.String(), "ok").Inc()
 		if out.GetResourceVersion() != c.obj.GetResourceVersion() {
-			o.markStale(c.key, c.obj.GetResourceVersion())
+			o.markStale(c.key, c.obj.GetResourceVersion(), out.GetResourceVersion())
 		}
 		return nil
 	}
@@ -126,6 +126,27 @@ func (o *Operator) patchFailed(k Key, err error) error {
 	return fmt.Errorf("patch %s: %w", k, err)
 }
 
+// compose merges patch b into patch a (b wins), keeping nulls: they
+// delete fields when the patch is applied.
+func compose(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		bm, bok := v.(map[string]any)
+		am, aok := out[k].(map[string]any)
+		if bok && aok {
+			out[k] = compose(am, bm)
+		} else if bok {
+			out[k] = compose(nil, bm)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // nestResults puts results under the dotted results path.
 func nestResults(path string, results map[string]any) map[string]any {
 	fields := splitPath(path)
@@ -142,16 +163,16 @@ func (o *Operator) hasStatusSubresource(gvr schema.GroupVersionResource) bool {
 	return o.statusSub[gvr]
 }
 
-// markStale records that the cache still holds the pre-patch version.
-func (o *Operator) markStale(k Key, rv string) {
+// markStale records the resourceVersions before and after an own patch:
+// until the informer delivers the patched version, the cache is stale.
+func (o *Operator) markStale(k Key, before, after string) {
 	o.stateMu.Lock()
-	o.stale[k] = staleMark{rv: rv, until: time.Now().Add(o.settings.ConsistencyTimeout)}
+	o.stale[k] = staleMark{before: before, after: after, until: time.Now().Add(o.settings.ConsistencyTimeout)}
 	o.stateMu.Unlock()
 }
 
-// isStale reports whether obj is the version the last own patch was made
-// against: handling it again would re-run handlers whose success is not in
-// the cache yet. The watch event of the patch queues the key again; the
+// isStale reports whether obj predates the last own patch: handling it
+// would re-run handlers whose success is not in the cache yet. The watch event of the patch queues the key again; the
 // returned wait is a safety net.
 func (o *Operator) isStale(k Key, obj *unstructured.Unstructured) (time.Duration, bool) {
 	o.stateMu.Lock()
@@ -160,7 +181,7 @@ func (o *Operator) isStale(k Key, obj *unstructured.Unstructured) (time.Duration
 	if !ok {
 		return 0, false
 	}
-	if m.rv != obj.GetResourceVersion() || time.Now().After(m.until) {
+	if time.Now().After(m.until) || !m.older(obj.GetResourceVersion()) {
 		delete(o.stale, k)
 		return 0, false
 	}

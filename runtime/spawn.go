@@ -186,9 +186,9 @@ func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
 			continue
 		}
 		o.metrics.handlerOutcomes.WithLabelValues(k.Resource.String(), h.id, "success").Inc()
-		body := mergeInto(nil, ev.Patch.obj)
+		body := compose(nil, ev.Patch.obj)
 		if result != nil {
-			body = mergeInto(body, nestResults(o.settings.ResultsPath, map[string]any{h.id: result}))
+			body = compose(body, nestResults(o.settings.ResultsPath, map[string]any{h.id: result}))
 		}
 		if err := o.patchObject(ctx, k, body); err != nil {
 			logger.Warn("timer result not written", "err", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -32,7 +31,7 @@ type lastHandled struct {
 // progress is one handler's state within the current cycle.
 type progress struct {
 	Retries int    `json:"r,omitempty"`
-	Started int64  `json:"s,omitempty"` // unix seconds of the first attempt
+	Started int64  `json:"s,omitempty"` // unix milliseconds of the first attempt
 	Delayed int64  `json:"d,omitempty"` // unix milliseconds before which it must not run
 	Success bool   `json:"ok,omitempty"`
 	Failure bool   `json:"f,omitempty"`
@@ -134,5 +133,3 @@ func fieldValue(obj *unstructured.Unstructured, path string) (json.RawMessage, a
 	}
 	return b, v, true
 }
-
-func unixMilli(t time.Time) int64 { return t.UnixMilli() }

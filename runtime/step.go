@@ -17,9 +17,9 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, l
 	h := s.h
 	now := time.Now()
 	if p.Started == 0 {
-		p.Started = now.Unix()
+		p.Started = now.UnixMilli()
 	}
-	started := time.Unix(p.Started, 0)
+	started := time.UnixMilli(p.Started)
 	hctx, cancel := ctx, context.CancelFunc(func() {})
 	if h.timeout > 0 {
 		deadline := started.Add(h.timeout)

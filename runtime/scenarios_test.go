@@ -1,0 +1,165 @@
+package runtime_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// A restart in the middle of a cycle (while B of A, B, C runs) resumes it: the
+// new process finishes B and C and never re-runs A.
+func TestRestartMidCycle(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	var runs counter
+	bStarted := make(chan struct{}, 1)
+	build := func(blockB bool) *runtime.Operator {
+		s := testSettings()
+		s.ShutdownTimeout = 300 * time.Millisecond
+		op := newOperator(t, s)
+		op.OnCreate(gvr, "a", func(context.Context, *runtime.Event) (any, error) { runs.inc("a"); return "a", nil })
+		op.OnCreate(gvr, "b", func(ctx context.Context, _ *runtime.Event) (any, error) {
+			runs.inc("b")
+			if blockB {
+				bStarted <- struct{}{}
+				<-ctx.Done() // still running when the shutdown bound passes
+				return nil, ctx.Err()
+			}
+			return "b", nil
+		})
+		op.OnCreate(gvr, "c", func(context.Context, *runtime.Event) (any, error) { runs.inc("c"); return "c", nil })
+		return op
+	}
+	first := start(t, build(true))
+	create(t, gvr, widget(ns, "w1", nil, nil))
+	<-bStarted
+	first.stop(t)
+	if got := get(t, gvr, ns, "w1"); nested(got, "status.a") != "a" || got.GetAnnotations()["runtime.tailplane.io/a"] == "" {
+		t.Fatalf("A's success was not recorded at shutdown: %v %v", got.GetAnnotations(), got.Object["status"])
+	}
+	start(t, build(false))
+	eventually(t, 20*time.Second, "cycle finished", func() bool {
+		got := get(t, gvr, ns, "w1")
+		return nested(got, "status.c") == "c" && got.GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
+	})
+	if runs.get("a") != 1 || runs.get("b") != 2 || runs.get("c") != 1 {
+		t.Fatalf("runs = %v, want a:1 b:2 c:1", &runs)
+	}
+}
+
+// A 409 on the final patch (someone added a finalizer while the handler ran)
+// is retried on a fresh object, and the foreign finalizer is kept, also when
+// the runtime removes its own.
+func TestConflictRetriedAndForeignFinalizerKept(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	var runs counter
+	op := newOperator(t, testSettings())
+	op.OnCreate(gvr, "grab", func(context.Context, *runtime.Event) (any, error) {
+		runs.inc("create")
+		mergePatch(t, gvr, ns, "w1", `{"metadata":{"finalizers":["example.com/foreign"]}}`)
+		return "ok", nil
+	})
+	op.OnDelete(gvr, "release", func(context.Context, *runtime.Event) (any, error) { runs.inc("delete"); return nil, nil })
+	start(t, op)
+	create(t, gvr, widget(ns, "w1", nil, nil))
+	eventually(t, 20*time.Second, "both finalizers", func() bool {
+		got := get(t, gvr, ns, "w1")
+		return nested(got, "status.grab") == "ok" && len(got.GetFinalizers()) == 2
+	})
+	if n := counterValue(t, op, "runtime_patches_total", "conflict"); n < 1 {
+		t.Fatalf("no conflict was seen (%v); the scenario did not happen", n)
+	}
+	remove(t, gvr, ns, "w1")
+	eventually(t, 20*time.Second, "own finalizer removed, foreign kept", func() bool {
+		got := get(t, gvr, ns, "w1")
+		return slices.Equal(got.GetFinalizers(), []string{"example.com/foreign"})
+	})
+	if runs.get("create") != 1 || runs.get("delete") != 1 {
+		t.Fatalf("runs = %v, want one create and one delete", &runs)
+	}
+	mergePatch(t, gvr, ns, "w1", `{"metadata":{"finalizers":null}}`)
+	eventually(t, 10*time.Second, "gone", func() bool { return get(t, gvr, ns, "w1") == nil })
+}
+
+// An object deleted while its handler runs: the runtime neither errors in a
+// loop nor adds a finalizer to a deleting object; a held object gets its
+// delete handler, a vanished one is simply forgotten.
+func TestDeletedWhileHandlerRuns(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	var runs counter
+	release := make(chan struct{})
+	running := make(chan string, 2)
+	op := newOperator(t, testSettings())
+	op.OnCreate(gvr, "slow", func(_ context.Context, ev *runtime.Event) (any, error) {
+		runs.inc("create-" + ev.Object.GetName())
+		running <- ev.Object.GetName()
+		<-release
+		return "done", nil
+	})
+	op.OnDelete(gvr, "cleanup", func(_ context.Context, ev *runtime.Event) (any, error) {
+		runs.inc("delete-" + ev.Object.GetName())
+		return nil, nil
+	})
+	start(t, op)
+	held := widget(ns, "held", nil, nil)
+	held.SetFinalizers([]string{"example.com/hold"})
+	create(t, gvr, held)
+	create(t, gvr, widget(ns, "vanish", nil, nil))
+	<-running
+	<-running
+	remove(t, gvr, ns, "held")
+	remove(t, gvr, ns, "vanish")
+	close(release)
+	eventually(t, 20*time.Second, "delete handler of the held object", func() bool { return runs.get("delete-held") == 1 })
+	eventually(t, 20*time.Second, "held object settled", func() bool {
+		got := get(t, gvr, ns, "held")
+		return slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) && strings.Contains(got.GetAnnotations()["runtime.tailplane.io/cleanup"], `"ok":true`)
+	})
+	if get(t, gvr, ns, "vanish") != nil {
+		t.Fatal("the vanished object is back")
+	}
+	consistently(t, time.Second, "no retries", func() bool {
+		return runs.get("create-held") == 1 && runs.get("create-vanish") == 1 && runs.get("delete-vanish") == 0
+	})
+	mergePatch(t, gvr, ns, "held", `{"metadata":{"finalizers":null}}`)
+}
+
+// A watch that stops delivering (the connection stays open, events vanish)
+// is detected by the health check and restarted, and the missed object is
+// handled.
+func TestStalledWatchRestarted(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	cfg := env.Config(t)
+	fr := &freezer{}
+	cfg.Wrap(fr.wrap)
+	s := testSettings()
+	s.WatchCheckInterval = 200 * time.Millisecond
+	s.WatchStallTimeout = time.Second
+	op, err := runtime.New(cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int32
+	op.OnCreate(gvr, "seen", func(context.Context, *runtime.Event) (any, error) { seen.Add(1); return "seen", nil })
+	start(t, op)
+	create(t, gvr, widget(ns, "before", nil, nil))
+	eventually(t, 20*time.Second, "first object", func() bool { return nested(get(t, gvr, ns, "before"), "status.seen") == "seen" })
+	if fr.freezeAll() == 0 {
+		t.Fatal("no watch stream to freeze")
+	}
+	create(t, gvr, widget(ns, "during", nil, nil))
+	eventually(t, 30*time.Second, "object created during the stall", func() bool {
+		return nested(get(t, gvr, ns, "during"), "status.seen") == "seen"
+	})
+	if n := counterValue(t, op, "runtime_watch_restarts_total", ""); n < 1 {
+		t.Fatalf("watch restarts = %v", n)
+	}
+}
