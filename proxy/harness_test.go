@@ -41,7 +41,8 @@ type running struct {
 	engine  *Engine
 	client  *tsnet.Server
 	cancel  context.CancelFunc
-	done    chan error
+	done    chan struct{} // closed when Run returned
+	runErr  error
 	cfgPath string // config file (file source only)
 }
 
@@ -49,7 +50,7 @@ type running struct {
 // opts.Source is nil it uses a config file holding cfg.
 func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Options) *running {
 	t.Helper()
-	r := &running{tn: tn, done: make(chan error, 1)}
+	r := &running{tn: tn, done: make(chan struct{})}
 	if opts.Source == nil {
 		r.cfgPath = filepath.Join(t.TempDir(), "proxy-config.json")
 		writeConfig(t, r.cfgPath, cfg)
@@ -57,10 +58,10 @@ func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Optio
 	}
 	if opts.State == nil {
 		opts.State = new(mem.Store)
+		opts.Ephemeral = true // tsnet allows the memory store for ephemeral nodes only
 	}
 	opts.StateDir = t.TempDir()
 	opts.Logger = testLogger(t)
-	opts.Ephemeral = true
 	if opts.EgressHost == "" {
 		opts.EgressHost = "127.0.0.1"
 	}
@@ -71,7 +72,7 @@ func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Optio
 	r.engine = e
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.done <- e.Run(ctx) }()
+	go func() { r.runErr = e.Run(ctx); close(r.done) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -34,6 +34,10 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		Logf:          func(format string, args ...any) { e.log.Debug(fmt.Sprintf(format, args...), "component", "tsnet") },
 		UserLogf:      func(format string, args ...any) { e.log.Info(fmt.Sprintf(format, args...), "component", "tsnet") },
 	}
+	if err := node.Start(); err != nil {
+		// A node that failed to start has nothing to close.
+		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
+	}
 	upCtx, cancel := context.WithTimeout(ctx, upTimeout)
 	defer cancel()
 	if _, err := node.Up(upCtx); err != nil {

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// tcpHalfCloseServer reads until EOF, then answers "got:<data>" and closes:
+// it only works if the proxy forwards the client's half-close.
+func tcpHalfCloseServer(t *testing.T, ln net.Listener) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				data, _ := io.ReadAll(c)
+				fmt.Fprintf(c, "got:%s", data)
+			}()
+		}
+	}()
+}
+
+func udpEchoServer(t *testing.T) string {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append([]byte("echo:"), buf[:n]...), from)
+		}
+	}()
+	return pc.LocalAddr().String()
+}
+
+// halfCloseRoundTrip writes msg, half-closes and reads the whole answer.
+func halfCloseRoundTrip(c net.Conn, msg string) (string, error) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, msg); err != nil {
+		return "", err
+	}
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		return "", fmt.Errorf("%T cannot half-close", c)
+	}
+	if err := cw.CloseWrite(); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+func udpRoundTrip(c net.Conn, msg string) (string, error) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 2048)
+	n, err := c.Read(buf)
+	return string(buf[:n]), err
+}
+
+// L4 ingress: a TCP port (with half-close) and a UDP port on the tailnet
+// node forwarded to loopback "ClusterIP" services.
+func TestL4TCPAndUDPEcho(t *testing.T) {
+	tn := tailnettest.New(t)
+	tcpLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	tcpHalfCloseServer(t, tcpLn)
+	udpAddr := udpEchoServer(t)
+	cfg := newConfig(tn, "l4-proxy", config.RoleIngressL4)
+	cfg.L4 = &config.L4{UDPIdleTimeoutSeconds: 1, Ports: []config.PortMap{
+		{Protocol: config.TCP, Port: 5432, Target: tcpLn.Addr().String()},
+		{Protocol: config.UDP, Port: 5353, Target: udpAddr},
+	}}
+	r := start(t, tn, cfg, Options{})
+	ctx := context.Background()
+	waitFor(t, 20*time.Second, "tcp echo", func() error {
+		c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(5432))
+		if err != nil {
+			return err
+		}
+		got, err := halfCloseRoundTrip(c, "ping")
+		if err != nil || got != "got:ping" {
+			return fmt.Errorf("got %q, %v", got, err)
+		}
+		return nil
+	})
+	waitFor(t, 20*time.Second, "udp echo", func() error {
+		c, err := r.client.Dial(ctx, "udp", r.proxyAddr(5353))
+		if err != nil {
+			return err
+		}
+		got, err := udpRoundTrip(c, "dns?")
+		if err != nil || got != "echo:dns?" {
+			return fmt.Errorf("got %q, %v", got, err)
+		}
+		return nil
+	})
+	// Idle UDP flows are closed after the idle timeout.
+	waitFor(t, 10*time.Second, "udp flow reaped", func() error {
+		if v := gaugeValue(t, r.engine, "tailplane_proxy_active_connections", "l4"); v != 0 {
+			return fmt.Errorf("%v L4 flows/connections still open", v)
+		}
+		return nil
+	})
+}
+
+// Egress: a listener on the "pod IP" (loopback here) dials a tailnet node
+// by its MagicDNS name and by IP.
+func TestEgressToTailnetTarget(t *testing.T) {
+	tn := tailnettest.New(t)
+	target := tn.Node(t, "db")
+	ln, err := target.Listen("tcp", ":5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcpHalfCloseServer(t, ln)
+	ip4, _ := target.TailscaleIPs()
+	p1, p2 := freePort(t), freePort(t)
+	cfg := newConfig(tn, "egress-proxy", config.RoleEgress)
+	cfg.Egress = &config.Egress{Targets: []config.EgressTarget{
+		{FQDN: tailnettest.FQDN("db") + ".", Ports: []config.PortMap{{Port: p1, TargetPort: 5432}}},
+		{IP: ip4.String(), Ports: []config.PortMap{{Port: p2, TargetPort: 5432}}},
+	}}
+	start(t, tn, cfg, Options{EgressHost: "127.0.0.1"})
+	for _, p := range []int{p1, p2} {
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		waitFor(t, 20*time.Second, "egress via "+addr, func() error {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return err
+			}
+			got, err := halfCloseRoundTrip(c, "select 1")
+			if err != nil || got != "got:select 1" {
+				return fmt.Errorf("got %q, %v", got, err)
+			}
+			return nil
+		})
+	}
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// gaugeValue reads one labelled gauge/counter from the engine's registry.
+func gaugeValue(t *testing.T, e *Engine, name, label string) float64 {
+	mfs, err := e.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, lp := range m.Label {
+				if strings.Contains(lp.GetValue(), label) {
+					if m.Gauge != nil {
+						return m.Gauge.GetValue()
+					}
+					return m.Counter.GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
