@@ -78,7 +78,8 @@ func httpFunctions() []httpFunction {
 		}},
 		{"get_header_values", []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i64}, func(ctx context.Context, mod api.Module, s []uint64) {
 			x := exchangeFrom(ctx)
-			name := readString(mod, api.DecodeU32(s[1]), api.DecodeU32(s[2]))
+			// The name is only used for the lookup: no copy.
+			name := viewString(mod, api.DecodeU32(s[1]), api.DecodeU32(s[2]))
 			s[0] = writeList(mod, api.DecodeU32(s[3]), api.DecodeU32(s[4]), x.headerValues(api.DecodeU32(s[0]), name))
 		}},
 		{"set_header_value", []api.ValueType{i32, i32, i32, i32, i32}, nil, func(ctx context.Context, mod api.Module, s []uint64) {

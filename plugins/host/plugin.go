@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -46,6 +47,8 @@ type Plugin struct {
 	guestOut *logWriter
 	m        *pluginMetrics
 
+	instanceMemory atomic.Uint64
+
 	// inflight is read-locked by every call; Close takes the write lock, so
 	// a reload never closes a generation under a running request.
 	inflight sync.RWMutex
@@ -68,6 +71,10 @@ func newPlugin(e *Engine, cfg Config, r wazero.Runtime, cm wazero.CompiledModule
 	p.pool = newPool(p, cfg.PoolSize, cfg.Prewarm)
 	return p
 }
+
+// InstanceMemory returns the linear memory, in bytes, of the most recently
+// created instance right after its initialisation.
+func (p *Plugin) InstanceMemory() uint64 { return p.instanceMemory.Load() }
 
 // Name returns the plugin's configured name.
 func (p *Plugin) Name() string { return p.cfg.Name }
@@ -137,7 +144,7 @@ func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next b
 	x.features = in.features
 	cctx, cancel := p.deadline(ctx)
 	defer cancel()
-	res, err := in.handleRequest.Call(context.WithValue(cctx, exchangeKey{}, x))
+	res, err := in.handleRequest.Call(in.callContext(cctx, x, p.cfg.Timeout > 0))
 	if err != nil {
 		p.discard(in, err)
 		return false, 0, fmt.Errorf("plugin %s: handle_request: %w", p.cfg.Name, err)
@@ -160,7 +167,7 @@ func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, re
 	if isError {
 		e = 1
 	}
-	if _, err := in.handleResponse.Call(context.WithValue(cctx, exchangeKey{}, x), uint64(reqCtx), e); err != nil {
+	if _, err := in.handleResponse.Call(in.callContext(cctx, x, p.cfg.Timeout > 0), uint64(reqCtx), e); err != nil {
 		p.discard(in, err)
 		return fmt.Errorf("plugin %s: handle_response: %w", p.cfg.Name, err)
 	}
@@ -175,6 +182,19 @@ func (p *Plugin) deadline(ctx context.Context) (context.Context, context.CancelF
 		return context.WithTimeout(ctx, p.cfg.Timeout)
 	}
 	return ctx, func() {}
+}
+
+// callContext returns the context for one call. Without a deadline wazero
+// does not watch the context from another goroutine, so the instance's own
+// callCtx is reused and the call allocates nothing; with one, wazero's
+// watcher may still read the context after the call returns, so each call
+// gets a fresh one.
+func (in *instance) callContext(ctx context.Context, x *exchange, watched bool) context.Context {
+	if watched {
+		return &callCtx{Context: ctx, x: x}
+	}
+	in.cc.Context, in.cc.x = ctx, x
+	return &in.cc
 }
 
 // discard throws away an instance whose call failed: after a trap or a

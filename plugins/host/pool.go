@@ -25,6 +25,7 @@ type instance struct {
 	handleRequest  api.Function
 	handleResponse api.Function
 	features       uint32 // enabled during _initialize: apply to every request
+	cc             callCtx
 }
 
 // pool holds at most size live instances; idle ones wait in a channel.
@@ -174,6 +175,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	in.mod = mod
 	in.handleRequest = mod.ExportedFunction("handle_request")
 	in.handleResponse = mod.ExportedFunction("handle_response")
+	p.instanceMemory.Store(uint64(mod.Memory().Size()))
 	p.m.created.Inc()
 	p.m.instances.Inc()
 	return in, nil

@@ -122,11 +122,27 @@ func (Request) Protocol() string { return readString(getProtocolVersion) }
 func (Request) SourceAddr() string { return readString(getSourceAddr) }
 
 // Header returns the first value of the request header name.
-func (r Request) Header(name string) string {
-	if v := r.HeaderValues(name); len(v) > 0 {
-		return v[0]
+func (Request) Header(name string) string { return firstHeaderValue(abi.HeaderRequest, name) }
+
+// firstHeaderValue reads the values of name and keeps the first without
+// splitting the list.
+func firstHeaderValue(kind uint32, name string) string {
+	r := getHeaderValues(kind, name, ptr(scratch), uint32(len(scratch)))
+	if r>>32 == 0 {
+		return ""
 	}
-	return ""
+	n := uint32(r)
+	if int(n) > len(scratch) {
+		scratch = make([]byte, n)
+		n = uint32(getHeaderValues(kind, name, ptr(scratch), n))
+	}
+	b := scratch[:n]
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
 }
 
 // HeaderValues returns every value of the request header name.
@@ -187,12 +203,7 @@ func (Response) Status() int { return int(getStatusCode()) }
 func (Response) SetStatus(code int) { setStatusCode(uint32(code)) }
 
 // Header returns the first value of the response header name.
-func (Response) Header(name string) string {
-	if v := headerValues(abi.HeaderResponse, name); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
+func (Response) Header(name string) string { return firstHeaderValue(abi.HeaderResponse, name) }
 
 // SetHeader sets a response header.
 func (Response) SetHeader(name, value string) { setHeaderValue(abi.HeaderResponse, name, value) }

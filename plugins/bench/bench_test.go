@@ -1,0 +1,291 @@
+package bench_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/l7"
+	"github.com/tailplane/tailplane/proxy/metrics"
+	"github.com/tailplane/tailplane/proxy/route"
+	"github.com/tailplane/tailplane/proxy/routetable"
+)
+
+const canaryConfig = `{"header":"X-Canary","headerValue":"always","cookie":"canary","cookieValue":"1"}`
+
+type guestKind struct {
+	name    string
+	module  func(testing.TB) []byte
+	config  string
+	timeout time.Duration
+}
+
+func guests() []guestKind {
+	goGuest := func(tb testing.TB) []byte { return wasmbuild.Go(tb, "./plugins/examples/canary") }
+	return []guestKind{
+		{"go-guest", goGuest, canaryConfig, 0},
+		{"go-guest-nodeadline", goGuest, canaryConfig, -1},
+		{"as-guest", wasmbuild.AssemblyScript, "", 0},
+		{"as-guest-nodeadline", wasmbuild.AssemblyScript, "", -1},
+	}
+}
+
+func quiet() *log.Logger { return log.NewWithOptions(io.Discard, log.Options{Level: log.ErrorLevel}) }
+
+func engine(tb testing.TB, cacheDir string) *host.Engine {
+	tb.Helper()
+	e, err := host.NewEngine(host.EngineOptions{CacheDir: cacheDir, Logger: quiet()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = e.Close(context.Background()) })
+	return e
+}
+
+func loadGuest(tb testing.TB, g guestKind, pool int, config string) *host.Plugin {
+	tb.Helper()
+	p, err := engine(tb, wasmbuild.CompilationCacheDir(tb)).Load(context.Background(), host.Config{
+		Name: g.name, Module: g.module(tb), PluginConfig: []byte(config), Capabilities: []abi.Capability{abi.CapRoute},
+		Timeout: g.timeout, PoolSize: pool, Prewarm: pool,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+// nativeCanary is the canary decision written as a native Go router.
+func nativeCanary() route.Router {
+	return route.RouterFunc(func(_ context.Context, req *route.Request, prev route.Decision) (route.Decision, error) {
+		if req.Header.Get("X-Canary") == "always" && req.Route != nil && len(req.Route.Backends) > 1 {
+			b := req.Route.Backends[1]
+			prev.Backend = &b
+		}
+		return prev, nil
+	})
+}
+
+func canaryRequest() *route.Request {
+	return &route.Request{Method: "GET", Host: "app.example.ts.net", URI: "/api/items?page=2", Path: "/api/items",
+		Header:   http.Header{"X-Canary": {"always"}, "User-Agent": {"bench"}, "Accept": {"*/*"}},
+		Identity: &route.Identity{LoginName: "alice@example.com", NodeName: "laptop"},
+		Route: &route.Route{Host: "app.example.ts.net", Path: "/api", PathType: "Prefix", Backends: []route.Backend{
+			{Name: "web:80", Address: "10.0.0.1:80"}, {Name: "web-canary:80", Address: "10.0.0.2:80"}}}}
+}
+
+// BenchmarkDecision: cost of one routing decision, at 1 and 16 callers.
+func BenchmarkDecision(b *testing.B) {
+	routers := []struct {
+		name string
+		r    func(testing.TB, int) route.Router
+	}{{"native", func(testing.TB, int) route.Router { return nativeCanary() }}}
+	for _, g := range guests() {
+		routers = append(routers, struct {
+			name string
+			r    func(testing.TB, int) route.Router
+		}{g.name, func(tb testing.TB, pool int) route.Router { return loadGuest(tb, g, pool, g.config) }})
+	}
+	for _, rt := range routers {
+		for _, conc := range []int{1, 16} {
+			b.Run(rt.name+"/c"+itoa(conc), func(b *testing.B) {
+				decide(b, rt.r(b, conc), conc)
+			})
+		}
+	}
+}
+
+func decide(b *testing.B, r route.Router, conc int) {
+	ctx := context.Background()
+	if d, err := r.Route(ctx, canaryRequest(), route.Decision{}); err != nil || d.Backend == nil || d.Backend.Name != "web-canary:80" {
+		b.Fatalf("wrong decision: %+v, %v", d, err)
+	}
+	var mu sync.Mutex
+	var all []time.Duration
+	b.SetParallelism(max(1, conc/runtime.GOMAXPROCS(0)))
+	if conc == 1 {
+		b.SetParallelism(1)
+	}
+	b.ResetTimer()
+	run := func(next func() bool) {
+		req := canaryRequest()
+		samples := make([]time.Duration, 0, 1024)
+		for next() {
+			start := time.Now()
+			_, _ = r.Route(ctx, req, route.Decision{})
+			samples = append(samples, time.Since(start))
+		}
+		mu.Lock()
+		all = append(all, samples...)
+		mu.Unlock()
+	}
+	if conc == 1 {
+		i := 0
+		run(func() bool { i++; return i <= b.N })
+	} else {
+		b.RunParallel(func(pb *testing.PB) { run(pb.Next) })
+	}
+	b.StopTimer()
+	reportPercentiles(b, all)
+}
+
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), "p99-ns")
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+// BenchmarkHTTP: requests/s through the proxy's L7 handler and a reverse
+// proxied round trip to a real backend, with and without a plugin.
+func BenchmarkHTTP(b *testing.B) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer backend.Close()
+	addr := strings.TrimPrefix(backend.URL, "http://")
+	// The table's route has one backend, "web"; the canary plugin picks it
+	// explicitly (the allowlist is the table's).
+	cfg := `{"header":"X-Canary","headerValue":"always","backend":"web"}`
+	variants := []struct {
+		name  string
+		extra func(testing.TB) route.Router
+	}{
+		{"table-only", nil},
+		{"table+native", func(testing.TB) route.Router { return nativeCanary() }},
+	}
+	for _, g := range guests() {
+		variants = append(variants, struct {
+			name  string
+			extra func(testing.TB) route.Router
+		}{"table+" + g.name, func(tb testing.TB) route.Router { return loadGuest(tb, g, 16, cfg) }})
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			table := routetable.New(&config.L7{DefaultBackend: &config.Backend{Service: "web", Address: addr}})
+			chain := l7.Chain{table}
+			if v.extra != nil {
+				chain = append(chain, v.extra(b))
+			}
+			h := l7.NewHandler(func(context.Context, string) (*route.Identity, error) {
+				return &route.Identity{LoginName: "alice@example.com", NodeName: "laptop"}, nil
+			}, l7.NewTransport(), metrics.New(), quiet())
+			h.SetRoutes(&l7.Routes{Table: table, Routers: chain})
+			front := httptest.NewUnstartedServer(h.Listener(false))
+			front.Config.ConnContext = l7.ConnContext
+			front.Start()
+			defer front.Close()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			get := func() {
+				req, _ := http.NewRequest("GET", front.URL+"/api/items", nil)
+				req.Header.Set("X-Canary", "always")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			get()
+			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					get()
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// BenchmarkColdLoad: time from bytes to a plugin ready to serve, compiling
+// (fresh in-memory cache) or from the warm file compilation cache.
+func BenchmarkColdLoad(b *testing.B) {
+	for _, g := range guests() {
+		if g.timeout < 0 {
+			continue
+		}
+		for _, mode := range []string{"compile", "file-cache"} {
+			b.Run(g.name+"/"+mode, func(b *testing.B) {
+				module := g.module(b)
+				cacheDir := ""
+				if mode == "file-cache" {
+					cacheDir = wasmbuild.CompilationCacheDir(b)
+					loadGuest(b, g, 1, g.config) // make sure the cache holds it
+				}
+				b.ResetTimer()
+				for range b.N {
+					e := engine(b, cacheDir)
+					p, err := e.Load(context.Background(), host.Config{Name: g.name, Module: module, PluginConfig: []byte(g.config), Capabilities: []abi.Capability{abi.CapRoute}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					_ = p.Close(context.Background())
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(len(module)), "module-B")
+			})
+		}
+	}
+}
+
+// BenchmarkInstanceMemory: Go heap and guest linear memory per instance
+// (8 pre-warmed instances per op).
+func BenchmarkInstanceMemory(b *testing.B) {
+	const n = 8
+	for _, g := range guests() {
+		if g.timeout < 0 {
+			continue
+		}
+		b.Run(g.name, func(b *testing.B) {
+			module := g.module(b)
+			e := engine(b, wasmbuild.CompilationCacheDir(b))
+			var heap, linear float64
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				p, err := e.Load(context.Background(), host.Config{Name: g.name, Module: module, PluginConfig: []byte(g.config),
+					Capabilities: []abi.Capability{abi.CapRoute}, PoolSize: n, Prewarm: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				heap += float64(after.HeapAlloc-before.HeapAlloc) / n
+				linear += float64(p.InstanceMemory())
+				_ = p.Close(context.Background())
+			}
+			b.ReportMetric(heap/float64(b.N), "heap-B/inst")
+			b.ReportMetric(linear/float64(b.N), "linear-B/inst")
+		})
+	}
+}
