@@ -193,6 +193,7 @@ var _ = Describe("devcluster", Ordered, func() {
 		Expect(c.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(60*time.Second))
 
+	podSpecs(ns)
 	tailnetSpecs()
 
 	It("stops with down, leaving no process, mount, route or listener, and resumes with up", func(ctx SpecContext) {
@@ -212,6 +213,11 @@ var _ = Describe("devcluster", Ordered, func() {
 			return ip.Equal(net.ParseIP(clusterIP)) || slices.Contains(podIPs, ip.String())
 		}
 		Expect(boundSockets(onPodsOrService)).NotTo(BeEmpty(), "while up, the service proxy and pods hold sockets")
+		podCIDR, err := os.ReadFile(c.dir + "/pod-cidr")
+		Expect(err).NotTo(HaveOccurred())
+		routes, err := osexec.Command("ip", "route", "show", "table", "local").Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(routes)).To(ContainSubstring(string(podCIDR)), "while up, the pod subnet is local")
 
 		c.down()
 
@@ -223,9 +229,9 @@ var _ = Describe("devcluster", Ordered, func() {
 		mounts, err := os.ReadFile("/proc/mounts")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(mounts)).NotTo(ContainSubstring(c.dir))
-		routes, err := osexec.Command("ip", "route", "show", "table", "local").Output()
+		routes, err = osexec.Command("ip", "route", "show", "table", "local").Output()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(routes)).NotTo(ContainSubstring("198.18.0.0/16"))
+		Expect(string(routes)).NotTo(ContainSubstring(string(podCIDR)))
 		// Dialing is no proof for pod IPs: without the pod route, packets to
 		// 198.18.x.y leave the machine. Read the kernel's socket tables.
 		for _, addr := range []string{apiHost, net.JoinHostPort(clusterIP, "80")} {
@@ -273,6 +279,29 @@ func boundSockets(match func(net.IP) bool) []string {
 				port, _ := strconv.ParseUint(hexPort, 16, 16)
 				out = append(out, fmt.Sprintf("%s %s:%d", table, ip, port))
 			}
+		}
+	}
+	return out
+}
+
+// groupMembers lists the live processes whose process group is pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name: state ppid pgrp ...
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
 		}
 	}
 	return out

@@ -4,6 +4,8 @@
 //
 //	GET /            JSON with the pod name, pod IP, request path and headers
 //	GET /file?path=P the content of file P as the pod sees it (for volume tests)
+//	GET /env         the process environment as a JSON object
+//	GET /args        the command-line arguments as a JSON array
 //	UDP datagrams    echoed back with the prefix "echo: "
 //
 // It stops on SIGTERM.
@@ -17,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +56,20 @@ func main() {
 			return
 		}
 		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /env", func(w http.ResponseWriter, r *http.Request) {
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = v
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(env)
+	})
+	mux.HandleFunc("GET /args", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(os.Args)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 

@@ -47,7 +47,7 @@ func runDown(args []string) error {
 		return err
 	}
 	node.KillRecordedGroups(abs)
-	if err := node.RemovePodRoute(); err != nil {
+	if err := node.ReleasePodSubnet(abs); err != nil {
 		return err
 	}
 	fmt.Println("down")

@@ -115,6 +115,16 @@ func runUp(args []string) error {
 		return err
 	}
 
+	podSubnet, err := node.ClaimPodSubnet(abs)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := node.ReleasePodSubnet(abs); err != nil {
+			logger.Warn("remove pod route", "err", err)
+		}
+	}()
+
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	nodeDone := make(chan error, 1)
 	nodeReady := make(chan struct{})
@@ -122,15 +132,12 @@ func runUp(args []string) error {
 		Name: nodeName, Dir: abs, Self: self,
 		Images:        append(node.ImageMap(images), defaultImages(binDir, self)...),
 		APIServerHost: "127.0.0.1", APIServerPort: strconv.Itoa(cp.Ports.APIServer),
-		LocalCA: cp.LocalCA, Logger: logger.WithPrefix("node"),
+		LocalCA: cp.LocalCA, PodSubnet: podSubnet, Logger: logger.WithPrefix("node"),
 	})
 	go func() { nodeDone <- n.Run(nodeCtx, nodeReady) }()
 	defer func() {
 		stopNode()
 		<-nodeDone
-		if err := node.RemovePodRoute(); err != nil {
-			logger.Warn("remove pod route", "err", err)
-		}
 	}()
 
 	proxyCtx, stopProxy := context.WithCancel(context.Background())

@@ -3,39 +3,69 @@ package node
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 )
 
-// PodCIDR is where pod IPs come from. It is not loopback on purpose: the
+// PodRange is where pod IPs come from. It is not loopback on purpose: the
 // apiserver refuses loopback addresses in EndpointSlices ("may not be in the
-// loopback range"), so the node makes this range local instead, with one
+// loopback range"), so the node makes its pod subnet local instead, with one
 // "local" route on lo (AnyIP): every address in it can be bound and reached on
 // this machine, just like 127.0.0.0/8. 198.18.0.0/15 is reserved for
-// benchmarking, so it collides with no real network.
-const PodCIDR = "198.18.0.0/16"
+// benchmarking, so it collides with no real network. Each cluster directory
+// claims its own /24 of it, so several clusters can run side by side.
+const PodRange = "198.18.0.0/16"
 
-// EnsurePodRoute makes PodCIDR local. It is idempotent.
-func EnsurePodRoute() error {
-	out, err := exec.Command("ip", "route", "show", "table", "local", PodCIDR).CombinedOutput()
-	if err == nil && strings.Contains(string(out), PodCIDR) {
-		return nil
+// podCIDRFile keeps a cluster's pod subnet across restarts.
+const podCIDRFile = "pod-cidr"
+
+// ClaimPodSubnet returns the cluster's pod subnet and makes it local: the one
+// recorded in dir, or the first /24 of PodRange no other cluster routes.
+func ClaimPodSubnet(dir string) (netip.Prefix, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, podCIDRFile)); err == nil {
+		p, err := netip.ParsePrefix(strings.TrimSpace(string(b)))
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", podCIDRFile, err)
+		}
+		return p, ensureLocalRoute(p)
 	}
-	if out, err := exec.Command("ip", "route", "add", "local", PodCIDR, "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("make pod range %s local (ip route add local %s dev lo; needs root): %v: %s", PodCIDR, PodCIDR, err, out)
+	base := netip.MustParsePrefix(PodRange).Addr().As4()
+	for i := 0; i < 256; i++ {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{base[0], base[1], byte(i), 0}), 24)
+		out, err := exec.Command("ip", "route", "add", "local", p.String(), "dev", "lo").CombinedOutput()
+		if err != nil {
+			if strings.Contains(string(out), "File exists") {
+				continue // another cluster's subnet
+			}
+			return p, fmt.Errorf("make pod subnet %s local (ip route add local %s dev lo; needs root): %v: %s", p, p, err, out)
+		}
+		return p, os.WriteFile(filepath.Join(dir, podCIDRFile), []byte(p.String()), 0o644)
+	}
+	return netip.Prefix{}, fmt.Errorf("no free /24 left in %s", PodRange)
+}
+
+func ensureLocalRoute(p netip.Prefix) error {
+	out, err := exec.Command("ip", "route", "add", "local", p.String(), "dev", "lo").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "File exists") {
+		return fmt.Errorf("make pod subnet %s local (ip route add local %s dev lo; needs root): %v: %s", p, p, err, out)
 	}
 	return nil
 }
 
-// RemovePodRoute undoes EnsurePodRoute; a missing route is not an error.
-func RemovePodRoute() error {
-	out, err := exec.Command("ip", "route", "show", "table", "local", PodCIDR).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), PodCIDR) {
-		return nil
+// ReleasePodSubnet removes the local route of dir's pod subnet; the subnet
+// stays recorded so that the cluster keeps its pod IPs when it resumes.
+func ReleasePodSubnet(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, podCIDRFile))
+	if err != nil {
+		return nil // never claimed
 	}
-	if out, err := exec.Command("ip", "route", "del", "local", PodCIDR, "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("remove pod route: %v: %s", err, out)
+	p := strings.TrimSpace(string(b))
+	out, err := exec.Command("ip", "route", "del", "local", p, "dev", "lo").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "No such process") {
+		return fmt.Errorf("remove pod route %s: %v: %s", p, err, out)
 	}
 	return nil
 }
@@ -48,8 +78,7 @@ type ipam struct {
 	next   netip.Addr
 }
 
-func newIPAM() *ipam {
-	p := netip.MustParsePrefix(PodCIDR)
+func newIPAM(p netip.Prefix) *ipam {
 	return &ipam{prefix: p, used: map[netip.Addr]string{}, next: p.Addr().Next().Next()}
 }
 
@@ -81,7 +110,7 @@ func (a *ipam) claim(uid, want string) (string, error) {
 			return ip.String(), nil
 		}
 		if a.next == start {
-			return "", fmt.Errorf("pod range %s is full", PodCIDR)
+			return "", fmt.Errorf("pod subnet %s is full", a.prefix)
 		}
 	}
 }

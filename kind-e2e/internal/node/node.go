@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,7 +42,9 @@ type Config struct {
 	// LocalCA signs the log endpoint's serving certificate and the
 	// apiserver's client certificate.
 	LocalCA *pki.CA
-	Logger  *log.Logger
+	// PodSubnet is where pod IPs come from (see ClaimPodSubnet).
+	PodSubnet netip.Prefix
+	Logger    *log.Logger
 }
 
 // Node is a running process node.
@@ -58,16 +61,13 @@ type Node struct {
 
 // New returns a node; call Run to start it.
 func New(client kubernetes.Interface, cfg Config) *Node {
-	return &Node{cfg: cfg, client: client, log: cfg.Logger, ipam: newIPAM(), workers: map[types.UID]*podWorker{}}
+	return &Node{cfg: cfg, client: client, log: cfg.Logger, ipam: newIPAM(cfg.PodSubnet), workers: map[types.UID]*podWorker{}}
 }
 
 // Run registers the node, serves logs, schedules and runs pods until ctx
 // ends; then it stops every pod's processes (with their grace periods capped
 // at 10 s) and returns.
 func (n *Node) Run(ctx context.Context, ready chan<- struct{}) error {
-	if err := EnsurePodRoute(); err != nil {
-		return err
-	}
 	for _, d := range []string{n.podsDir(), n.groupsDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err

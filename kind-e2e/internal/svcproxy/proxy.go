@@ -31,7 +31,8 @@ type frontend struct {
 	proto corev1.Protocol
 }
 
-// Proxy is a running service proxy.
+// Proxy is a running service proxy. Each Service port gets a listener of
+// its protocol (TCP or UDP; SCTP is skipped).
 type Proxy struct {
 	client kubernetes.Interface
 	log    *log.Logger
@@ -109,16 +110,15 @@ func (p *Proxy) sync() {
 			continue // pods reach the apiserver directly (KUBERNETES_SERVICE_HOST)
 		}
 		for _, sp := range svc.Spec.Ports {
-			protos := []corev1.Protocol{sp.Protocol}
-			if sp.Protocol == "" || sp.Protocol == corev1.ProtocolTCP {
-				// Serve UDP as well: a Service port answers both when it has
-				// endpoints for them, which costs nothing here.
-				protos = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP}
+			proto := sp.Protocol
+			if proto == "" {
+				proto = corev1.ProtocolTCP
 			}
-			backends := p.backends(svc, sp)
-			for _, proto := range protos {
-				want[frontend{addr: net.JoinHostPort(ip, strconv.Itoa(int(sp.Port))), proto: proto}] = backends
+			if proto == corev1.ProtocolSCTP {
+				continue // no SCTP in userspace
 			}
+			f := frontend{addr: net.JoinHostPort(ip, strconv.Itoa(int(sp.Port))), proto: proto}
+			want[f] = p.backends(svc, sp, proto)
 		}
 	}
 	p.mu.Lock()
@@ -145,7 +145,7 @@ func (p *Proxy) sync() {
 }
 
 // backends are the ready endpoint addresses for one Service port.
-func (p *Proxy) backends(svc *corev1.Service, sp corev1.ServicePort) []string {
+func (p *Proxy) backends(svc *corev1.Service, sp corev1.ServicePort, proto corev1.Protocol) []string {
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
 	slices, err := p.slices.EndpointSlices(svc.Namespace).List(sel)
 	if err != nil {
@@ -155,7 +155,12 @@ func (p *Proxy) backends(svc *corev1.Service, sp corev1.ServicePort) []string {
 	for _, s := range slices {
 		port := int32(0)
 		for _, ep := range s.Ports {
-			if ep.Port != nil && (ep.Name == nil && sp.Name == "" || ep.Name != nil && *ep.Name == sp.Name) {
+			epProto := corev1.ProtocolTCP
+			if ep.Protocol != nil {
+				epProto = *ep.Protocol
+			}
+			sameName := ep.Name == nil && sp.Name == "" || ep.Name != nil && *ep.Name == sp.Name
+			if ep.Port != nil && sameName && epProto == proto {
 				port = *ep.Port
 			}
 		}
