@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -110,5 +111,10 @@ func tailnetSpecs() {
 			g.Expect(string(body)).To(Equal("hello over the tailnet"))
 			g.Expect(resp.TLS.PeerCertificates[0].DNSNames).To(ContainElement("smoke-server." + suiteCluster.env["TS_MAGICDNS_DOMAIN"]))
 		}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("devcluster curl, an ephemeral node trusting D/ca.pem")
+		out, err := exec.CommandContext(ctx, suiteCluster.bin, "curl", "--dir", suiteCluster.dir, url).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("hello over the tailnet"))
 	}, SpecTimeout(2*time.Minute))
 }
