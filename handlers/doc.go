@@ -5,6 +5,10 @@
 // desired children), unit-tested without a cluster, and a thin apply step
 // using server-side apply.
 //
-// Handlers may import runtime/, crds/ and proxy/config; never the rest of
-// proxy/ or plugins/.
+// Register (register.go) adds every module to a runtime.Operator; handlers/kit
+// holds the apply plumbing the modules share (server-side apply of proxies,
+// auth keys, cleanup, conditions, the resync queue).
+//
+// Handlers may import runtime/, crds/, internal/tailnet and proxy/config;
+// never the rest of proxy/ or plugins/.
 package handlers

@@ -1,17 +1,24 @@
 // Command tailplane-operator runs Tailplane's operator: the handler modules
 // of handlers/ on the runtime of runtime/.
 //
-// It is a thin main: settings from the environment, then wiring.
+// It is a thin main: settings from the environment (docs/operator.md lists
+// them), a startup check of the tailnet credentials that fails fast with one
+// line, then the runtime with leader election.
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
-
-	"github.com/charmbracelet/log"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "tailplane-operator"})
-	logger.Error("the operator's handlers are not built yet; see the open issues")
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "tailplane-operator:", err)
+		os.Exit(1)
+	}
 }

@@ -9,6 +9,7 @@
 // (unless OPERATOR_DEFAULT_LOAD_BALANCER is on), are never touched, so k3s's
 // ServiceLB keeps them.
 //
-// It imports Kubernetes API types, handlers/proxyset, handlers/settings and
-// proxy/config.
+// register.go is the thin apply step (Register): it imports runtime/ and
+// handlers/kit as well; the render files import Kubernetes API types,
+// handlers/proxyset, handlers/settings and proxy/config only.
 package service

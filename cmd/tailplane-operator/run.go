@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tailplane/tailplane/handlers"
+	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// Settings of the operator process itself (not the handlers'), Tailplane's
+// own names.
+const (
+	envHealthAddr     = "TAILPLANE_HEALTH_ADDR"     // /healthz, /readyz; default $POD_IP:8081 (else :8081)
+	envMetricsAddr    = "TAILPLANE_METRICS_ADDR"    // /metrics; default $POD_IP:8080 (else :8080)
+	envLeaderElection = "TAILPLANE_LEADER_ELECTION" // default true
+	envWorkers        = "TAILPLANE_WORKERS"         // default 4
+	envPodIP          = "POD_IP"
+	envPodName        = "POD_NAME"
+	envKubeconfig     = "KUBECONFIG"
+	// leaseName is the leader-election Lease in OPERATOR_NAMESPACE.
+	leaseName = "tailplane-operator"
+	// verifyTimeout bounds the startup credentials check.
+	verifyTimeout = 30 * time.Second
+)
+
+// run reads the settings, checks the credentials and runs the operator until
+// ctx ends. Every startup failure is one line.
+func run(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	s, err := settings.FromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid settings: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	logger := newLogger(stderr, s.Logging)
+	backend, err := tailnet.NewTailscaleFromFiles(s.LoginServer, s.ClientIDFile, s.ClientSecretFile)
+	if err != nil {
+		return fmt.Errorf("tailnet credentials: %w", err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	err = backend.Verify(vctx)
+	cancel()
+	if err != nil {
+		if tailnet.IsUnauthorized(err) {
+			return fmt.Errorf("the tailnet API at %s rejected the OAuth client credentials (%s, %s): %w", backend.LoginServer(), s.ClientIDFile, s.ClientSecretFile, err)
+		}
+		return fmt.Errorf("startup check against the tailnet API at %s failed: %w", backend.LoginServer(), err)
+	}
+	cfg, err := kubeConfig(getenv(envKubeconfig))
+	if err != nil {
+		return err
+	}
+	rs, err := runtimeSettings(getenv, s.Namespace, logger)
+	if err != nil {
+		return err
+	}
+	op, err := runtime.New(cfg, rs)
+	if err != nil {
+		return fmt.Errorf("runtime: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	deps := kit.NewDeps(op, kube, dyn, backend, s, logger)
+	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+		deps.ClusterDomain = egress.ClusterDomain(string(b))
+	}
+	handlers.Register(op, deps)
+	logger.Info("starting", "namespace", s.Namespace, "loginServer", backend.LoginServer(), "proxyImage", s.ProxyImage)
+	return op.Run(ctx)
+}
+
+// runtimeSettings are the runtime's settings from the environment.
+func runtimeSettings(getenv func(string) string, namespace string, logger *log.Logger) (runtime.Settings, error) {
+	host := getenv(envPodIP)
+	rs := runtime.Settings{
+		Finalizer:      "tailscale.com/finalizer",
+		Component:      "tailscale-operator",
+		HealthAddress:  orDefault(getenv(envHealthAddr), net.JoinHostPort(host, "8081")),
+		MetricsAddress: orDefault(getenv(envMetricsAddr), net.JoinHostPort(host, "8080")),
+		Logger:         logger,
+	}
+	var errs []error
+	if v := getenv(envWorkers); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a positive number", envWorkers, v))
+		}
+		rs.Workers = n
+	}
+	le := true
+	if v := getenv(envLeaderElection); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a boolean", envLeaderElection, v))
+		}
+		le = b
+	}
+	if le {
+		id := getenv(envPodName)
+		if id == "" {
+			id, _ = os.Hostname()
+		}
+		rs.LeaderElection = &runtime.LeaderElection{Namespace: namespace, Name: leaseName, Identity: id}
+	}
+	return rs, errors.Join(errs...)
+}
+
+// newLogger follows OPERATOR_LOGGING: info and debug log JSON, dev logs
+// text at debug level.
+func newLogger(w io.Writer, level string) *log.Logger {
+	logger := runtime.NewLogger(w, level != "dev")
+	if level != "info" {
+		logger.SetLevel(log.DebugLevel)
+	}
+	return logger
+}
+
+func kubeConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	// The defaults (5 qps) would make 500 Services take minutes.
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg, nil
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v != "" {
+		return v
+	}
+	return def
+}

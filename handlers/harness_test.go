@@ -1,0 +1,316 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tailplane/tailplane/crds"
+	"github.com/tailplane/tailplane/handlers"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
+	"github.com/tailplane/tailplane/internal/testenv"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+var env = testenv.New()
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// harness is one operator (handlers on the runtime) against the package's
+// real API server, with the fake tailnet API. Tests run one at a time: each
+// operator watches the whole cluster.
+type harness struct {
+	t        *testing.T
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface
+	api      *tailnettest.Server
+	settings settings.Settings
+	opNS     string // operator namespace
+	ns       string // the user's namespace
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan error
+}
+
+var installCRDs sync.Once
+
+func newHarness(t *testing.T, adjust func(*settings.Settings)) *harness {
+	t.Helper()
+	h := &harness{t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
+	t.Cleanup(h.api.Close)
+	installCRDs.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		objs, err := crds.Objects()
+		if err == nil {
+			err = testenv.InstallCRDs(ctx, h.dyn, objs...)
+		}
+		if err != nil {
+			t.Fatalf("install CRDs: %v", err)
+		}
+	})
+	h.opNS, h.ns = env.Namespace(t), env.Namespace(t)
+	h.settings = settings.Settings{
+		Namespace: h.opNS, ProxyImage: "tailplane-proxy:test", ProxyTags: []string{"tag:k8s"},
+		IngressClassName: "tailscale", Logging: "info",
+	}
+	if adjust != nil {
+		adjust(&h.settings)
+	}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+// start runs a fresh operator process-equivalent: new runtime, new Deps.
+func (h *harness) start() {
+	h.t.Helper()
+	backend, err := tailnet.NewTailscale(tailnet.Options{LoginServer: h.api.URL, ClientID: tailnettest.ClientID, ClientSecret: tailnettest.ClientSecret})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cfg := env.Config(h.t)
+	cfg.QPS, cfg.Burst = 200, 400
+	op, err := runtime.New(cfg, runtime.Settings{
+		HealthAddress: "-", MetricsAddress: "-", Finalizer: "tailscale.com/finalizer",
+		MinBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second,
+		Logger: runtime.NewLogger(testLogWriter(), false),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d := kit.NewDeps(op, h.kube, h.dyn, backend, h.settings, runtime.NewLogger(testLogWriter(), false))
+	d.WatchNamespace = h.ns
+	handlers.Register(op, d)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- op.Run(ctx) }()
+	h.mu.Lock()
+	h.cancel, h.done = cancel, done
+	h.mu.Unlock()
+}
+
+func (h *harness) stop() {
+	h.mu.Lock()
+	cancel, done := h.cancel, h.done
+	h.cancel, h.done = nil, nil
+	h.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			h.t.Logf("operator stopped: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		h.t.Error("operator did not stop within 30s")
+	}
+}
+
+func (h *harness) restart() { h.stop(); h.start() }
+
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls fn until it returns nil, failing the test with fn's last
+// error after the deadline.
+func eventually(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	var err error
+	for {
+		if err = fn(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+}
+
+// consistently checks that fn keeps returning nil for d.
+func consistently(t *testing.T, what string, d time.Duration, fn func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); <-time.After(100 * time.Millisecond) {
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+func (h *harness) service(name string) *corev1.Service {
+	h.t.Helper()
+	svc, err := h.kube.CoreV1().Services(h.ns).Get(h.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return svc
+}
+
+func (h *harness) createService(svc *corev1.Service) {
+	h.t.Helper()
+	svc.Namespace = h.ns
+	if len(svc.Spec.Ports) == 0 {
+		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}
+	}
+	if _, err := h.kube.CoreV1().Services(h.ns).Create(h.ctx(), svc, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) patchService(name, patch string) {
+	h.t.Helper()
+	if _, err := h.kube.CoreV1().Services(h.ns).Patch(h.ctx(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) names(parentType, name string) proxyset.Names {
+	return proxyset.NamesFor(parentType, h.ns, name)
+}
+
+// proxyConfig reads a proxy's config from its config Secret.
+func (h *harness) proxyConfig(parentType, name string) (*config.Config, error) {
+	s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), h.names(parentType, name).ConfigSecret, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var c config.Config
+	if err := json.Unmarshal(s.Data[config.SecretKey], &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// proxyExists checks every object of a proxy.
+func (h *harness) proxyExists(parentType, name string) error {
+	n := h.names(parentType, name)
+	ctx := h.ctx()
+	var errs []error
+	_, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	errs = append(errs, err)
+	_, err = h.kube.CoreV1().Secrets(h.opNS).Get(ctx, n.ConfigSecret, metav1.GetOptions{})
+	errs = append(errs, err)
+	_, err = h.kube.CoreV1().Secrets(h.opNS).Get(ctx, n.StateSecret, metav1.GetOptions{})
+	errs = append(errs, err)
+	_, err = h.kube.CoreV1().ServiceAccounts(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	errs = append(errs, err)
+	_, err = h.kube.RbacV1().Roles(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	errs = append(errs, err)
+	_, err = h.kube.RbacV1().RoleBindings(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// proxyGone checks that no object of the proxy is left.
+func (h *harness) proxyGone(parentType, name string) error {
+	n := h.names(parentType, name)
+	ctx := h.ctx()
+	checks := map[string]error{}
+	_, checks["StatefulSet"] = h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	_, checks["config Secret"] = h.kube.CoreV1().Secrets(h.opNS).Get(ctx, n.ConfigSecret, metav1.GetOptions{})
+	_, checks["state Secret"] = h.kube.CoreV1().Secrets(h.opNS).Get(ctx, n.StateSecret, metav1.GetOptions{})
+	_, checks["ServiceAccount"] = h.kube.CoreV1().ServiceAccounts(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	_, checks["Role"] = h.kube.RbacV1().Roles(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	_, checks["RoleBinding"] = h.kube.RbacV1().RoleBindings(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+	for what, err := range checks {
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s still there (%v)", what, err)
+		}
+	}
+	return nil
+}
+
+// simulateLogin does what the proxy does once logged in: it writes the
+// device keys into its state Secret (and the control plane knows the
+// device).
+func (h *harness) simulateLogin(parentType, name, id, fqdn string, ips ...string) {
+	h.t.Helper()
+	h.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: ips})
+	ipsJSON, _ := json.Marshal(ips)
+	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{
+		proxyset.KeyDeviceID: []byte(id), proxyset.KeyDeviceFQDN: []byte(fqdn + "."), proxyset.KeyDeviceIPs: ipsJSON,
+	}})
+	state := h.names(parentType, name).StateSecret
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), state, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// condition returns the Service's TailscaleProxyReady condition.
+func (h *harness) condition(name string) *metav1.Condition {
+	for _, c := range h.service(name).Status.Conditions {
+		if c.Type == "TailscaleProxyReady" {
+			return &c
+		}
+	}
+	return nil
+}
+
+func (h *harness) wantCondition(name, status, reason, msgPart string) {
+	h.t.Helper()
+	eventually(h.t, "condition of "+name, func() error {
+		c := h.condition(name)
+		if c == nil {
+			return errors.New("no TailscaleProxyReady condition")
+		}
+		if string(c.Status) != status || c.Reason != reason || !strings.Contains(c.Message, msgPart) {
+			return fmt.Errorf("got %s/%s %q, want %s/%s containing %q", c.Status, c.Reason, c.Message, status, reason, msgPart)
+		}
+		return nil
+	})
+}
+
+// wantEvent waits for an Event about the object with reason and a message
+// containing msgPart.
+func (h *harness) wantEvent(namespace, objName, eventType, reason, msgPart string) {
+	h.t.Helper()
+	eventually(h.t, "Event "+reason+" on "+objName, func() error {
+		list, err := h.kube.CoreV1().Events(namespace).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + objName})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Type == eventType && e.Reason == reason && strings.Contains(e.Message, msgPart) {
+				return nil
+			}
+			seen = append(seen, e.Type+"/"+e.Reason+": "+e.Message)
+		}
+		return fmt.Errorf("not found among %q", seen)
+	})
+}
+
+// testLogWriter is stderr when HANDLERS_TEST_LOG is set, for debugging.
+func testLogWriter() io.Writer {
+	if os.Getenv("HANDLERS_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}

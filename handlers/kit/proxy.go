@@ -1,0 +1,317 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// ProxyState is what exists of a proxy in the cluster: its config and state
+// Secrets (nil when absent) and the device its proxy reported.
+type ProxyState struct {
+	Names  proxyset.Names
+	Config *corev1.Secret
+	State  *corev1.Secret
+	Device proxyset.Device
+}
+
+// Exists reports whether the proxy has any object yet.
+func (p *ProxyState) Exists() bool { return p.Config != nil || p.State != nil }
+
+// ReadProxy reads a parent's proxy Secrets from the API server (not a cache:
+// the auth-key decision must see the latest config).
+func (d *Deps) ReadProxy(ctx context.Context, parentType, namespace, name string) (*ProxyState, error) {
+	names := proxyset.NamesFor(parentType, namespace, name)
+	ps := &ProxyState{Names: names}
+	var err error
+	if ps.Config, err = d.getSecret(ctx, names.ConfigSecret); err != nil {
+		return nil, err
+	}
+	if ps.State, err = d.getSecret(ctx, names.StateSecret); err != nil {
+		return nil, err
+	}
+	// A malformed device_ips only loses the addresses; the name still counts.
+	ps.Device, _ = proxyset.DeviceFromState(ps.State)
+	return ps, nil
+}
+
+func (d *Deps) getSecret(ctx context.Context, name string) (*corev1.Secret, error) {
+	s, err := d.Kube.CoreV1().Secrets(d.Settings.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", d.Settings.Namespace, name, err)
+	}
+	return s, nil
+}
+
+// AuthKey returns the auth key the proxy's config must carry: none once the
+// proxy has a device, the unused key already in its config, or a fresh one
+// minted through the tailnet API with tags (preauthorized, non-reusable,
+// non-ephemeral, as the official operator mints them).
+func (d *Deps) AuthKey(ctx context.Context, ps *ProxyState, tags []string) (string, error) {
+	key, mint := proxyset.AuthKeyFor(ps.Config, ps.State)
+	if !mint {
+		return key, nil
+	}
+	key, err := d.Backend.CreateAuthKey(ctx, tags, true, false, false)
+	if err != nil {
+		return "", fmt.Errorf("tailnet API: %w", err)
+	}
+	return key, nil
+}
+
+// ClaimHostname claims a tailnet hostname for a parent. It fails, naming the
+// other parent, when another parent's proxy already uses it (its config
+// Secret carries the hostname label) or claimed it in this process and has
+// not applied it yet. A parent's newer claim replaces its older one;
+// DeleteProxy releases it.
+func (d *Deps) ClaimHostname(ctx context.Context, hostname, parentType, namespace, name string) error {
+	me := parentType + "/" + namespace + "/" + name
+	d.claimLock.Lock()
+	defer d.claimLock.Unlock()
+	if d.claims == nil {
+		d.claims, d.claimed = map[string]string{}, map[string]string{}
+	}
+	if other, ok := d.claims[hostname]; ok && other != me {
+		return fmt.Errorf("hostname %q is already used by %s", hostname, describeParent(other))
+	}
+	sel := labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", LabelHostname: hostname}).String()
+	list, err := d.Kube.CoreV1().Secrets(d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list config Secrets: %w", err)
+	}
+	mine := proxyset.ChildLabels(parentType, namespace, name)
+	for _, s := range list.Items {
+		l := s.Labels
+		if l[proxyset.LabelParentType] == parentType && l[proxyset.LabelParentNamespace] == namespace &&
+			l[proxyset.LabelParentName] == mine[proxyset.LabelParentName] {
+			continue
+		}
+		return fmt.Errorf("hostname %q is already used by %s", hostname,
+			describeParent(l[proxyset.LabelParentType]+"/"+l[proxyset.LabelParentNamespace]+"/"+l[proxyset.LabelParentName]))
+	}
+	if old, ok := d.claimed[me]; ok && old != hostname {
+		delete(d.claims, old)
+	}
+	d.claims[hostname], d.claimed[me] = me, hostname
+	return nil
+}
+
+func (d *Deps) releaseHostname(parentType, namespace, name string) {
+	me := parentType + "/" + namespace + "/" + name
+	d.claimLock.Lock()
+	defer d.claimLock.Unlock()
+	if h, ok := d.claimed[me]; ok {
+		delete(d.claims, h)
+		delete(d.claimed, me)
+	}
+}
+
+func describeParent(key string) string {
+	typ, rest, _ := strings.Cut(key, "/")
+	if typ == proxyset.ParentIngress {
+		return "Ingress " + rest
+	}
+	return "Service " + rest
+}
+
+// ProxyClassFor returns the ProxyClass named name, nil and a waiting message
+// when it is missing or not Ready. An empty name means none: (nil, "", nil).
+func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyClass, string, error) {
+	if name == "" {
+		return nil, "", nil
+	}
+	obj, err := d.Dyn.Resource(ProxyClasses).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, proxyclass.NotReadyMessage(name, nil), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read ProxyClass %s: %w", name, err)
+	}
+	pc := &v1alpha1.ProxyClass{}
+	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, pc); err != nil {
+		return nil, "", fmt.Errorf("decode ProxyClass %s: %w", name, err)
+	}
+	if !proxyclass.Ready(pc) {
+		return nil, proxyclass.NotReadyMessage(name, pc), nil
+	}
+	return pc, "", nil
+}
+
+// ApplyProxy applies a proxy's objects with server-side apply, after
+// applying the ProxyClass (nil: none) to the StatefulSet. The config Secret
+// gets the hostname label used by CheckHostname.
+func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind, hostname string, extra ...any) error {
+	sts := objs.StatefulSet
+	// The proxy reads its namespace from POD_NAMESPACE.
+	c := &sts.Spec.Template.Spec.Containers[0]
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" }) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}})
+	}
+	if pc != nil {
+		sts = proxyclass.Apply(sts, pc, kind)
+	}
+	if objs.ConfigSecret.Labels == nil {
+		objs.ConfigSecret.Labels = map[string]string{}
+	}
+	objs.ConfigSecret.Labels[LabelHostname] = hostname
+	list := []any{objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.ConfigSecret, objs.StateSecret}
+	list = append(list, extra...)
+	list = append(list, sts)
+	for _, o := range list {
+		if err := d.apply(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply server-side applies one typed object (TypeMeta set).
+func (d *Deps) apply(ctx context.Context, obj any) error {
+	u, gvr, err := ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	if _, err := runtime.Apply(ctx, d.Dyn, gvr, u, FieldManager); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}
+
+// ToUnstructured converts a typed object with TypeMeta set and returns its
+// resource.
+func ToUnstructured(obj any) (*unstructured.Unstructured, schema.GroupVersionResource, error) {
+	m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("convert %T: %w", obj, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	gvk := u.GroupVersionKind()
+	gvr, ok := resourceOf[gvk.Kind]
+	if !ok {
+		return nil, gvr, fmt.Errorf("convert %T: unknown kind %q", obj, gvk.Kind)
+	}
+	return u, gvr, nil
+}
+
+var resourceOf = map[string]schema.GroupVersionResource{
+	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
+	"Role": Roles, "RoleBinding": RoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
+	"ProxyClass": ProxyClasses, "RoutingPlugin": RoutingPlugins,
+}
+
+// DeleteProxy removes a parent's proxy: the StatefulSet first (so the proxy
+// stops), then its device through the tailnet API (404 counts as done), then
+// every other object. It is idempotent; extraServices are further Services
+// of the proxy (egress headless Service).
+func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name string) error {
+	ns := d.Settings.Namespace
+	names := proxyset.NamesFor(parentType, namespace, name)
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	if err := ignoreNotFound(d.Kube.AppsV1().StatefulSets(ns).Delete(ctx, names.Base, opts)); err != nil {
+		return fmt.Errorf("delete StatefulSet %s/%s: %w", ns, names.Base, err)
+	}
+	ps, err := d.ReadProxy(ctx, parentType, namespace, name)
+	if err != nil {
+		return err
+	}
+	if ps.Device.ID != "" {
+		if err := d.Backend.DeleteDevice(ctx, ps.Device.ID); err != nil {
+			return fmt.Errorf("tailnet API: %w", err)
+		}
+	}
+	sel := labels.SelectorFromSet(proxyset.ChildLabels(parentType, namespace, name)).String()
+	secrets, err := d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list Secrets of %s: %w", names.Base, err)
+	}
+	var errs []error
+	for _, s := range secrets.Items {
+		errs = append(errs, ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, opts)))
+	}
+	services, err := d.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list Services of %s: %w", names.Base, err)
+	}
+	for _, s := range services.Items {
+		errs = append(errs, ignoreNotFound(d.Kube.CoreV1().Services(ns).Delete(ctx, s.Name, opts)))
+	}
+	errs = append(errs,
+		ignoreNotFound(d.Kube.RbacV1().RoleBindings(ns).Delete(ctx, names.Base, opts)),
+		ignoreNotFound(d.Kube.RbacV1().Roles(ns).Delete(ctx, names.Base, opts)),
+		ignoreNotFound(d.Kube.CoreV1().ServiceAccounts(ns).Delete(ctx, names.Base, opts)))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delete proxy %s: %w", names.Base, err)
+	}
+	d.releaseHostname(parentType, namespace, name)
+	return nil
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Retry turns a failure into the runtime's retry semantics: tailnet API
+// errors worth retrying (quota, 5xx, network) back off exponentially from 5s
+// with the attempt number; refusals (credentials, tags) wait 5 minutes for
+// the configuration to change; anything else is retried by the runtime's
+// own backoff.
+func Retry(err error, attempt int) error {
+	var apiErr *tailnet.Error
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	if tailnet.Temporary(err) {
+		delay := 5 * time.Second
+		for i := 0; i < attempt && delay < 5*time.Minute; i++ {
+			delay *= 2
+		}
+		return runtime.Temporary(err, min(delay, 5*time.Minute))
+	}
+	return runtime.Temporary(err, 5*time.Minute)
+}
+
+// HasMark reports whether obj carries AnnotationProxy with the given role.
+func HasMark(role string) runtime.Predicate {
+	return func(obj *unstructured.Unstructured) bool {
+		return obj.GetAnnotations()[AnnotationProxy] == role
+	}
+}
+
+// trimMessage keeps conditions readable.
+func trimMessage(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 1000 {
+		s = s[:997] + "..."
+	}
+	return s
+}
+
+// HostnameRetry is how often a parent whose hostname is taken checks again.
+const HostnameRetry = 30 * time.Second

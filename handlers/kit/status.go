@@ -1,0 +1,97 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// SetCondition returns conds with c set (LastTransitionTime kept when the
+// status did not change).
+func SetCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Condition {
+	c.Message = trimMessage(c.Message)
+	if c.LastTransitionTime.IsZero() {
+		c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+	}
+	out := append([]metav1.Condition(nil), conds...)
+	meta.SetStatusCondition(&out, c)
+	return out
+}
+
+// RemoveCondition returns conds without the condition of type t.
+func RemoveCondition(conds []metav1.Condition, t string) []metav1.Condition {
+	out := append([]metav1.Condition(nil), conds...)
+	meta.RemoveStatusCondition(&out, t)
+	return out
+}
+
+// PatchStatus merge-patches the status subresource of a namespaced or
+// cluster-scoped object (namespace "" for cluster-scoped).
+func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, status map[string]any) error {
+	b, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return fmt.Errorf("encode status of %s/%s: %w", namespace, name, err)
+	}
+	ri := d.Dyn.Resource(gvr).Namespace(namespace)
+	if _, err := ri.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, ignoreNotFound(err))
+	}
+	return nil
+}
+
+// SetMark sets or removes (role "") AnnotationProxy on a parent. Inside the
+// parent's own handler it also goes into the cycle's patch (p non-nil), so
+// that the runtime does not see its own change as a user's update.
+func (d *Deps) SetMark(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, role string, p *runtime.Patch) error {
+	cur, has := obj.GetAnnotations()[AnnotationProxy]
+	if (role == "" && !has) || (role != "" && cur == role) {
+		return nil
+	}
+	var value any = role
+	if role == "" {
+		value = nil
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationProxy: value}}})
+	if _, err := d.Dyn.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("mark %s/%s: %w", obj.GetNamespace(), obj.GetName(), ignoreNotFound(err))
+	}
+	if p != nil {
+		if role == "" {
+			p.RemoveAnnotation(AnnotationProxy)
+		} else {
+			p.SetAnnotation(AnnotationProxy, role)
+		}
+	}
+	return nil
+}
+
+// Post records an Event about a typed or unstructured object (TypeMeta set).
+func (d *Deps) Post(obj any, eventType, reason, message string) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		var err error
+		if u, _, err = ToUnstructured(obj); err != nil {
+			d.Log.Warn("cannot post Event", "reason", reason, "err", err)
+			return
+		}
+	}
+	d.Op.Post(u, eventType, reason, message)
+}
+
+// FromUnstructured decodes u into the typed object out.
+func FromUnstructured(u *unstructured.Unstructured, out any) error {
+	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return fmt.Errorf("decode %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}
