@@ -1,10 +1,12 @@
 // Command misbehave is a test guest whose behaviour depends on the path:
 // /loop spins forever, /alloc grows memory without bound, /trap10 panics on
 // every 10th call of an instance, /backend?to=NAME calls set_backend,
-// /widen asks to widen Funnel. Results go into request headers.
+// /widen asks to widen Funnel, /ambient reports what WASI lets it see. Results go into request headers.
 package main
 
 import (
+	"net"
+	"os"
 	"strings"
 
 	"github.com/tailplane/tailplane/plugins/sdk"
@@ -38,6 +40,16 @@ func init() {
 				result = "refused"
 			}
 			req.SetHeader("X-Backend-Result", result)
+		case uri == "/ambient":
+			// What WASI exposes: only declared env, no files, no sockets.
+			req.SetHeader("X-Env-Greeting", os.Getenv("GREETING"))
+			req.SetHeader("X-Env-Home", os.Getenv("HOME"))
+			_, ferr := os.ReadFile("/etc/hostname")
+			req.SetHeader("X-File", errText(ferr))
+			_, derr := os.ReadDir("/")
+			req.SetHeader("X-Dir", errText(derr))
+			_, nerr := net.Dial("tcp", "127.0.0.1:80")
+			req.SetHeader("X-Net", errText(nerr))
 		case uri == "/widen":
 			result := "ok"
 			if err := sdk.AllowPublic(); err != nil {
@@ -48,6 +60,13 @@ func init() {
 		req.SetHeader("X-Plugin", "seen")
 		return true
 	})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return "error"
 }
 
 func main() {}
