@@ -7,6 +7,7 @@
 // ExternalName pointing at that headless Service, as the official operator
 // does.
 //
-// It imports Kubernetes API types, handlers/proxyset, handlers/settings and
-// proxy/config.
+// register.go is the thin apply step (Register): it imports runtime/ and
+// handlers/kit as well; the render files import Kubernetes API types,
+// handlers/proxyset, handlers/settings and proxy/config only.
 package egress

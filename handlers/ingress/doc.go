@@ -9,6 +9,7 @@
 // rule for another host) do not stop the proxy: what is valid is served, and
 // each problem is returned as an Event to post, with the official reasons.
 //
-// It imports Kubernetes API types, handlers/proxyset, handlers/settings and
-// proxy/config.
+// register.go is the thin apply step (Register): it imports runtime/ and
+// handlers/kit as well; the render files import Kubernetes API types,
+// handlers/proxyset, handlers/settings and proxy/config only.
 package ingress

@@ -4,7 +4,8 @@
 // refused, because Ingresses without a class (k3s's Traefik ones, say) must
 // never land on the tailnet; the official operator documents the same rule.
 //
-// It imports only Kubernetes API types.
+// register.go is the thin apply step (Register), which imports runtime/ and
+// handlers/kit as well; the check itself imports only Kubernetes API types.
 package ingressclass
 
 import (

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -162,11 +161,6 @@ func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyC
 // gets the hostname label used by CheckHostname.
 func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind, hostname string, extra ...any) error {
 	sts := objs.StatefulSet
-	// The proxy reads its namespace from POD_NAMESPACE.
-	c := &sts.Spec.Template.Spec.Containers[0]
-	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" }) {
-		c.Env = append(c.Env, corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}})
-	}
 	if pc != nil {
 		sts = proxyclass.Apply(sts, pc, kind)
 	}

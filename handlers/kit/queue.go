@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +56,7 @@ func (q *resyncQueue) handle(ctx context.Context, key string) {
 		return
 	}
 	for _, fn := range q.d.syncer(parts[0]) {
-		if err := fn(ctx, parts[1], parts[2]); err != nil {
+		if err := safeCall(ctx, fn, parts[1], parts[2]); err != nil {
 			q.d.Log.Warn("resync failed, will retry", "key", key, "err", err)
 			q.queue.AddRateLimited(key)
 			return
@@ -98,4 +99,15 @@ func (k *keyedLocks) lock(key string) func() {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// safeCall runs fn, turning a panic into an error so that one bad object
+// cannot take the operator down.
+func safeCall(ctx context.Context, fn SyncFunc, namespace, name string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sync panicked: %v", r)
+		}
+	}()
+	return fn(ctx, namespace, name)
 }

@@ -14,15 +14,14 @@ import (
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
-// Environment variables of the proxy container.
-//
-// TODO(proxy): cmd/tailplane-proxy has not landed yet; EnvConfigSecret is
-// the name this package chose for "the config Secret named by env" (issue 5),
-// and EnvStateSecret reuses containerboot's TS_KUBE_SECRET for the kubestore
-// Secret. Align both with the proxy's flags when it lands.
+// Environment variables of the proxy container, as cmd/tailplane-proxy reads
+// them: the config Secret's name, the state Secret's name (containerboot's
+// TS_KUBE_SECRET), both in POD_NAMESPACE, and the Pod's identity (its
+// listeners default to POD_IP).
 const (
 	EnvConfigSecret = "TAILPLANE_CONFIG_SECRET"
 	EnvStateSecret  = "TS_KUBE_SECRET"
+	EnvPodNamespace = "POD_NAMESPACE"
 	EnvPodIP        = "POD_IP"
 	EnvPodName      = "POD_NAME"
 	EnvPodUID       = "POD_UID"
@@ -174,6 +173,7 @@ func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.State
 							fieldEnv(EnvPodIP, "status.podIP"),
 							fieldEnv(EnvPodName, "metadata.name"),
 							fieldEnv(EnvPodUID, "metadata.uid"),
+							fieldEnv(EnvPodNamespace, "metadata.namespace"),
 							{Name: EnvConfigSecret, Value: names.ConfigSecret},
 							{Name: EnvStateSecret, Value: names.StateSecret},
 						},

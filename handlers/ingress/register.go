@@ -1,0 +1,255 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/tailplane/tailplane/handlers/ingressclass"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// Role is the value of kit.AnnotationProxy on Ingresses with a proxy.
+const Role = "ingress-l7"
+
+// Event reasons of the apply step (beyond the render step's).
+const (
+	// ReasonInvalidIngress is the official reason for an Ingress whose
+	// hostname or tags are invalid, or whose hostname is taken.
+	ReasonInvalidIngress = "InvalidIngressConfiguration"
+	// ReasonProxyPending says the Ingress waits for its ProxyClass.
+	ReasonProxyPending = "ProxyPending"
+	// ReasonProxyFailed says the tailnet API refused the proxy's key.
+	ReasonProxyFailed = "ProxyFailed"
+	// ReasonTLSSecretMissing says the tls secretName names no Secret.
+	ReasonTLSSecretMissing = "TLSSecretMissing"
+)
+
+type module struct{ d *kit.Deps }
+
+// Register adds the Ingress handlers: create, update and resume apply the
+// proxy; delete (and an Ingress that left the class) removes the device,
+// the objects, then the finalizer. An index of backend Services re-handles
+// an Ingress when one of its backends changes (ClusterIP, ports, created,
+// deleted).
+func Register(op *runtime.Operator, d *kit.Deps) {
+	m := &module{d: d}
+	ours := runtime.Or(m.isOurs, kit.HasMark(Role))
+	op.OnCreate(kit.Ingresses, "ingress-create", m.handle, d.Scope(runtime.When(ours))...)
+	op.OnUpdate(kit.Ingresses, "ingress-update", m.handle, d.Scope(runtime.When(ours))...)
+	op.OnResume(kit.Ingresses, "ingress-resume", m.handle, d.Scope(runtime.When(ours))...)
+	op.OnDelete(kit.Ingresses, "ingress-cleanup", m.cleanup, d.Scope(runtime.When(ours))...)
+	op.Index(kit.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
+		if !m.isOurs(obj) {
+			return nil
+		}
+		var ing networkingv1.Ingress
+		if kit.FromUnstructured(obj, &ing) != nil {
+			return nil
+		}
+		out := map[string]any{}
+		for _, svc := range BackendServices(&ing) {
+			out[ing.Namespace+"/"+svc] = ing.Namespace + "/" + ing.Name
+		}
+		return out
+	}, d.Scope()...)
+	op.OnEvent(kit.Services, "ingress-backends", func(_ context.Context, _ watch.EventType, obj *unstructured.Unstructured) error {
+		d.ResyncIndexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), proxyset.ParentIngress)
+		return nil
+	}, d.Scope()...)
+	d.OnResync(proxyset.ParentIngress, m.resync)
+}
+
+func (m *module) isOurs(obj *unstructured.Unstructured) bool {
+	var ing networkingv1.Ingress
+	if kit.FromUnstructured(obj, &ing) != nil {
+		return false
+	}
+	return IsOurs(&ing, m.d.Settings.IngressClassName)
+}
+
+func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
+	unlock := m.d.Lock(proxyset.ParentIngress, ev.Object.GetNamespace(), ev.Object.GetName())
+	defer unlock()
+	return nil, kit.Retry(m.sync(ctx, ev.Object, ev.Patch), ev.Retry)
+}
+
+func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
+	unlock := m.d.Lock(proxyset.ParentIngress, ev.Object.GetNamespace(), ev.Object.GetName())
+	defer unlock()
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ev.Object.GetNamespace(), ev.Object.GetName()); err != nil {
+		return nil, kit.Retry(err, ev.Retry)
+	}
+	return nil, nil
+}
+
+func (m *module) resync(ctx context.Context, namespace, name string) error {
+	unlock := m.d.Lock(proxyset.ParentIngress, namespace, name)
+	defer unlock()
+	obj, err := m.d.Dyn.Resource(kit.Ingresses).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read Ingress %s/%s: %w", namespace, name, err)
+	}
+	if obj.GetDeletionTimestamp() != nil || !(m.isOurs(obj) || kit.HasMark(Role)(obj)) {
+		return nil
+	}
+	return m.sync(ctx, obj, nil)
+}
+
+// sync brings the Ingress's proxy and status in line with the Ingress.
+func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+	var ing networkingv1.Ingress
+	if err := kit.FromUnstructured(obj, &ing); err != nil {
+		return runtime.Permanent(err)
+	}
+	ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
+	s := m.d.Settings
+	if !IsOurs(&ing, s.IngressClassName) {
+		return m.release(ctx, &ing, obj, patch)
+	}
+	class, err := m.d.Kube.NetworkingV1().IngressClasses().Get(ctx, s.IngressClassName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		class, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("read IngressClass %s: %w", s.IngressClassName, err)
+	}
+	if v := ingressclass.Check(class, s.IngressClassName); v.IngressMessage != "" {
+		m.d.Post(&ing, corev1.EventTypeWarning, v.Reason, v.IngressMessage)
+		if v.Refused {
+			return nil // handled again when the class changes
+		}
+	}
+	hostname, err := Hostname(&ing)
+	if err == nil {
+		_, err = proxyset.Tags(ing.Annotations, s.ProxyTags)
+	}
+	if err != nil {
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
+		return nil
+	}
+	pc, waiting, err := m.d.ProxyClassFor(ctx, ProxyClassName(&ing, s))
+	if err != nil {
+		return err
+	}
+	if waiting != "" {
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyPending, waiting)
+		return nil
+	}
+	lookup := func(name string) (*corev1.Service, error) {
+		svc, err := m.d.Kube.CoreV1().Services(ing.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return svc, err
+	}
+	// Render once without a key to learn what is servable before minting.
+	if _, problems, err := Render(&ing, s, lookup, "", ""); err != nil {
+		m.post(&ing, problems)
+		if errors.Is(err, ErrNoValidBackends) {
+			return nil // the proxy, if any, keeps serving what it had
+		}
+		return err
+	}
+	if err := m.d.SetMark(ctx, kit.Ingresses, obj, Role, patch); err != nil {
+		return err
+	}
+	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
+		return runtime.Temporary(err, kit.HostnameRetry)
+	}
+	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
+	if err != nil {
+		return err
+	}
+	tags, _ := proxyset.Tags(ing.Annotations, s.ProxyTags)
+	key, err := m.d.AuthKey(ctx, ps, tags)
+	if err != nil {
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, err.Error())
+		return err
+	}
+	objs, problems, err := Render(&ing, s, lookup, m.d.Backend.LoginServer(), key)
+	m.post(&ing, problems)
+	if err != nil {
+		return err
+	}
+	var extra []any
+	if customTLS(&ing) {
+		copied, err := m.tlsCopy(ctx, &ing, TLSSecretName(&ing))
+		if err != nil {
+			return err
+		}
+		if copied != nil {
+			extra = append(extra, copied)
+		}
+	}
+	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L7, hostname, extra...); err != nil {
+		return err
+	}
+	return m.setStatus(ctx, &ing, ps.Device)
+}
+
+func (m *module) post(ing *networkingv1.Ingress, problems []Problem) {
+	for _, p := range problems {
+		m.d.Post(ing, p.Type, p.Reason, p.Message)
+	}
+}
+
+// tlsCopy returns the copy, in the operator namespace, of the Secret named in
+// tls[0].secretName (nil with a Warning Event when it does not exist yet).
+func (m *module) tlsCopy(ctx context.Context, ing *networkingv1.Ingress, copyName string) (*corev1.Secret, error) {
+	src := ing.Spec.TLS[0].SecretName
+	secret, err := m.d.Kube.CoreV1().Secrets(ing.Namespace).Get(ctx, src, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		m.d.Post(ing, corev1.EventTypeWarning, ReasonTLSSecretMissing, fmt.Sprintf("TLS Secret %s/%s does not exist", ing.Namespace, src))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read TLS Secret %s/%s: %w", ing.Namespace, src, err)
+	}
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: copyName, Namespace: m.d.Settings.Namespace,
+			Labels: proxyset.ChildLabels(proxyset.ParentIngress, ing.Namespace, ing.Name)},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: secret.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: secret.Data[corev1.TLSPrivateKeyKey]},
+	}, nil
+}
+
+// release removes the proxy of an Ingress that left the class, its status
+// and the mark.
+func (m *module) release(ctx context.Context, ing *networkingv1.Ingress, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
+		return err
+	}
+	if len(ing.Status.LoadBalancer.Ingress) > 0 {
+		if err := m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}}); err != nil {
+			return err
+		}
+	}
+	return m.d.SetMark(ctx, kit.Ingresses, obj, "", patch)
+}
+
+// setStatus writes status.loadBalancer.ingress (hostname and ports) when it
+// changed.
+func (m *module) setStatus(ctx context.Context, ing *networkingv1.Ingress, dev proxyset.Device) error {
+	lb := LoadBalancerIngress(ing, dev)
+	if reflect.DeepEqual(lb, ing.Status.LoadBalancer.Ingress) || (len(lb) == 0 && len(ing.Status.LoadBalancer.Ingress) == 0) {
+		return nil
+	}
+	return m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": lb}})
+}

@@ -1,0 +1,82 @@
+package handlers_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/handlers/kit"
+)
+
+func (h *harness) createProxyClass(name, image string) {
+	h.t.Helper()
+	pc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyClass",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{"statefulSet": map[string]any{
+			"labels": map[string]any{"team": "web"},
+			"pod":    map[string]any{"tailscaleContainer": map[string]any{"image": image}},
+		}},
+	}}
+	if _, err := h.dyn.Resource(kit.ProxyClasses).Create(h.ctx(), pc, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = h.dyn.Resource(kit.ProxyClasses).Delete(h.ctx(), name, metav1.DeleteOptions{}) })
+}
+
+func (h *harness) proxyClassReady(name string) (string, string) {
+	pc, err := h.dyn.Resource(kit.ProxyClasses).Get(h.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		return "", err.Error()
+	}
+	conds, _, _ := unstructured.NestedSlice(pc.Object, "status", "conditions")
+	for _, c := range conds {
+		m := c.(map[string]any)
+		if m["type"] == "ProxyClassReady" {
+			return fmt.Sprint(m["status"]), fmt.Sprint(m["reason"], ": ", m["message"])
+		}
+	}
+	return "", "no condition"
+}
+
+// A Service naming a missing ProxyClass waits with a condition; the class is
+// created invalid (bad image ref): ProxyClassReady False, an Event, and the
+// Service still waits; fixed, the Service gets a proxy with the class applied.
+func TestProxyClassGatesAndApplies(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createService(exposed("classy", map[string]string{"tailscale.com/proxy-class": "pc-" + h.ns}))
+	h.wantCondition("classy", "False", "ProxyPending", `the ProxyClass "pc-`+h.ns+`" does not exist`)
+
+	h.createProxyClass("pc-"+h.ns, "registry.example.com/proxy:BAD TAG")
+	eventually(t, "ProxyClassReady False", func() error {
+		if st, msg := h.proxyClassReady("pc-" + h.ns); st != "False" {
+			return fmt.Errorf("%s %s", st, msg)
+		}
+		return nil
+	})
+	h.wantEvent("default", "pc-"+h.ns, corev1.EventTypeWarning, "ProxyClassInvalid", "ProxyClass is not valid")
+	h.wantCondition("classy", "False", "ProxyPending", "is not yet in a ready state")
+	if err := h.proxyGone("svc", "classy"); err != nil {
+		t.Fatal(err)
+	}
+
+	patch := `{"spec":{"statefulSet":{"pod":{"tailscaleContainer":{"image":"registry.example.com/proxy:v2"}}}}}`
+	if _, err := h.dyn.Resource(kit.ProxyClasses).Patch(h.ctx(), "pc-"+h.ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "proxy with the class applied", func() error {
+		sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), h.names("svc", "classy").Base, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/proxy:v2" || sts.Labels["team"] != "web" || sts.Labels["tailscale.com/managed"] != "true" {
+			return fmt.Errorf("image %s labels %v", img, sts.Labels)
+		}
+		return nil
+	})
+	h.wantCondition("classy", "False", "ProxyPending", "no Tailscale hostname known yet")
+}

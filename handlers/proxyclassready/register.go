@@ -1,0 +1,92 @@
+// Package proxyclassready is the handler module of the ProxyClass kind: it
+// validates each ProxyClass with handlers/proxyclass, keeps its
+// ProxyClassReady condition, posts the official Events, and re-handles the
+// Services and Ingresses that use the class. It is apart from
+// handlers/proxyclass (the pure rules, which handlers/kit applies to proxies)
+// so that kit can import those rules.
+//
+// It imports runtime/, crds/, handlers/kit, handlers/proxyclass and
+// handlers/proxyset.
+package proxyclassready
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// serviceMonitorCRD is the CRD a ProxyClass's metrics.serviceMonitor needs.
+const serviceMonitorCRD = "servicemonitors.monitoring.coreos.com"
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+type module struct{ d *kit.Deps }
+
+// Register adds the ProxyClass handlers: each ProxyClass gets ProxyClassReady
+// (and Events for invalid classes and TS_ env vars); then every Service and
+// Ingress using it is handled again, so that waiting parents proceed and
+// proxies pick up the class's changes. Deleting a class re-handles its users
+// too (they wait again).
+func Register(op *runtime.Operator, d *kit.Deps) {
+	m := &module{d: d}
+	op.OnCreate(kit.ProxyClasses, "proxyclass-create", m.handle)
+	op.OnUpdate(kit.ProxyClasses, "proxyclass-update", m.handle)
+	op.OnResume(kit.ProxyClasses, "proxyclass-resume", m.handle)
+	op.OnDelete(kit.ProxyClasses, "proxyclass-users", func(_ context.Context, ev *runtime.Event) (any, error) {
+		m.resyncUsers(ev.Object.GetName())
+		return nil, nil
+	}, runtime.Optional())
+}
+
+func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
+	pc := &v1alpha1.ProxyClass{}
+	if err := kit.FromUnstructured(ev.Object, pc); err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	pc.APIVersion, pc.Kind = v1alpha1.GroupVersion.String(), "ProxyClass"
+	smCRD := false
+	if sm := pc.Spec.Metrics; sm != nil && sm.ServiceMonitor != nil && sm.ServiceMonitor.Enable {
+		_, err := m.d.Dyn.Resource(crdResource).Get(ctx, serviceMonitorCRD, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			smCRD = true
+		case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("look up CRD %s: %w", serviceMonitorCRD, err)
+		}
+	}
+	errs := proxyclass.Validate(pc, smCRD)
+	for _, w := range proxyclass.EnvWarnings(pc) {
+		m.d.Post(pc, corev1.EventTypeWarning, proxyclass.ReasonCustomTSEnvVar, w)
+	}
+	cond := proxyclass.Condition(pc, errs, time.Now().Truncate(time.Second))
+	if len(errs) > 0 {
+		m.d.Post(pc, corev1.EventTypeWarning, v1alpha1.ReasonProxyClassInvalid, cond.Message)
+	}
+	conds := kit.SetCondition(pc.Status.Conditions, cond)
+	if !reflect.DeepEqual(conds, pc.Status.Conditions) {
+		// Written now, not in the cycle's patch: the users re-handled next
+		// must see it.
+		if err := m.d.PatchStatus(ctx, kit.ProxyClasses, "", pc.Name, map[string]any{"conditions": conds}); err != nil {
+			return nil, err
+		}
+	}
+	m.resyncUsers(pc.Name)
+	return nil, nil
+}
+
+func (m *module) resyncUsers(name string) {
+	m.d.ResyncIndexed(kit.IndexServicesByProxyClass, name, proxyset.ParentService)
+	m.d.ResyncIndexed(kit.IndexIngressesByProxyClass, name, proxyset.ParentIngress)
+}
