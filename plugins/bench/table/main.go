@@ -97,25 +97,10 @@ func main() {
 			res.cell(c16, "p50-ns", us), res.cell(c16, "p99-ns", us), added)
 	}
 	fmt.Println()
-	fmt.Println("HTTP through the proxy's L7 handler (routing table + chain + reverse proxy to a loopback backend), 16 clients:")
-	fmt.Println()
-	fmt.Println("| chain | requests/s | vs table-only |")
-	fmt.Println("|---|---|---|")
-	base, _ := res.median("HTTP/table-only", "req/s")
-	for _, v := range append([]string{"table-only", "table+native"}, func() []string {
-		var out []string
-		for _, r := range routers[1:] {
-			out = append(out, "table+"+r)
-		}
-		return out
-	}()...) {
-		ratio := "-"
-		if x, ok := res.median("HTTP/"+v, "req/s"); ok && base > 0 && v != "table-only" {
-			ratio = fmt.Sprintf("%+.1f%%", (x/base-1)*100)
-		}
-		fmt.Printf("| %s | %s | %s |\n", v, res.cell("HTTP/"+v, "req/s", plain), ratio)
-	}
-	fmt.Println()
+	httpTable(res, "HTTP", "HTTP through the proxy's L7 handler (routing table + chain + reverse proxy to a loopback backend, no tsnet), 16 clients, variants in alternating 250 ms blocks:",
+		[]string{"table-only", "table+native", "table+go-guest", "table+go-guest-nodeadline", "table+as-guest", "table+as-guest-nodeadline"})
+	httpTable(res, "TsnetProxy", "HTTP through the whole tailplane-proxy (tsnet userspace WireGuard on a loopback tailnet, L7 on :80, reverse proxy), 16 clients on one tsnet client node, alternating blocks:",
+		[]string{"no-plugin", "go-guest", "as-guest"})
 	fmt.Println("Load and memory:")
 	fmt.Println()
 	fmt.Println("| guest | module | cold load (compile) | load (file cache) | Go heap per instance | linear memory per instance |")
@@ -125,4 +110,22 @@ func main() {
 			res.cell("ColdLoad/"+g+"/compile", "ns/op", ms), res.cell("ColdLoad/"+g+"/file-cache", "ns/op", ms),
 			res.cell("InstanceMemory/"+g, "heap-B/inst", size), res.cell("InstanceMemory/"+g, "linear-B/inst", size))
 	}
+}
+
+func httpTable(res results, bench, title string, variants []string) {
+	if _, ok := res.median(bench, variants[0]+"-req/s"); !ok {
+		return
+	}
+	fmt.Println(title)
+	fmt.Println()
+	fmt.Printf("| chain | requests/s | vs %s |\n", variants[0])
+	fmt.Println("|---|---|---|")
+	for i, v := range variants {
+		delta := "-"
+		if i > 0 {
+			delta = res.cell(bench, v+"-delta-%", func(d float64) string { return fmt.Sprintf("%+.1f%%", d) })
+		}
+		fmt.Printf("| %s | %s | %s |\n", v, res.cell(bench, v+"-req/s", plain), delta)
+	}
+	fmt.Println()
 }
