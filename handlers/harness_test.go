@@ -14,12 +14,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/tailplane/tailplane/crds"
+	"github.com/tailplane/tailplane/deploy/manifests"
 	"github.com/tailplane/tailplane/handlers"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyset"
@@ -47,6 +52,10 @@ type harness struct {
 	opNS     string // operator namespace
 	ns       string // the user's namespace
 
+	// asOperator runs the operator with the identity and RBAC of
+	// deploy/manifests (ServiceAccount tailscale/operator).
+	asOperator bool
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan error
@@ -55,8 +64,12 @@ type harness struct {
 var installCRDs sync.Once
 
 func newHarness(t *testing.T, adjust func(*settings.Settings)) *harness {
+	return newHarnessOpts(t, false, adjust)
+}
+
+func newHarnessOpts(t *testing.T, asOperator bool, adjust func(*settings.Settings)) *harness {
 	t.Helper()
-	h := &harness{t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
+	h := &harness{asOperator: asOperator, t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
 	t.Cleanup(h.api.Close)
 	installCRDs.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,6 +83,10 @@ func newHarness(t *testing.T, adjust func(*settings.Settings)) *harness {
 		}
 	})
 	h.opNS, h.ns = env.Namespace(t), env.Namespace(t)
+	if asOperator {
+		h.opNS = "tailscale"
+		h.applyManifests()
+	}
 	h.settings = settings.Settings{
 		Namespace: h.opNS, ProxyImage: "tailplane-proxy:test", ProxyTags: []string{"tag:k8s"},
 		IngressClassName: "tailscale", Logging: "info",
@@ -91,6 +108,12 @@ func (h *harness) start() {
 	}
 	cfg := env.Config(h.t)
 	cfg.QPS, cfg.Burst = 200, 400
+	if h.asOperator {
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:tailscale:operator",
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:tailscale", "system:authenticated"},
+		}
+	}
 	op, err := runtime.New(cfg, runtime.Settings{
 		HealthAddress: "-", MetricsAddress: "-", Finalizer: "tailscale.com/finalizer",
 		MinBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second,
@@ -99,7 +122,7 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d := kit.NewDeps(op, h.kube, h.dyn, backend, h.settings, runtime.NewLogger(testLogWriter(), false))
+	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), backend, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
 	handlers.Register(op, d)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,6 +131,33 @@ func (h *harness) start() {
 	h.mu.Lock()
 	h.cancel, h.done = cancel, done
 	h.mu.Unlock()
+}
+
+// applyManifests applies deploy/manifests (namespace, CRDs, RBAC, ...) as
+// admin, the way a user installs the operator.
+func (h *harness) applyManifests() {
+	h.t.Helper()
+	objs, err := manifests.Objects()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		mapping, err := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(h.kube.Discovery())).RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			h.t.Fatalf("%s: %v", gvk, err)
+		}
+		ri := h.dyn.Resource(mapping.Resource)
+		var err2 error
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			_, err2 = ri.Namespace(o.GetNamespace()).Apply(h.ctx(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "test", Force: true})
+		} else {
+			_, err2 = ri.Apply(h.ctx(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "test", Force: true})
+		}
+		if err2 != nil {
+			h.t.Fatalf("apply %s %s: %v", gvk.Kind, o.GetName(), err2)
+		}
+	}
 }
 
 func (h *harness) stop() {

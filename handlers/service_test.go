@@ -250,3 +250,26 @@ func TestAPIQuotaIsRetried(t *testing.T) {
 	eventually(t, "proxy after recovery", func() error { return h.proxyExists("svc", "quota") })
 	h.wantCondition("quota", "False", "ProxyPending", "")
 }
+
+// The operator does its whole job with the least-privilege RBAC of
+// deploy/manifests: proxy objects, status, Events, finalizers, cleanup.
+func TestWorksWithManifestRBAC(t *testing.T) {
+	h := newHarnessOpts(t, true, nil)
+	h.createService(loadBalancer("rbac", "tailscale"))
+	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "rbac") })
+	h.simulateLogin("svc", "rbac", "nRBAC", "rbac.tail1.ts.net", "100.64.0.11")
+	h.wantCondition("rbac", "True", "ProxyCreated", "")
+	eventually(t, "LB status", func() error {
+		if lb := h.service("rbac").Status.LoadBalancer.Ingress; len(lb) != 2 {
+			return fmt.Errorf("status %+v", lb)
+		}
+		return nil
+	})
+	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "rbac", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "proxy gone", func() error { return h.proxyGone("svc", "rbac") })
+	if !slices.Contains(h.api.Deleted(), "nRBAC") {
+		t.Fatalf("device not deleted: %v", h.api.Deleted())
+	}
+}

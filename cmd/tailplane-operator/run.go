@@ -32,6 +32,7 @@ const (
 	envMetricsAddr    = "TAILPLANE_METRICS_ADDR"    // /metrics; default $POD_IP:8080 (else :8080)
 	envLeaderElection = "TAILPLANE_LEADER_ELECTION" // default true
 	envWorkers        = "TAILPLANE_WORKERS"         // default 4
+	envWatchNamespace = "TAILPLANE_WATCH_NAMESPACE" // serve one namespace only; default all
 	envPodIP          = "POD_IP"
 	envPodName        = "POD_NAME"
 	envKubeconfig     = "KUBECONFIG"
@@ -86,6 +87,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
 		deps.ClusterDomain = egress.ClusterDomain(string(b))
 	}
+	deps.WatchNamespace = strings.TrimSpace(getenv(envWatchNamespace))
 	handlers.Register(op, deps)
 	logger.Info("starting", "namespace", s.Namespace, "loginServer", backend.LoginServer(), "proxyImage", s.ProxyImage)
 	return op.Run(ctx)
