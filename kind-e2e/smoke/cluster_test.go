@@ -209,6 +209,13 @@ var _ = Describe("devcluster", Ordered, func() {
 		groups, _ := os.ReadDir(c.dir + "/run/pgids")
 		Expect(groups).NotTo(BeEmpty(), "the node records the pods' process groups")
 
+		By("letting in a node whose state survives the restart")
+		stateDir := GinkgoT().TempDir()
+		survivor := persistentNode("survivor", mintKey(ctx, apiClient(), false), stateDir)
+		_, err = survivor.Up(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(survivor.Close()).To(Succeed())
+
 		onPodsOrService := func(ip net.IP) bool {
 			return ip.Equal(net.ParseIP(clusterIP)) || slices.Contains(podIPs, ip.String())
 		}
@@ -253,6 +260,16 @@ var _ = Describe("devcluster", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(body).To(ContainSubstring(`"path":"/again"`))
 		}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		By("letting the node with saved state back in without a new auth key")
+		again := persistentNode("survivor", "", stateDir)
+		upCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err = again.Up(upCtx)
+		Expect(err).NotTo(HaveOccurred())
+		devices, err := apiClient().Devices().List(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(devices).To(ContainElement(HaveField("Hostname", "survivor")))
 	}, SpecTimeout(3*time.Minute))
 })
 

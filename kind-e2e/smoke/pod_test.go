@@ -17,7 +17,7 @@ import (
 // podSpecs check what the process node does with a pod spec; they run in
 // the suite's ordered container, in namespace ns.
 func podSpecs(ns string) {
-	It("resolves env (valueFrom), $(VAR) args and volumes at their mountPaths", func(ctx SpecContext) {
+	It("resolves env (valueFrom), $(VAR) args, volumes at their mountPaths and exec probes", func(ctx SpecContext) {
 		c := suiteCluster.client
 		_, err := c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
 			StringData: map[string]string{"password": "s3cret"}}, metav1.CreateOptions{})
@@ -44,8 +44,10 @@ func podSpecs(ns string) {
 						{Name: "podinfo", MountPath: "/etc/smoke/podinfo"},
 						{Name: "scratch", MountPath: "/etc/smoke/scratch"},
 					},
+					// An exec probe runs in the container's mount namespace:
+					// the file exists only there.
 					ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
-						TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
+						Exec: &corev1.ExecAction{Command: []string{"cat", "/etc/smoke/settings/mode"}}}},
 				}},
 				Volumes: []corev1.Volume{
 					{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},

@@ -29,12 +29,12 @@ func apiClient() *tsapi.Client {
 		ClientID: env["TS_API_CLIENT_ID"], ClientSecret: env["TS_API_CLIENT_SECRET"]}}
 }
 
-func mintKey(ctx context.Context, api *tsapi.Client, tags ...string) string {
+func mintKey(ctx context.Context, api *tsapi.Client, ephemeral bool, tags ...string) string {
 	GinkgoHelper()
 	var req tsapi.CreateKeyRequest
 	req.Description = "smoke"
 	req.ExpirySeconds = 600
-	req.Capabilities.Devices.Create.Ephemeral = true
+	req.Capabilities.Devices.Create.Ephemeral = ephemeral
 	req.Capabilities.Devices.Create.Preauthorized = true
 	req.Capabilities.Devices.Create.Tags = tags
 	k, err := api.Keys().CreateAuthKey(ctx, req)
@@ -50,7 +50,21 @@ func newNode(hostname, authKey string) *tsnet.Server {
 		ControlURL: suiteCluster.env["TS_CONTROL_URL"], Hostname: hostname, AuthKey: authKey,
 		Ephemeral: true, Store: new(mem.Store), Dir: dir, Logf: func(string, ...any) {},
 	}
-	DeferCleanup(s.Close)
+	// Close may have run already; its second call's error means nothing.
+	DeferCleanup(func() { _ = s.Close() })
+	return s
+}
+
+// persistentNode keeps its state (node key) in dir, like a proxy whose
+// state lives in a Secret.
+func persistentNode(hostname, authKey, dir string) *tsnet.Server {
+	GinkgoHelper()
+	s := &tsnet.Server{
+		ControlURL: suiteCluster.env["TS_CONTROL_URL"], Hostname: hostname, AuthKey: authKey,
+		Dir: dir, Logf: func(string, ...any) {},
+	}
+	// Close may have run already; its second call's error means nothing.
+	DeferCleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -67,10 +81,10 @@ func tailnetSpecs() {
 		Expect(err).To(HaveOccurred())
 
 		By("joining with keys minted through tailscale.com/client/tailscale/v2")
-		server := newNode("smoke-server", mintKey(ctx, api, "tag:smoke"))
+		server := newNode("smoke-server", mintKey(ctx, api, true, "tag:smoke"))
 		_, err = server.Up(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		client := newNode("smoke-client", mintKey(ctx, api))
+		client := newNode("smoke-client", mintKey(ctx, api, true))
 		_, err = client.Up(ctx)
 		Expect(err).NotTo(HaveOccurred())
 

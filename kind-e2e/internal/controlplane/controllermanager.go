@@ -6,24 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
 
 // controllers are the kube-controller-manager controllers devcluster runs:
 // enough for Deployments, StatefulSets, Services and namespace cleanup.
-var controllers = []string{
-	"deployment-controller",
-	"replicaset-controller",
-	"statefulset-controller",
-	"endpointslice-controller",
-	"garbage-collector-controller",
-	"namespace-controller",
-	"serviceaccount-controller",
-	"serviceaccount-token-controller",
-	"root-ca-certificate-publisher-controller",
-}
+const controllers = "deployment-controller,replicaset-controller,statefulset-controller," +
+	"endpointslice-controller,garbage-collector-controller,namespace-controller," +
+	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
 
 // child is a re-executed devcluster component process.
 type child struct {
@@ -75,7 +66,7 @@ func (c *Cluster) StartControllerManager(ctx context.Context, self string) error
 	}
 	args := []string{
 		"--kubeconfig=" + c.Kubeconfig,
-		"--controllers=" + strings.Join(controllers, ","),
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--service-account-private-key-file=" + c.ServiceAccountKey,

@@ -27,6 +27,7 @@ type containerState struct {
 	started      bool
 	restartCount int32
 	pid          int
+	env          []string // of the current run, for exec probes
 }
 
 // maxBackoff caps the restart delay; shorter than the kubelet's 5 minutes
@@ -107,6 +108,7 @@ func (pw *podWorker) runOnce(ctx context.Context, cs *containerState) (int, erro
 
 	pw.mu.Lock()
 	cs.pid = pgid
+	cs.env = env
 	cs.started = true
 	cs.ready = cs.spec.ReadinessProbe == nil
 	cs.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
@@ -202,13 +204,7 @@ func (pw *podWorker) startProcess(cs *containerState, env []string) (*exec.Cmd, 
 			spec.Binary = host
 		}
 	}
-	for _, vm := range cs.spec.VolumeMounts {
-		src := filepath.Join(pw.dir, "volumes", vm.Name)
-		if vm.SubPath != "" {
-			src = filepath.Join(src, vm.SubPath)
-		}
-		spec.Mounts = append(spec.Mounts, Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
-	}
+	spec.Mounts = pw.mounts(cs)
 	specPath := filepath.Join(pw.dir, cs.spec.Name+".init.json")
 	b, _ := json.Marshal(spec)
 	if err := os.WriteFile(specPath, b, 0o600); err != nil {
@@ -235,6 +231,47 @@ func (pw *podWorker) startProcess(cs *containerState, env []string) (*exec.Cmd, 
 		return nil, nil, fmt.Errorf("start %s: %w", cs.binary, err)
 	}
 	return cmd, logFile, nil
+}
+
+// mounts are the bind mounts of a container's volumeMounts.
+func (pw *podWorker) mounts(cs *containerState) []Mount {
+	var out []Mount
+	for _, vm := range cs.spec.VolumeMounts {
+		src := filepath.Join(pw.dir, "volumes", vm.Name)
+		if vm.SubPath != "" {
+			src = filepath.Join(src, vm.SubPath)
+		}
+		out = append(out, Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+	}
+	return out
+}
+
+// execProbe runs an exec probe's command as the container sees the world:
+// through pod-init, in a mount namespace with the container's volumes and
+// env. Exit status 0 is success.
+func (pw *podWorker) execProbe(ctx context.Context, cs *containerState, command []string) error {
+	if len(command) == 0 {
+		return fmt.Errorf("exec probe without a command")
+	}
+	bin, err := exec.LookPath(command[0])
+	if err != nil {
+		return fmt.Errorf("exec probe: %w", err)
+	}
+	pw.mu.Lock()
+	env := cs.env
+	pw.mu.Unlock()
+	spec := InitSpec{Binary: bin, Argv: command, Env: env, Dir: cs.spec.WorkingDir, Mounts: pw.mounts(cs)}
+	specPath := filepath.Join(pw.dir, cs.spec.Name+".probe.json")
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(specPath, b, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, pw.n.cfg.Self, "component", "pod-init", specPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("exec probe %v: %w: %s", command, err, out)
+	}
+	return nil
 }
 
 // argv builds the process arguments: command replaces the image entrypoint

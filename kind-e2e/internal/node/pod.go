@@ -187,7 +187,9 @@ func (pw *podWorker) probeLoop(ctx context.Context, cs *containerState, pr *prob
 	// by a whole period.
 	next := 200 * time.Millisecond
 	for sleepCtx(ctx, next) {
-		err := probeOnce(ctx, pr.probe, &cs.spec, pw.ip)
+		err := probeOnce(ctx, pr.probe, &cs.spec, pw.ip, func(ctx context.Context, cmd []string) error {
+			return pw.execProbe(ctx, cs, cmd)
+		})
 		if ctx.Err() != nil {
 			return
 		}

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// probeOnce runs one HTTP or TCP probe against the pod IP. Exec and gRPC
-// probes are not supported on a process node and count as success.
-func probeOnce(ctx context.Context, p *corev1.Probe, c *corev1.Container, podIP string) error {
+// probeOnce runs one HTTP, TCP or exec probe (HTTP and TCP against the pod
+// IP). gRPC probes are not supported on a process node and count as success.
+func probeOnce(ctx context.Context, p *corev1.Probe, c *corev1.Container, podIP string, execProbe func(context.Context, []string) error) error {
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -40,7 +40,9 @@ func probeOnce(ctx context.Context, p *corev1.Probe, c *corev1.Container, podIP 
 		for _, hd := range h.HTTPHeaders {
 			req.Header.Set(hd.Name, hd.Value)
 		}
-		resp, err := probeClient.Do(req)
+		// Like the kubelet: no keep-alives, no certificate checks for HTTPS.
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: insecureTLS()}}
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}
@@ -49,6 +51,8 @@ func probeOnce(ctx context.Context, p *corev1.Probe, c *corev1.Container, podIP 
 			return fmt.Errorf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 		}
 		return nil
+	case p.Exec != nil:
+		return execProbe(ctx, p.Exec.Command)
 	case p.TCPSocket != nil:
 		port, err := resolvePort(p.TCPSocket.Port, c)
 		if err != nil {
@@ -67,10 +71,6 @@ func probeOnce(ctx context.Context, p *corev1.Probe, c *corev1.Container, podIP 
 	}
 	return nil
 }
-
-// probeClient does not follow redirects to other hosts and skips
-// certificate checks, as the kubelet does for HTTPS probes.
-var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: insecureTLS()}}
 
 func resolvePort(p intstr.IntOrString, c *corev1.Container) (int, error) {
 	if p.Type == intstr.Int {

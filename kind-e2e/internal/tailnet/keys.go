@@ -37,11 +37,23 @@ type store struct {
 	ClientID     string              `json:"clientId"`
 	ClientSecret string              `json:"clientSecret"`
 	Keys         map[string]*authKey `json:"keys"`
-	tokens       map[string]time.Time
+	// Admitted are the node keys let in so far, with what their auth key
+	// gave them, so that nodes rejoin a resumed cluster (whose control
+	// server starts empty) without a new auth key.
+	Admitted map[string]admission `json:"admitted"`
+	tokens   map[string]time.Time
+}
+
+// admission is what a node got when it was let in.
+type admission struct {
+	KeyID     string   `json:"keyId"`
+	Tags      []string `json:"tags"`
+	Ephemeral bool     `json:"ephemeral"`
+	Removed   bool     `json:"removed,omitempty"`
 }
 
 func loadStore(path string) (*store, error) {
-	s := &store{path: path, Keys: map[string]*authKey{}, tokens: map[string]time.Time{}}
+	s := &store{path: path, Keys: map[string]*authKey{}, Admitted: map[string]admission{}, tokens: map[string]time.Time{}}
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -50,6 +62,9 @@ func loadStore(path string) (*store, error) {
 		}
 		if s.Keys == nil {
 			s.Keys = map[string]*authKey{}
+		}
+		if s.Admitted == nil {
+			s.Admitted = map[string]admission{}
 		}
 	case errors.Is(err, os.ErrNotExist):
 		s.ClientID = "k" + randHex(8) + "CNTRL"
@@ -170,4 +185,20 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return strings.ToUpper(hex.EncodeToString(b))[:n]
+}
+
+// admit records that nodeKey was let in (or removed, when a is marked so).
+func (s *store) admit(nodeKey string, a admission) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Admitted[nodeKey] = a
+	_ = s.saveLocked()
+}
+
+// admitted returns what nodeKey got when it was let in earlier.
+func (s *store) admitted(nodeKey string) (admission, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.Admitted[nodeKey]
+	return a, ok && !a.Removed
 }

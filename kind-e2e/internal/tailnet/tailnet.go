@@ -149,20 +149,26 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		next.ServeHTTP(w, r) // re-registration of a node already let in
 		return
 	}
-	var authKey string
-	if req.Auth != nil {
-		authKey = req.Auth.AuthKey
-	}
-	k, err := t.store.use(authKey)
-	if err != nil {
-		w.WriteHeader(http.StatusOK)
-		_ = json.NewEncoder(w).Encode(tailcfg.RegisterResponse{Error: err.Error()})
-		return
+	nk := req.NodeKey.String()
+	adm, again := t.store.admitted(nk)
+	if !again {
+		var authKey string
+		if req.Auth != nil {
+			authKey = req.Auth.AuthKey
+		}
+		k, err := t.store.use(authKey)
+		if err != nil {
+			w.WriteHeader(http.StatusOK)
+			_ = json.NewEncoder(w).Encode(tailcfg.RegisterResponse{Error: err.Error()})
+			return
+		}
+		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral}
+		t.store.admit(nk, adm)
 	}
 	next.ServeHTTP(w, r)
-	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: k.Ephemeral, KeyID: k.ID})
-	if n := t.Control.Node(req.NodeKey); n != nil && len(k.Tags) > 0 {
-		n.Tags = k.Tags
+	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
+	if n := t.Control.Node(req.NodeKey); n != nil && len(adm.Tags) > 0 {
+		n.Tags = adm.Tags
 		t.Control.UpdateNode(n)
 	}
 }
@@ -182,6 +188,10 @@ func (t *Tailnet) liveNodes() []*tailcfg.Node {
 // expires, which logs the node out.
 func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	t.devices.remove(n.Key)
+	if a, ok := t.store.admitted(n.Key.String()); ok {
+		a.Removed = true
+		t.store.admit(n.Key.String(), a)
+	}
 	n.KeyExpiry = time.Now().Add(-time.Minute)
 	t.Control.UpdateNode(n)
 }
