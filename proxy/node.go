@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/charmbracelet/log"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/proxy/config"
@@ -31,7 +32,7 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		AuthKey:       cfg.AuthKey,
 		AdvertiseTags: cfg.Tags,
 		Ephemeral:     e.opts.Ephemeral,
-		Logf:          func(format string, args ...any) { e.log.Debug(fmt.Sprintf(format, args...), "component", "tsnet") },
+		Logf:          e.tsnetDebugf,
 		UserLogf:      func(format string, args ...any) { e.log.Info(fmt.Sprintf(format, args...), "component", "tsnet") },
 	}
 	if err := node.Start(); err != nil {
@@ -50,6 +51,15 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.reportDevice() }()
 	return nil
+}
+
+// tsnetDebugf passes tailscale's chatty internal logs on at debug level;
+// it formats nothing unless debug is on, since tsnet logs often.
+func (e *Engine) tsnetDebugf(format string, args ...any) {
+	if e.log.GetLevel() > log.DebugLevel {
+		return
+	}
+	e.log.Debug(fmt.Sprintf(format, args...), "component", "tsnet")
 }
 
 // reportDevice writes device_id, device_fqdn and device_ips after login and

@@ -1,0 +1,225 @@
+package benchmark
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tailscale.com/tsnet"
+
+	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+const (
+	bigBody     = 100 << 20
+	smallBody   = "hello from the backend\n"
+	concurrency = 8
+)
+
+// target is one proxy under test, seen from the client node.
+type target struct {
+	metrics map[string]float64 // last measurement, by unit
+	name    string
+	pid     int
+	ip      string
+	host    string // Host header the proxy serves
+	client  *http.Client
+}
+
+// BenchmarkProxy runs, side by side, tailplane-proxy (an L7 ingress with
+// plain HTTP on :80) and tailscale serve (a tsnet node with an equivalent
+// ServeConfig) as processes on one in-process tailnet, both in front of the
+// same loopback backend, driven by the same client node:
+// client node -> proxy node -> backend.
+func BenchmarkProxy(b *testing.B) {
+	tn := tailnettest.New(b)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Length", strconv.Itoa(bigBody))
+			chunk := make([]byte, 256<<10)
+			for sent := 0; sent < bigBody; sent += len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+			return
+		}
+		io.WriteString(w, smallBody)
+	}))
+	b.Cleanup(backend.Close)
+	proxyBin, serveBin := buildBinaries(b)
+	client := tn.Node(b, "bench-client")
+
+	// tailplane-proxy, configured from a file.
+	dir := b.TempDir()
+	cfg := &config.Config{Version: config.Version, Hostname: "bench-proxy", LoginServer: tn.ControlURL, Role: config.RoleIngressL7,
+		L7: &config.L7{PlainHTTP: true, DefaultBackend: &config.Backend{Service: "bench", Address: backend.Listener.Addr().String()}}}
+	doc, _ := json.Marshal(cfg)
+	cfgPath := filepath.Join(dir, "proxy-config.json")
+	if err := os.WriteFile(cfgPath, doc, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	tp := startProc(b, []string{"TAILPLANE_CONFIG_FILE=" + cfgPath, "TAILPLANE_STATE_DIR=" + filepath.Join(dir, "tp"),
+		"TAILPLANE_LOCAL_ADDR=127.0.0.1:0", "TAILPLANE_LOG_LEVEL=warn"}, proxyBin)
+	// tailscale serve.
+	sv := startProc(b, nil, serveBin, "-control", tn.ControlURL, "-hostname", "bench-serve",
+		"-backend", "http://"+backend.Listener.Addr().String(), "-dir", filepath.Join(dir, "serve"))
+
+	targets := []*target{
+		newTarget(b, client, "tailplane", tp.Process.Pid, "bench-proxy"),
+		newTarget(b, client, "serve", sv.Process.Pid, "bench-serve"),
+	}
+	// Each iteration measures both, alternating which goes first, so that
+	// noise from the shared machine hits both alike.
+	var round int
+	b.Run("small", func(b *testing.B) {
+		round++
+		for _, t := range ordered(targets, round) {
+			t.small(b)
+		}
+		ratio(b, targets, "req/s")
+		ratio(b, targets, "p99-ms")
+	})
+	b.Run("100MB", func(b *testing.B) {
+		round++
+		for _, t := range ordered(targets, round) {
+			t.big(b)
+		}
+		ratio(b, targets, "MB/s")
+	})
+}
+
+// ordered returns targets in the given round's order.
+func ordered(ts []*target, round int) []*target {
+	if round%2 == 0 {
+		return []*target{ts[1], ts[0]}
+	}
+	return ts
+}
+
+func newTarget(b *testing.B, client *tsnet.Server, name string, pid int, hostname string) *target {
+	ip := peerIP(b, client, hostname)
+	t := &target{name: name, pid: pid, ip: ip.String(), host: tailnettest.FQDN(hostname)}
+	t.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: concurrency * 2,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return client.Dial(ctx, "tcp", net.JoinHostPort(t.ip, "80"))
+		},
+	}}
+	// Warm up: the first packets wait for DERP and the proxy's config.
+	deadline := time.Now().Add(90 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		if err := t.get("/", io.Discard); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			b.Fatalf("%s never answered: %v", name, err)
+		}
+	}
+	return t
+}
+
+func (t *target) get(path string, sink io.Writer) error {
+	req, _ := http.NewRequest("GET", "http://"+t.host+path, nil)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(sink, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// small sends b.N small requests from `concurrency` workers and reports
+// requests/s, p50 and p99 latency, and the proxy process's RSS.
+func (t *target) small(b *testing.B) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, concurrency)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := t.get("/", io.Discard); err != nil {
+					failed.Add(1)
+					continue
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failed.Load() > 0 {
+		b.Fatalf("%s: %d of %d requests failed", t.name, failed.Load(), b.N)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	t.report(b, "req/s", float64(b.N)/elapsed.Seconds())
+	t.report(b, "p50-ms", ms(all[len(all)/2]))
+	t.report(b, "p99-ms", ms(all[len(all)*99/100]))
+	t.reportRSS(b)
+}
+
+// big downloads the 100 MB body b.N times and reports MB/s.
+func (t *target) big(b *testing.B) {
+	start := time.Now()
+	for range b.N {
+		if err := t.get("/big", io.Discard); err != nil {
+			b.Fatalf("%s: %v", t.name, err)
+		}
+	}
+	t.report(b, "MB/s", float64(b.N)*bigBody/1e6/time.Since(start).Seconds())
+	t.reportRSS(b)
+}
+
+func (t *target) report(b *testing.B, unit string, v float64) {
+	if t.metrics == nil {
+		t.metrics = map[string]float64{}
+	}
+	t.metrics[unit] = v
+	b.ReportMetric(v, t.name+"-"+unit)
+}
+
+func (t *target) reportRSS(b *testing.B) {
+	cur, _, err := rssMB(t.pid)
+	if err != nil {
+		b.Fatalf("rss of %s: %v", t.name, err)
+	}
+	b.ReportMetric(cur, t.name+"-RSS-MiB")
+}
+
+// ratio reports tailplane's value over serve's for one unit.
+func ratio(b *testing.B, ts []*target, unit string) {
+	if s := ts[1].metrics[unit]; s != 0 {
+		b.ReportMetric(ts[0].metrics[unit]/s, "ratio-"+unit)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

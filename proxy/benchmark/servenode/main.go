@@ -1,0 +1,63 @@
+// Command servenode is the baseline of the proxy benchmark: a bare tsnet
+// node that proxies port 80 to a backend with tailscale's own serve, set
+// through its LocalClient exactly as `tailscale serve` would.
+//
+// It is a benchmark helper, not a product; it imports tsnet and the
+// standard library.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"tailscale.com/ipn"
+	"tailscale.com/tsnet"
+)
+
+func main() {
+	control := flag.String("control", "", "control server URL")
+	hostname := flag.String("hostname", "serve-node", "tailnet hostname")
+	backend := flag.String("backend", "", "backend URL, e.g. http://127.0.0.1:8080")
+	dir := flag.String("dir", "", "state folder")
+	flag.Parse()
+	if err := run(*control, *hostname, *backend, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "servenode:", err)
+		os.Exit(1)
+	}
+}
+
+func run(control, hostname, backend, dir string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := &tsnet.Server{Dir: dir, Hostname: hostname, ControlURL: control, Logf: func(string, ...any) {}}
+	defer s.Close()
+	upCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := s.Up(upCtx)
+	if err != nil {
+		return err
+	}
+	lc, err := s.LocalClient()
+	if err != nil {
+		return err
+	}
+	fqdn := strings.TrimSuffix(st.Self.DNSName, ".")
+	sc := &ipn.ServeConfig{
+		TCP: map[uint16]*ipn.TCPPortHandler{80: {HTTP: true}},
+		Web: map[ipn.HostPort]*ipn.WebServerConfig{
+			ipn.HostPort(fqdn + ":80"): {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: backend}}},
+		},
+	}
+	if err := lc.SetServeConfig(upCtx, sc); err != nil {
+		return fmt.Errorf("set serve config: %w", err)
+	}
+	fmt.Println("ready", fqdn)
+	<-ctx.Done()
+	return nil
+}
