@@ -31,15 +31,16 @@ type Engine struct {
 	active   atomic.Bool    // a config is being served
 	loggedIn atomic.Bool
 
-	certs    atomic.Pointer[certSource]
-	l7       *l7.Handler
-	ingress  *l4.Relay // tailnet -> cluster
-	egress   *l4.Relay // cluster -> tailnet
-	targets  atomic.Pointer[map[string]string]
-	sources  atomic.Pointer[sourceFilter]
-	listen   map[string]*listenerHandle
-	nodeDone chan struct{}
-	wg       sync.WaitGroup
+	certs     atomic.Pointer[certSource]
+	localAddr atomic.Value // string
+	l7        *l7.Handler
+	ingress   *l4.Relay // tailnet -> cluster
+	egress    *l4.Relay // cluster -> tailnet
+	targets   atomic.Pointer[map[string]string]
+	sources   atomic.Pointer[sourceFilter]
+	listen    map[string]*listenerHandle
+	nodeDone  chan struct{}
+	wg        sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that
 	// draining connections keep flowing until the drain deadline.
 	hard       context.Context

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 		{Protocol: config.TCP, Port: 5432, Target: tcpLn.Addr().String()},
 		{Protocol: config.UDP, Port: 5353, Target: udpAddr},
 	}}
-	r := start(t, tn, cfg, Options{})
+	r := start(t, tn, cfg, Options{LocalAddr: "127.0.0.1:0"})
 	ctx := context.Background()
 	waitFor(t, 20*time.Second, "tcp echo", func() error {
 		c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(5432))
@@ -116,6 +117,23 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 		}
 		return nil
 	})
+	// Health and metrics on the local address.
+	resp, err := http.Get("http://" + r.engine.LocalAddr() + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + r.engine.LocalAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tailplane_proxy_bytes_total{direction="in",layer="l4"}`, `tailplane_proxy_config_reloads_total{result="applied"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	// Idle UDP flows are closed after the idle timeout.
 	waitFor(t, 10*time.Second, "udp flow reaped", func() error {
 		if v := gaugeValue(t, r.engine, "tailplane_proxy_active_connections", "l4"); v != 0 {

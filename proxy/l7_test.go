@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -253,5 +254,44 @@ func TestL7PublicListener(t *testing.T) {
 	}
 	if !sawPublic.Load() || sawPrivate.Load() {
 		t.Errorf("router saw public=%v private=%v, want only public requests", sawPublic.Load(), sawPrivate.Load())
+	}
+}
+
+// Responses stream: the client reads the first chunk while the backend is
+// still holding back the rest.
+func TestL7Streaming(t *testing.T) {
+	tn := tailnettest.New(t)
+	cert := newTestCert(t, "stream.example.com")
+	proceed := make(chan struct{})
+	backend := echoBackend(t, "stream")
+	backend.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("first;"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-proceed:
+		case <-r.Context().Done():
+			return
+		}
+		w.Write([]byte("second"))
+	})
+	cfg := newConfig(tn, "stream-proxy", config.RoleIngressL7)
+	b := backendOf("stream", backend)
+	cfg.L7 = &config.L7{TLS: cert.files(t), DefaultBackend: &b}
+	r := start(t, tn, cfg, Options{})
+	c := r.httpsClient(cert.roots)
+	var resp *http.Response
+	waitFor(t, 20*time.Second, "stream start", func() (err error) {
+		resp, err = c.Get("https://stream.example.com/")
+		return err
+	})
+	defer resp.Body.Close()
+	buf := make([]byte, len("first;"))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "first;" {
+		t.Fatalf("first chunk: %q %v", buf, err)
+	}
+	close(proceed)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(rest) != "second" {
+		t.Fatalf("rest: %q %v", rest, err)
 	}
 }

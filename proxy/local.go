@@ -30,6 +30,7 @@ func (e *Engine) startLocal() (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("health and metrics listener on %s: %w", e.opts.LocalAddr, err)
 	}
+	e.localAddr.Store(ln.Addr().String())
 	e.log.Info("health and metrics", "addr", ln.Addr().String())
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -37,4 +38,11 @@ func (e *Engine) startLocal() (*http.Server, error) {
 		}
 	}()
 	return srv, nil
+}
+
+// LocalAddr returns the address /healthz and /metrics are served on, once
+// Run has started ("" when Options.LocalAddr is empty).
+func (e *Engine) LocalAddr() string {
+	v, _ := e.localAddr.Load().(string)
+	return v
 }
