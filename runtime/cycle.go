@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/charmbracelet/log"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -152,7 +154,7 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 
 // runSteps runs the due steps in registration order.
 func (o *Operator) runSteps(ctx context.Context, c *cycle) {
-	logger := o.objectLogger(c.key)
+	var logger *log.Logger // made on first use: most cycles run nothing
 	for _, s := range c.steps {
 		p := c.st.progress[s.h.id]
 		if p.finished() {
@@ -167,6 +169,9 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 		if o.stopping.Load() || ctx.Err() != nil {
 			c.stopped = true
 			return
+		}
+		if logger == nil {
+			logger = o.objectLogger(c.key)
 		}
 		if !o.runStep(ctx, c, s, &p, logger) {
 			c.stopped = true

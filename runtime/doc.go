@@ -4,6 +4,36 @@
 // informers and a rate-limited workqueue, with per-handler progress kept on
 // the object.
 //
+// Register handlers on an Operator, then Run it:
+//
+//	op, _ := runtime.New(cfg, runtime.Settings{})
+//	op.OnCreate(gvr, "expose", fn, runtime.Annotation("example.com/expose", "true"))
+//	op.OnDelete(gvr, "cleanup", cleanup)            // holds a finalizer until done
+//	op.Timer(gvr, "check", time.Minute, check)      // per object, while it exists
+//	err := op.Run(ctx)
+//
+// How it works, in three layers:
+//   - Watching: one shared dynamic informer per resource, namespace and label
+//     selector; a transform drops managedFields; a health check restarts a
+//     watch that lags behind the server for WatchStallTimeout.
+//   - Dispatch: one client-go rate-limited workqueue keyed by
+//     resource/namespace/name with Settings.Workers workers; the queue never
+//     hands one key to two workers, so one object's handlers run one at a time.
+//   - Semantics: each cycle detects the causes from a compact last-handled
+//     record (a hash plus watched field values), the finalizer and
+//     deletionTimestamp, runs every due matching handler, then writes ONE
+//     merge patch: progress annotations (<Prefix>/<id>), results
+//     (<ResultsPath>.<id>), the handlers' own Event.Patch and finalizer
+//     changes. Temporary and Permanent errors, Retries, Timeout and backoff
+//     control retries; Events are posted through client-go's recorder.
+//     Objects no handler matches are never patched.
+//
+// Operating: optional Lease leader election (ReleaseOnCancel for a fast
+// hand-over), /healthz with probes, /readyz, Prometheus /metrics from the
+// Operator's own registry, and a graceful shutdown bounded by
+// Settings.ShutdownTimeout. Logs go through charmbracelet/log with the
+// object's key on every line.
+//
 // It is a general-purpose library: it imports client-go, apimachinery,
 // Prometheus and charmbracelet/log, and nothing of Tailplane's. It knows
 // nothing of Tailscale.

@@ -19,8 +19,12 @@ const (
 // newRecorder returns client-go's recorder: its correlator aggregates
 // repeated Events and rate-limits them per object.
 func newRecorder(kube kubernetes.Interface, component string) (record.EventBroadcaster, record.EventRecorder) {
+	return newRecorderTo(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")}, component)
+}
+
+func newRecorderTo(sink record.EventSink, component string) (record.EventBroadcaster, record.EventRecorder) {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	b.StartRecordingToSink(sink)
 	return b, b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 }
 

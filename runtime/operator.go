@@ -55,6 +55,7 @@ type Operator struct {
 	metrics  *metrics
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
+	send     func(ctx context.Context, k Key, body []byte, subresources ...string) (*unstructured.Unstructured, error)
 
 	mu         sync.Mutex // guards registration
 	errs       []error
@@ -134,6 +135,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 200)},
 	)
 	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
+	o.send = o.patchAPI
 	o.metrics = newMetrics(o)
 	o.events, o.recorder = newRecorder(kube, s.Component)
 	return o, nil

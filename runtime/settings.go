@@ -28,6 +28,10 @@ type Settings struct {
 	FieldManager string
 	// Component is the reporting component of posted Events (default "tailplane").
 	Component string
+	// QuietSuccess posts Events only for failures and retries, not for
+	// every handler success. Each Event is an API write (and client-go's
+	// correlator computes a patch for it), so busy operators may want this.
+	QuietSuccess bool
 
 	// MinBackoff and MaxBackoff bound the exponential backoff of handlers that
 	// fail with an error that is neither Temporary nor Permanent

@@ -1,9 +1,14 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"hash/fnv"
+	"io"
+	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,31 +90,80 @@ func truncate(s string, n int) string {
 
 // essenceHash hashes what a user changes: the whole object without status
 // and without metadata other than labels and annotations (minus the
-// runtime's own annotations and kubectl's last-applied copy).
+// runtime's own annotations and kubectl's last-applied copy). It walks the
+// object with sorted keys instead of encoding it, which keeps dispatch cheap.
 func essenceHash(prefix string, obj *unstructured.Unstructured) string {
-	ess := make(map[string]any, len(obj.Object))
-	for k, v := range obj.Object {
+	h := fnv.New64a()
+	keys := make([]string, 0, len(obj.Object))
+	for k := range obj.Object {
 		if k != "status" && k != "metadata" {
-			ess[k] = v
+			keys = append(keys, k)
 		}
 	}
-	if l := obj.GetLabels(); len(l) > 0 {
-		ess["labels"] = l
+	sort.Strings(keys)
+	for _, k := range keys {
+		writeString(h, k)
+		hashValue(h, obj.Object[k])
 	}
-	ann := map[string]string{}
-	for k, v := range obj.GetAnnotations() {
+	meta, _ := obj.Object["metadata"].(map[string]any)
+	writeString(h, "labels")
+	hashValue(h, meta["labels"])
+	writeString(h, "annotations")
+	ann, _ := meta["annotations"].(map[string]any)
+	own := make(map[string]any, len(ann))
+	for k, v := range ann {
 		if !strings.HasPrefix(k, prefix+"/") && k != "kubectl.kubernetes.io/last-applied-configuration" {
-			ann[k] = v
+			own[k] = v
 		}
 	}
-	if len(ann) > 0 {
-		ess["annotations"] = ann
+	hashValue(h, own)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+func writeString(h hash.Hash64, s string) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+	_, _ = h.Write(n[:])
+	_, _ = io.WriteString(h, s)
+}
+
+// hashValue feeds a JSON-like value into h, tagging each kind so that
+// different structures never collide by concatenation.
+func hashValue(h hash.Hash64, v any) {
+	var buf [32]byte
+	switch x := v.(type) {
+	case nil:
+		_, _ = h.Write([]byte{'n'})
+	case string:
+		_, _ = h.Write([]byte{'s'})
+		writeString(h, x)
+	case bool:
+		_, _ = h.Write(strconv.AppendBool(append(buf[:0], 'b'), x))
+	case int64:
+		_, _ = h.Write(strconv.AppendInt(append(buf[:0], 'i'), x, 10))
+	case float64:
+		_, _ = h.Write(strconv.AppendFloat(append(buf[:0], 'f'), x, 'g', -1, 64))
+	case []any:
+		_, _ = h.Write(strconv.AppendInt(append(buf[:0], '['), int64(len(x)), 10))
+		for _, e := range x {
+			hashValue(h, e)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		_, _ = h.Write(strconv.AppendInt(append(buf[:0], '{'), int64(len(x)), 10))
+		for _, k := range keys {
+			writeString(h, k)
+			hashValue(h, x[k])
+		}
+	default: // not produced by JSON decoding; encode it to stay deterministic
+		b, _ := json.Marshal(x)
+		_, _ = h.Write([]byte{'j'})
+		_, _ = h.Write(b)
 	}
-	b, err := json.Marshal(ess)
-	if err != nil {
-		return ""
-	}
-	return hashBytes(b)
 }
 
 func hashBytes(b []byte) string {

@@ -53,7 +53,9 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, l
 		}
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "success").Inc()
 		logger.Info("handler succeeded", "handler", h.id, "cause", s.cause.String())
-		o.recorder.Eventf(c.obj, corev1.EventTypeNormal, ReasonHandled, "Handler %q succeeded (%s).", h.id, s.cause)
+		if !o.settings.QuietSuccess {
+			o.recorder.Eventf(c.obj, corev1.EventTypeNormal, ReasonHandled, "Handler %q succeeded (%s).", h.id, s.cause)
+		}
 	case ctx.Err() != nil:
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "interrupted").Inc()
 		logger.Warn("handler interrupted by shutdown", "handler", h.id)

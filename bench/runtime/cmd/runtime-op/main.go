@@ -1,0 +1,68 @@
+// Command runtime-op is the benchmark's operator built on Tailplane's
+// runtime: one OnCreate handler that adds one annotation to each Widget.
+// It prints "ready" once its informer has synced.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tailplane/tailplane/runtime"
+)
+
+func main() {
+	kubeconfig := flag.String("kube", "", "kubeconfig of the cluster")
+	namespace := flag.String("namespace", "", "namespace to watch")
+	group := flag.String("group", "", "API group of the Widget CRD")
+	workers := flag.Int("workers", 4, "workers")
+	flag.Parse()
+	if err := run(*kubeconfig, *namespace, *group, *workers); err != nil {
+		fmt.Fprintln(os.Stderr, "runtime-op:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, namespace, group string, workers int) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // the same unthrottled client on both sides
+	op, err := runtime.New(cfg, runtime.Settings{
+		Workers: workers, HealthAddress: "-", MetricsAddress: "-",
+		Logger: quietLogger(),
+	})
+	if err != nil {
+		return err
+	}
+	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	op.OnCreate(widgets, "annotate", func(_ context.Context, ev *runtime.Event) (any, error) {
+		ev.Patch.SetAnnotation("bench.tailplane.io/handled", "1")
+		return nil, nil
+	}, runtime.Namespace(namespace))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		for !op.Ready() && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Println("ready")
+	}()
+	return op.Run(ctx)
+}
+
+// quietLogger logs warnings and errors to stderr, as crt-op's defaults do.
+func quietLogger() *log.Logger {
+	l := runtime.NewLogger(os.Stderr, false)
+	l.SetLevel(log.WarnLevel)
+	return l
+}
