@@ -33,6 +33,7 @@ type Engine struct {
 
 	certs     atomic.Pointer[certSource]
 	localAddr atomic.Value // string
+	plainHTTP atomic.Bool  // port 80 serves routes (true) or redirects
 	l7        *l7.Handler
 	ingress   *l4.Relay // tailnet -> cluster
 	egress    *l4.Relay // cluster -> tailnet

@@ -151,3 +151,43 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// A live role change (L4 on :80 to L7 plain HTTP on :80) and a switch of
+// port 80 from redirect to plain HTTP both apply without restart.
+func TestRoleAndPort80Changes(t *testing.T) {
+	tn := tailnettest.New(t)
+	cert := newTestCert(t, "app.example.com")
+	web := echoBackend(t, "web")
+	cfg := newConfig(tn, "role-proxy", config.RoleIngressL4)
+	cfg.L4 = &config.L4{Ports: []config.PortMap{{Port: 80, Target: web.Listener.Addr().String()}}}
+	r := start(t, tn, cfg, Options{})
+	plain := r.plainClient()
+	// As L4, port 80 reaches the backend as raw TCP: HTTP still works, with no redirect.
+	waitFor(t, 20*time.Second, "l4 :80", func() error {
+		resp, _, err := get(plain, "http://app.example.com/", nil)
+		if err != nil || resp.Header.Get("X-Backend") != "web" {
+			return fmt.Errorf("%v %v", err, resp)
+		}
+		return nil
+	})
+	cfg.Role, cfg.L4 = config.RoleIngressL7, nil
+	b := backendOf("web", web)
+	cfg.L7 = &config.L7{TLS: cert.files(t), HTTPRedirect: true, DefaultBackend: &b}
+	writeConfig(t, r.cfgPath, cfg)
+	waitFor(t, 10*time.Second, "redirect on :80", func() error {
+		resp, _, err := get(plain, "http://app.example.com/x", nil)
+		if err != nil || resp.StatusCode != http.StatusMovedPermanently {
+			return fmt.Errorf("%v %v", err, resp)
+		}
+		return nil
+	})
+	cfg.L7.HTTPRedirect, cfg.L7.PlainHTTP = false, true
+	writeConfig(t, r.cfgPath, cfg)
+	waitFor(t, 10*time.Second, "plain HTTP on :80", func() error {
+		resp, _, err := get(plain, "http://app.example.com/x", nil)
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "web" {
+			return fmt.Errorf("%v %v", err, resp)
+		}
+		return nil
+	})
+}

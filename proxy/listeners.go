@@ -19,7 +19,10 @@ import (
 
 // listenerHandle is one open listener and how to stop it.
 type listenerHandle struct {
+	// shutdown stops accepting and lets open connections finish (up to ctx).
 	shutdown func(ctx context.Context)
+	// kill ends the connections still open.
+	kill func()
 }
 
 // listenerSpec describes a listener a config wants; its key is stable
@@ -50,6 +53,19 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if e.current != nil && e.current.Role != cfg.Role {
+		// A new role may need the ports the old one holds: stop the old
+		// listeners first (a role change interrupts service briefly).
+		e.log.Info("role change; closing the previous role's listeners", "from", e.current.Role, "to", cfg.Role)
+		// Connections of the old role must not linger either.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		for k, h := range e.listen {
+			delete(e.listen, k)
+			h.shutdown(sctx)
+			h.kill()
+		}
+		cancel()
+	}
 	opened := map[string]*listenerHandle{}
 	for _, s := range specs {
 		if _, ok := e.listen[s.key]; ok {
@@ -59,6 +75,7 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		if err != nil {
 			for _, h := range opened {
 				h.shutdown(ctx)
+				h.kill()
 			}
 			return fmt.Errorf("open listener %s: %w", s.key, err)
 		}
@@ -80,6 +97,7 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 	}
 	if routes != nil {
 		e.l7.SetRoutes(routes)
+		e.plainHTTP.Store(cfg.L7.PlainHTTP)
 	}
 	for k, h := range opened {
 		e.listen[k] = h
@@ -99,20 +117,25 @@ func (e *Engine) specs(cfg *config.Config) ([]listenerSpec, error) {
 	switch cfg.Role {
 	case config.RoleIngressL7:
 		l := cfg.L7
-		out = append(out, listenerSpec{key: "tailnet/tcp/443", open: func() (*listenerHandle, error) {
+		out = append(out, listenerSpec{key: "l7/tailnet/tcp/443", open: func() (*listenerHandle, error) {
 			ln, err := e.node.Listen("tcp", ":443")
 			if err != nil {
 				return nil, err
 			}
 			return e.serveHTTP(tls.NewListener(e.filter(ln), e.tlsConfig()), e.l7.Listener(false)), nil
 		}})
+		// One :80 listener whatever its mode, so switching between
+		// redirect and plain HTTP never needs a second listener on the port.
 		if l.HTTPRedirect || l.PlainHTTP {
-			key := "tailnet/tcp/80/redirect"
-			handler := l7.RedirectHandler()
-			if l.PlainHTTP {
-				key, handler = "tailnet/tcp/80/plain", e.l7.Listener(false)
-			}
-			out = append(out, listenerSpec{key: key, open: func() (*listenerHandle, error) {
+			redirect, plain := l7.RedirectHandler(), e.l7.Listener(false)
+			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if e.plainHTTP.Load() {
+					plain.ServeHTTP(w, r)
+				} else {
+					redirect.ServeHTTP(w, r)
+				}
+			})
+			out = append(out, listenerSpec{key: "l7/tailnet/tcp/80", open: func() (*listenerHandle, error) {
 				ln, err := e.node.Listen("tcp", ":80")
 				if err != nil {
 					return nil, err
@@ -149,7 +172,7 @@ func idle(seconds int) time.Duration {
 // handler marks requests public.
 func (e *Engine) funnelSpec() listenerSpec {
 	if e.opts.PublicAddr != "" {
-		return listenerSpec{key: "public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
+		return listenerSpec{key: "l7/public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
 			ln, err := net.Listen("tcp", e.opts.PublicAddr)
 			if err != nil {
 				return nil, err
@@ -157,7 +180,7 @@ func (e *Engine) funnelSpec() listenerSpec {
 			return e.serveHTTP(tls.NewListener(ln, e.tlsConfig()), e.l7.Listener(true)), nil
 		}}
 	}
-	return listenerSpec{key: "funnel/tcp/443", open: func() (*listenerHandle, error) {
+	return listenerSpec{key: "l7/funnel/tcp/443", open: func() (*listenerHandle, error) {
 		ln, err := e.node.ListenFunnel("tcp", ":443", tsnet.FunnelOnly(), tsnet.FunnelTLSConfig(e.tlsConfig()))
 		if err != nil {
 			return nil, fmt.Errorf("funnel: %w", err)
@@ -169,7 +192,7 @@ func (e *Engine) funnelSpec() listenerSpec {
 func (e *Engine) l4Specs(p config.PortMap, idle time.Duration) []listenerSpec {
 	port := strconv.Itoa(p.Port)
 	if p.EffectiveProtocol() == config.TCP {
-		key := "tailnet/tcp/" + port
+		key := "l4/tailnet/tcp/" + port
 		return []listenerSpec{{key: key, target: p.Target, open: func() (*listenerHandle, error) {
 			ln, err := e.node.Listen("tcp", ":"+port)
 			if err != nil {
@@ -184,7 +207,7 @@ func (e *Engine) l4Specs(p config.PortMap, idle time.Duration) []listenerSpec {
 		if ip == "invalid IP" {
 			continue
 		}
-		key := "tailnet/udp/" + net.JoinHostPort(ip, port)
+		key := "l4/tailnet/udp/" + net.JoinHostPort(ip, port)
 		out = append(out, listenerSpec{key: key, target: p.Target, open: func() (*listenerHandle, error) {
 			pc, err := e.node.ListenPacket("udp", net.JoinHostPort(ip, port))
 			if err != nil {
@@ -204,7 +227,7 @@ func (e *Engine) egressSpec(t config.EgressTarget, p config.PortMap, idle time.D
 	target := net.JoinHostPort(t.Address(), strconv.Itoa(targetPort))
 	addr := net.JoinHostPort(e.opts.EgressHost, strconv.Itoa(p.Port))
 	if p.EffectiveProtocol() == config.UDP {
-		key := "pod/udp/" + addr
+		key := "egress/pod/udp/" + addr
 		return listenerSpec{key: key, target: target, open: func() (*listenerHandle, error) {
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
@@ -213,7 +236,7 @@ func (e *Engine) egressSpec(t config.EgressTarget, p config.PortMap, idle time.D
 			return e.serveUDP(e.egress, pc, key, idle), nil
 		}}
 	}
-	key := "pod/tcp/" + addr
+	key := "egress/pod/tcp/" + addr
 	return listenerSpec{key: key, target: target, open: func() (*listenerHandle, error) {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -228,13 +251,15 @@ func (e *Engine) target(key string) l4.TargetFunc {
 }
 
 func (e *Engine) serveTCP(r *l4.Relay, ln net.Listener, key string) *listenerHandle {
-	go r.ServeTCP(e.hard, ln, e.target(key))
-	return &listenerHandle{shutdown: func(context.Context) { ln.Close() }}
+	ctx, cancel := context.WithCancel(e.hard)
+	go r.ServeTCP(ctx, ln, e.target(key))
+	return &listenerHandle{shutdown: func(context.Context) { ln.Close() }, kill: cancel}
 }
 
 func (e *Engine) serveUDP(r *l4.Relay, pc net.PacketConn, key string, idle time.Duration) *listenerHandle {
-	go r.ServeUDP(e.hard, pc, e.target(key), idle)
-	return &listenerHandle{shutdown: func(context.Context) { pc.Close() }}
+	ctx, cancel := context.WithCancel(e.hard)
+	go r.ServeUDP(ctx, pc, e.target(key), idle)
+	return &listenerHandle{shutdown: func(context.Context) { pc.Close() }, kill: cancel}
 }
 
 // serveHTTP runs an http.Server on ln. TLS (with h2) is terminated by ln.
@@ -268,5 +293,5 @@ func (e *Engine) serveHTTP(ln net.Listener, h http.Handler) *listenerHandle {
 			e.log.Warn("http drain incomplete", "addr", ln.Addr(), "err", err)
 			srv.Close()
 		}
-	}}
+	}, kill: func() { srv.Close() }}
 }
