@@ -8,6 +8,7 @@ import (
 
 	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
 	"github.com/tailplane/tailplane/proxy/route"
 )
 
@@ -47,6 +48,10 @@ func TestLoadRefusesBadModules(t *testing.T) {
 				t.Errorf("the failure is not in the logs")
 			}
 		})
+	}
+	_, err := e.Load(context.Background(), host.Config{Name: "command", Module: wasmbuild.GoCommand(t, "./plugins/host/testdata/command")})
+	if !errors.Is(err, host.ErrCommandModule) || !strings.Contains(err.Error(), "-buildmode=c-shared") {
+		t.Errorf("a Go command module: %v, want ErrCommandModule telling how to build", err)
 	}
 	// The same module with its capabilities loads and serves.
 	p := load(t, e, host.Config{Name: "good", Module: misbehave, SHA256: host.Digest(misbehave),

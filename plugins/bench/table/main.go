@@ -118,14 +118,16 @@ func httpTable(res results, bench, title string, variants []string) {
 	}
 	fmt.Println(title)
 	fmt.Println()
-	fmt.Printf("| chain | requests/s | vs %s |\n", variants[0])
-	fmt.Println("|---|---|---|")
+	fmt.Printf("| chain | CPU per request (client+proxy+backend) | requests/s at full CPU vs %s | wall-clock requests/s (noisy) | wall-clock vs %s |\n", variants[0], variants[0])
+	fmt.Println("|---|---|---|---|---|")
+	pct := func(d float64) string { return fmt.Sprintf("%+.1f%%", d) }
 	for i, v := range variants {
-		delta := "-"
+		delta, cpuDelta := "-", "-"
 		if i > 0 {
-			delta = res.cell(bench, v+"-delta-%", func(d float64) string { return fmt.Sprintf("%+.1f%%", d) })
+			delta, cpuDelta = res.cell(bench, v+"-delta-%", pct), res.cell(bench, v+"-cpu-delta-%", pct)
 		}
-		fmt.Printf("| %s | %s | %s |\n", v, res.cell(bench, v+"-req/s", plain), delta)
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", v, res.cell(bench, v+"-cpu-us/req", func(f float64) string { return fmt.Sprintf("%.1f µs", f) }),
+			cpuDelta, res.cell(bench, v+"-req/s", plain), delta)
 	}
 	fmt.Println()
 }

@@ -48,6 +48,15 @@ func Go(tb testing.TB, pkg string) []byte {
 	return finish(tb, out)
 }
 
+// GoCommand builds pkg as a WASI command (without -buildmode=c-shared), the
+// mistake the host must refuse with a clear error.
+func GoCommand(tb testing.TB, pkg string) []byte {
+	tb.Helper()
+	out := filepath.Join(OutputDir(tb), filepath.Base(pkg)+"-command.wasm")
+	run(tb, Root(tb), []string{"GOOS=wasip1", "GOARCH=wasm"}, "go", "build", "-trimpath", "-o", tmpName(out), pkg)
+	return finish(tb, out)
+}
+
 // AssemblyScript builds the AssemblyScript example with npm and returns the
 // module's bytes.
 func AssemblyScript(tb testing.TB) []byte {
