@@ -172,6 +172,11 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 		}
 		return nil, fmt.Errorf("plugin %s: instantiate: %w", p.cfg.Name, err)
 	}
+	if mod.IsClosed() {
+		// wazero reports proc_exit(0) from _start as success, with the
+		// module closed: a Go program built without -buildmode=c-shared.
+		return nil, fmt.Errorf("plugin %s: %w: its start function ran main and exited; build Go guests with -buildmode=c-shared", p.cfg.Name, ErrCommandModule)
+	}
 	in.mod = mod
 	in.handleRequest = mod.ExportedFunction("handle_request")
 	in.handleResponse = mod.ExportedFunction("handle_response")
