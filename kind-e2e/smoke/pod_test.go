@@ -2,6 +2,7 @@ package smoke
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -97,7 +98,13 @@ func podSpecs(ns string) {
 			Expect(err).NotTo(HaveOccurred(), path)
 			Expect(got).To(Equal(want), path)
 		}
+		// The node created the mountpoint folders on the host; they go with the pod.
+		Expect("/etc/smoke").To(BeADirectory())
 		Expect(c.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() bool {
+			_, err := os.Stat("/etc/smoke")
+			return os.IsNotExist(err)
+		}).WithTimeout(20*time.Second).Should(BeTrue(), "mountpoint folders left on the host")
 	}, SpecTimeout(60*time.Second))
 
 	It("restarts a failing container with back-off, records its last state, and serves its logs", func(ctx SpecContext) {

@@ -16,7 +16,8 @@ import (
 
 // runDown stops the `up` of a cluster directory: SIGTERM (up then stops its
 // pods, proxy, tailnet and control plane in order), SIGKILL after 60 s, then
-// it ends any pod process group still recorded and removes the pod route.
+// it ends any pod process group still recorded, removes the mountpoint
+// folders pods needed, and removes the pod route.
 // The directory's state stays, so a later `up` resumes the cluster.
 func runDown(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ExitOnError)
@@ -47,6 +48,7 @@ func runDown(args []string) error {
 		return err
 	}
 	node.KillRecordedGroups(abs)
+	node.RemoveRecordedMountpoints(abs)
 	if err := node.ReleasePodSubnet(abs); err != nil {
 		return err
 	}

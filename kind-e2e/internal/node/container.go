@@ -177,7 +177,11 @@ func (pw *podWorker) grace(cs *containerState) time.Duration {
 	} else if pw.pod.Spec.TerminationGracePeriodSeconds != nil {
 		g = *pw.pod.Spec.TerminationGracePeriodSeconds
 	}
-	return time.Duration(g) * time.Second
+	d := time.Duration(g) * time.Second
+	if pw.n.stopping.Load() {
+		d = min(d, shutdownGrace)
+	}
+	return d
 }
 
 func exitCode(err error) int {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,11 +58,18 @@ type Node struct {
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	wg      sync.WaitGroup
+	// stopping caps grace periods while the node shuts down.
+	stopping atomic.Bool
+	mounts   *mountpoints
 }
+
+// shutdownGrace caps each container's grace period when the node stops.
+const shutdownGrace = 10 * time.Second
 
 // New returns a node; call Run to start it.
 func New(client kubernetes.Interface, cfg Config) *Node {
-	return &Node{cfg: cfg, client: client, log: cfg.Logger, ipam: newIPAM(cfg.PodSubnet), workers: map[types.UID]*podWorker{}}
+	return &Node{cfg: cfg, client: client, log: cfg.Logger, ipam: newIPAM(cfg.PodSubnet),
+		mounts: newMountpoints(cfg.Dir), workers: map[types.UID]*podWorker{}}
 }
 
 // Run registers the node, serves logs, schedules and runs pods until ctx
@@ -74,6 +82,7 @@ func (n *Node) Run(ctx context.Context, ready chan<- struct{}) error {
 		}
 	}
 	n.KillLeftovers()
+	RemoveRecordedMountpoints(n.cfg.Dir)
 	logs, err := n.startLogServer(ctx)
 	if err != nil {
 		return err
@@ -107,6 +116,7 @@ func (n *Node) Run(ctx context.Context, ready chan<- struct{}) error {
 		close(ready)
 	}
 	<-ctx.Done()
+	n.stopping.Store(true)
 	n.mu.Lock()
 	for _, w := range n.workers {
 		w.cancel()

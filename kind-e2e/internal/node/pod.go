@@ -111,6 +111,17 @@ func (pw *podWorker) run(ctx context.Context) {
 		}
 	}
 	go pw.refreshVolumes(ctx, vw)
+	for _, m := range pw.allMounts() {
+		st, err := os.Stat(m.Source)
+		if err != nil {
+			continue
+		}
+		if err := pw.n.mounts.claim(m.Target, !st.IsDir()); err != nil {
+			pw.log.Warn("mountpoint", "pod", pw.key(), "path", m.Target, "err", err)
+			continue
+		}
+		defer pw.n.mounts.release(m.Target)
+	}
 
 	for _, cs := range pw.inits {
 		if code := pw.runContainer(ctx, cs); code != 0 {
@@ -126,6 +137,15 @@ func (pw *podWorker) run(ctx context.Context) {
 		go func() { defer wg.Done(); pw.runContainer(ctx, cs) }()
 	}
 	wg.Wait()
+}
+
+// allMounts are the mounts of every container, init containers included.
+func (pw *podWorker) allMounts() []Mount {
+	var out []Mount
+	for _, cs := range append(append([]*containerState{}, pw.inits...), pw.containers...) {
+		out = append(out, pw.mounts(cs)...)
+	}
+	return out
 }
 
 // refreshVolumes rewrites volumes each minute: new tokens, changed
