@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -54,7 +55,7 @@ func (s *syncBuffer) String() string {
 // redirectSpec redirects every path to /<to>/<path>.
 func redirectSpec(module []byte, name, to string, order int) plugins.Spec {
 	return plugins.Spec{Order: order, Config: host.Config{
-		Name: name, Module: module,
+		Name: name, Module: module, Timeout: 10 * time.Second,
 		PluginConfig: fmt.Appendf(nil, `{"rules":[{"match":"^/(.*)$","to":"/%s/$1","status":307}]}`, to),
 	}}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -20,7 +21,7 @@ func loadExample(t *testing.T, module []byte, config string, caps ...abi.Capabil
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.Load(context.Background(), host.Config{Name: t.Name(), Module: module, PluginConfig: []byte(config), Capabilities: caps})
+	p, err := e.Load(context.Background(), host.Config{Name: t.Name(), Module: module, PluginConfig: []byte(config), Capabilities: caps, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tailplane/tailplane/plugins/host"
 )
@@ -15,7 +16,7 @@ import (
 // others rewrites the upstream's buffered response in handle_response.
 func TestMiddlewareBufferedRequestAndResponse(t *testing.T) {
 	e, _ := newEngine(t)
-	p := load(t, e, host.Config{Name: "middleware", Module: guest(t, "./plugins/host/testdata/middleware")})
+	p := load(t, e, host.Config{Name: "middleware", Module: guest(t, "./plugins/host/testdata/middleware"), Timeout: 10 * time.Second})
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Seen-Body-Len", r.Header.Get("X-Body-Len"))
