@@ -101,25 +101,54 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.log.Error("config source stopped", "err", err)
 		}
 	}()
+	// A document refused for a reason outside it (a TLS Secret not created
+	// yet, control unreachable) is retried with backoff until it applies or
+	// a new document arrives.
+	var retryDoc []byte
+	backoff := minRetry
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			e.drain(local)
 			return nil
 		case doc := <-docs:
-			e.onConfig(ctx, doc)
+			retryDoc, backoff = nil, minRetry
+			retry.Stop()
+			if e.onConfig(ctx, doc) {
+				retryDoc = doc
+				retry.Reset(backoff)
+			}
+		case <-retry.C:
+			if retryDoc != nil && e.onConfig(ctx, retryDoc) {
+				backoff = min(2*backoff, maxRetry)
+				retry.Reset(backoff)
+			} else {
+				retryDoc = nil
+			}
 		}
 	}
 }
 
+// Backoff bounds for retrying a config refused at apply time.
+const (
+	minRetry = 2 * time.Second
+	maxRetry = time.Minute
+)
+
 // onConfig parses, validates and applies one document; on any failure the
-// previous config keeps serving and the reason goes to config_error.
-func (e *Engine) onConfig(ctx context.Context, doc []byte) {
+// previous config keeps serving and the reason goes to config_error. It
+// reports whether the failure may pass by itself (so a retry makes sense):
+// true for apply-time errors, false for invalid documents and success.
+func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	cfg, err := config.Parse(doc)
 	if err == nil {
 		err = e.checkIdentity(cfg)
 	}
 	if err == nil {
+		retry = true
 		err = e.ensureNode(ctx, cfg)
 	}
 	if err == nil {
@@ -129,13 +158,14 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) {
 		e.metrics.ConfigReloads.WithLabelValues("refused").Inc()
 		e.log.Error("config refused; the previous config keeps serving", "err", err)
 		e.writeConfigError(ctx, err.Error())
-		return
+		return retry
 	}
 	e.current = cfg
 	e.active.Store(true)
 	e.metrics.ConfigReloads.WithLabelValues("applied").Inc()
 	e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)
 	e.writeConfigError(ctx, "")
+	return false
 }
 
 // checkIdentity refuses changes that would need a new tailnet node.

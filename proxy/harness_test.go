@@ -46,9 +46,30 @@ type running struct {
 	cfgPath string // config file (file source only)
 }
 
-// start runs an engine with opts completed for the tailnet; when
-// opts.Source is nil it uses a config file holding cfg.
+// start runs an engine with opts completed for the tailnet (when
+// opts.Source is nil it uses a config file holding cfg), waits until it is
+// ready and starts a client node.
 func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Options) *running {
+	t.Helper()
+	r := startEngine(t, tn, cfg, opts)
+	e := r.engine
+	waitFor(t, 60*time.Second, "proxy ready", func() error {
+		if !e.Ready() {
+			return fmt.Errorf("not ready")
+		}
+		return nil
+	})
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	if err := tailnettest.WaitDERP(wctx, e.Node()); err != nil {
+		t.Fatal(err)
+	}
+	r.client = tn.Node(t, "client")
+	return r
+}
+
+// startEngine runs the engine without waiting for it.
+func startEngine(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Options) *running {
 	t.Helper()
 	r := &running{tn: tn, done: make(chan struct{})}
 	if opts.Source == nil {
@@ -81,18 +102,6 @@ func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Optio
 			t.Error("engine did not stop within 30s")
 		}
 	})
-	waitFor(t, 60*time.Second, "proxy ready", func() error {
-		if !e.Ready() {
-			return fmt.Errorf("not ready")
-		}
-		return nil
-	})
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer wcancel()
-	if err := tailnettest.WaitDERP(wctx, e.Node()); err != nil {
-		t.Fatal(err)
-	}
-	r.client = tn.Node(t, "client")
 	return r
 }
 

@@ -157,6 +157,32 @@ func TestSecretConfigAndState(t *testing.T) {
 			t.Fatalf("after refused config: %v", err)
 		}
 	}
+	// A TLS Secret created after the config that names it: refused first,
+	// then applied by the retry without any config change.
+	later := *cfg
+	laterL7 := *cfg.L7
+	laterL7.TLS.SecretName = "later-tls"
+	later.L7 = &laterL7
+	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, &later))
+	waitFor(t, 5*time.Second, "later-tls refused", func() error {
+		msg, _ := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyConfigError)
+		if !strings.Contains(msg, "later-tls not found") {
+			return fmt.Errorf("config_error %q", msg)
+		}
+		return nil
+	})
+	_, err = cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: cert.certPEM, corev1.TLSPrivateKeyKey: cert.keyPEM}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "retry applies once the TLS Secret exists", func() error {
+		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyConfigError); ok {
+			return fmt.Errorf("config_error still %q", msg)
+		}
+		return nil
+	})
+
 	// A good config clears config_error.
 	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, cfg))
 	waitFor(t, 5*time.Second, "config_error cleared", func() error {
@@ -185,4 +211,52 @@ func TestSecretConfigAndState(t *testing.T) {
 	if resp, _, err := get(r2.httpsClient(cert.roots), "https://app.example.com/", nil); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("after restart: %v %v", err, resp)
 	}
+}
+
+// A first config whose auth key control rejects is refused with a precise
+// config_error and the proxy stays up (not ready); the next config with a
+// good key logs in and clears the error.
+func TestBadAuthKeyThenGoodKey(t *testing.T) {
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	tn := tailnettest.New(t, tailnettest.WithAuthKey("tskey-good"))
+	backend := echoBackend(t, "a")
+	cfg := newConfig(tn, "auth-proxy", config.RoleIngressL7)
+	cfg.AuthKey = "tskey-wrong"
+	b := backendOf("a", backend)
+	cfg.L7 = &config.L7{PlainHTTP: true, DefaultBackend: &b}
+	putConfig(t, cs, ns, "auth-proxy-0", mustJSON(t, cfg))
+	st, err := kubestate.New(ctx, cs, ns, "auth-proxy-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &configwatch.Secret{Client: cs, Namespace: ns, Name: "auth-proxy-0", Key: config.SecretKey, Log: testLogger(t)}
+	r := startEngine(t, tn, nil, Options{Source: src, State: st, Status: st, Kube: cs, Namespace: ns, LocalAddr: "127.0.0.1:0"})
+	waitFor(t, 60*time.Second, "login refusal in config_error", func() error {
+		msg, _ := stateKey(t, cs, ns, "auth-proxy-0", kubestate.KeyConfigError)
+		if !strings.Contains(msg, `tailnet login as "auth-proxy" failed`) {
+			return fmt.Errorf("config_error %q", msg)
+		}
+		return nil
+	})
+	if r.engine.Ready() {
+		t.Fatal("ready without a login")
+	}
+	resp, err := http.Get("http://" + r.engine.LocalAddr() + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz before login: %v %v, want 503", err, resp)
+	}
+	resp.Body.Close()
+	cfg.AuthKey = "tskey-good"
+	putConfig(t, cs, ns, "auth-proxy-0", mustJSON(t, cfg))
+	waitFor(t, 60*time.Second, "ready with the good key", func() error {
+		if !r.engine.Ready() {
+			return fmt.Errorf("not ready")
+		}
+		if msg, ok := stateKey(t, cs, ns, "auth-proxy-0", kubestate.KeyConfigError); ok {
+			return fmt.Errorf("config_error still %q", msg)
+		}
+		return nil
+	})
 }
