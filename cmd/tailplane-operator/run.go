@@ -33,6 +33,7 @@ const (
 	envLeaderElection = "TAILPLANE_LEADER_ELECTION" // default true
 	envWorkers        = "TAILPLANE_WORKERS"         // default 4
 	envWatchNamespace = "TAILPLANE_WATCH_NAMESPACE" // serve one namespace only; default all
+	envKubeQPS        = "TAILPLANE_KUBE_QPS"        // API requests/s per client (burst twice that); default 100
 	envPodIP          = "POD_IP"
 	envPodName        = "POD_NAME"
 	envKubeconfig     = "KUBECONFIG"
@@ -66,6 +67,13 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	cfg, err := kubeConfig(getenv(envKubeconfig))
 	if err != nil {
 		return err
+	}
+	if v := getenv(envKubeQPS); v != "" {
+		qps, err := strconv.Atoi(v)
+		if err != nil || qps < 1 {
+			return fmt.Errorf("%s: %q is not a positive number", envKubeQPS, v)
+		}
+		cfg.QPS, cfg.Burst = float32(qps), 2*qps
 	}
 	rs, err := runtimeSettings(getenv, s.Namespace, logger)
 	if err != nil {

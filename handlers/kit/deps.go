@@ -67,6 +67,9 @@ type Deps struct {
 	syncers   map[string][]SyncFunc
 	locks     keyedLocks
 	claimLock sync.Mutex
+	applied   appliedCache
+	stateMu   sync.Mutex
+	lastState map[string]string // state Secret -> fingerprint of its device keys
 	claims    map[string]string // hostname -> parent key
 	claimed   map[string]string // parent key -> hostname
 }

@@ -2,6 +2,8 @@ package kit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -188,9 +190,20 @@ func (d *Deps) apply(ctx context.Context, obj any) error {
 	unstructured.RemoveNestedField(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	key := gvr.String() + "/" + u.GetNamespace() + "/" + u.GetName()
+	body, err := json.Marshal(u.Object)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	sum := sha256.Sum256(body)
+	if d.applied.fresh(key, sum) {
+		return nil
+	}
 	if _, err := runtime.Apply(ctx, d.Dyn, gvr, u, FieldManager); err != nil {
+		d.applied.forget(key)
 		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
+	d.applied.remember(key, sum)
 	return nil
 }
 
@@ -257,6 +270,7 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 		ignoreNotFound(d.Kube.RbacV1().RoleBindings(ns).Delete(ctx, names.Base, opts)),
 		ignoreNotFound(d.Kube.RbacV1().Roles(ns).Delete(ctx, names.Base, opts)),
 		ignoreNotFound(d.Kube.CoreV1().ServiceAccounts(ns).Delete(ctx, names.Base, opts)))
+	d.applied.forgetProxy(ns, names.Base)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("delete proxy %s: %w", names.Base, err)
 	}

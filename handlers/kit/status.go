@@ -50,11 +50,19 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 }
 
 // SetMark sets or removes (role "") AnnotationProxy on a parent. Inside the
-// parent's own handler it also goes into the cycle's patch (p non-nil), so
-// that the runtime does not see its own change as a user's update.
+// parent's own handler (p non-nil) it goes into the cycle's patch, written
+// when the handler ends; otherwise it is patched at once.
 func (d *Deps) SetMark(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, role string, p *runtime.Patch) error {
 	cur, has := obj.GetAnnotations()[AnnotationProxy]
 	if (role == "" && !has) || (role != "" && cur == role) {
+		return nil
+	}
+	if p != nil {
+		if role == "" {
+			p.RemoveAnnotation(AnnotationProxy)
+		} else {
+			p.SetAnnotation(AnnotationProxy, role)
+		}
 		return nil
 	}
 	var value any = role
@@ -64,13 +72,6 @@ func (d *Deps) SetMark(ctx context.Context, gvr schema.GroupVersionResource, obj
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationProxy: value}}})
 	if _, err := d.Dyn.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("mark %s/%s: %w", obj.GetNamespace(), obj.GetName(), ignoreNotFound(err))
-	}
-	if p != nil {
-		if role == "" {
-			p.RemoveAnnotation(AnnotationProxy)
-		} else {
-			p.SetAnnotation(AnnotationProxy, role)
-		}
 	}
 	return nil
 }

@@ -1,0 +1,67 @@
+package kit
+
+import (
+	"strings"
+	"sync"
+	"time"
+)
+
+// appliedTTL is how long an identical server-side apply is skipped. A parent
+// is typically handled several times within seconds of its creation (its own
+// cycle, its proxy's first state); re-sending unchanged objects then only
+// costs API calls. After the TTL an apply is sent again, which also repairs
+// objects changed or deleted behind the operator's back.
+const appliedTTL = time.Minute
+
+// appliedCache remembers the digest of the last apply of each object.
+type appliedCache struct {
+	mu sync.Mutex
+	m  map[string]appliedEntry
+}
+
+type appliedEntry struct {
+	sum [32]byte
+	at  time.Time
+}
+
+func (c *appliedCache) fresh(key string, sum [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	return ok && e.sum == sum && time.Since(e.at) < appliedTTL
+}
+
+func (c *appliedCache) remember(key string, sum [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]appliedEntry{}
+	}
+	now := time.Now()
+	if len(c.m) > 4096 { // drop stale entries so the map stays small
+		for k, e := range c.m {
+			if now.Sub(e.at) >= appliedTTL {
+				delete(c.m, k)
+			}
+		}
+	}
+	c.m[key] = appliedEntry{sum: sum, at: now}
+}
+
+func (c *appliedCache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+// forgetProxy forgets every object of one proxy (named base or base-*, in
+// namespace ns) after it was deleted, so that a new one is applied in full.
+func (c *appliedCache) forgetProxy(ns, base string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if strings.Contains(k, "/"+ns+"/"+base) {
+			delete(c.m, k)
+		}
+	}
+}
