@@ -56,6 +56,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 25 * time.Second
 	}
+	if opts.TLSRefreshInterval == 0 {
+		opts.TLSRefreshInterval = time.Minute
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
@@ -109,6 +112,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	tlsRefresh := time.NewTicker(e.opts.TLSRefreshInterval)
+	defer tlsRefresh.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -121,6 +126,9 @@ func (e *Engine) Run(ctx context.Context) error {
 				retryDoc = doc
 				retry.Reset(backoff)
 			}
+		case <-tlsRefresh.C:
+			// In this loop, so it never races with applying a new config.
+			e.refreshTLSSecret(ctx)
 		case <-retry.C:
 			if retryDoc != nil && e.onConfig(ctx, retryDoc) {
 				backoff = min(2*backoff, maxRetry)

@@ -83,7 +83,7 @@ func TestSecretConfigAndState(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := &configwatch.Secret{Client: cs, Namespace: ns, Name: "kube-proxy-0", Key: config.SecretKey, Log: testLogger(t)}
-		return start(t, tn, nil, Options{Source: src, State: st, Status: st, Kube: cs, Namespace: ns})
+		return start(t, tn, nil, Options{Source: src, State: st, Status: st, Kube: cs, Namespace: ns, TLSRefreshInterval: 100 * time.Millisecond})
 	}
 	r := startWithSecret()
 	c := r.httpsClient(cert.roots)
@@ -211,6 +211,22 @@ func TestSecretConfigAndState(t *testing.T) {
 	if resp, _, err := get(r2.httpsClient(cert.roots), "https://app.example.com/", nil); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("after restart: %v %v", err, resp)
 	}
+
+	// A renewed certificate in the TLS Secret is served without a config change.
+	renewed := newTestCert(t, "app.example.com")
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "app-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey] = renewed.certPEM, renewed.keyPEM
+	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	renewedClient := r2.httpsClient(renewed.roots)
+	waitFor(t, 10*time.Second, "renewed certificate served", func() error {
+		_, _, err := get(renewedClient, "https://app.example.com/", nil)
+		return err
+	})
 }
 
 // A first config whose auth key control rejects is refused with a precise

@@ -46,6 +46,10 @@ type Options struct {
 	PublicAddr string
 	// DrainTimeout bounds the graceful drain after the context ends.
 	DrainTimeout time.Duration
+	// TLSRefreshInterval is how often a kubernetes.io/tls Secret in use is
+	// re-read, so renewed certificates are served without a config change.
+	// Default one minute.
+	TLSRefreshInterval time.Duration
 
 	// ExtraRouters run after the routing table, in order, on every L7
 	// request (e.g. the WASM plugin host). Each sees the previous decision.

@@ -67,3 +67,19 @@ func (e *Engine) tlsConfig() *tls.Config {
 		},
 	}
 }
+
+// refreshTLSSecret re-reads the current config's TLS Secret and serves its
+// key pair from now on. A Secret that became unusable is logged and the
+// certificate already loaded keeps serving.
+func (e *Engine) refreshTLSSecret(ctx context.Context) {
+	cur := e.current
+	if cur == nil || cur.L7 == nil || cur.L7.TLS.EffectiveMode() != config.TLSSecret {
+		return
+	}
+	src, err := e.loadCertSource(ctx, cur.L7.TLS)
+	if err != nil {
+		e.log.Warn("cannot refresh the TLS certificate; keeping the loaded one", "err", err)
+		return
+	}
+	e.certs.Store(&src)
+}
