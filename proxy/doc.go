@@ -1,6 +1,12 @@
 // Package proxy is tailplane-proxy's engine: a tsnet node (userspace
-// WireGuard; no TUN, no privileges) that serves L7 HTTPS ingress, L4 TCP/UDP
-// ingress, egress and connector roles, configured live from a Secret.
+// WireGuard; no TUN, no privileges) that serves the L7 HTTPS ingress, L4
+// TCP/UDP ingress and egress roles, configured live from a Secret or a file
+// (proxy/config), with its state in a Secret (proxy/kubestate).
+//
+// Engine.Run applies each config document atomically: listeners that stay
+// are kept, routes and targets swap, and anything that fails leaves the
+// previous config serving. L7 requests go through a chain of route.Router:
+// the routing table (proxy/routetable) first, then Options.ExtraRouters.
 //
 // It may import tailscale.com, client-go, plugins/ and its own sub-packages;
 // never handlers/ or runtime/.
