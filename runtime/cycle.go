@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/charmbracelet/log"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -154,7 +152,6 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 
 // runSteps runs the due steps in registration order.
 func (o *Operator) runSteps(ctx context.Context, c *cycle) {
-	var logger *log.Logger // made on first use: most cycles run nothing
 	for _, s := range c.steps {
 		p := c.st.progress[s.h.id]
 		if p.finished() {
@@ -170,10 +167,7 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 			c.stopped = true
 			return
 		}
-		if logger == nil {
-			logger = o.objectLogger(c.key)
-		}
-		if !o.runStep(ctx, c, s, &p, logger) {
+		if !o.runStep(ctx, c, s, &p) {
 			c.stopped = true
 			return
 		}

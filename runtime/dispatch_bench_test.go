@@ -18,8 +18,8 @@ import (
 )
 
 // BenchmarkDispatch measures the runtime's own cost per event, in memory:
-// informer notification, queue, cause detection, filters, the handler call
-// and building the merged patch. The patch is not sent (no API call) and the
+// informer notification, queue, cause detection, filters, the handler call,
+// logging, Events and building the merged patch. The patch is not sent (no API call) and the
 // handler does nothing but add one annotation.
 func BenchmarkDispatch(b *testing.B) {
 	b.Run("events=all", func(b *testing.B) { benchDispatch(b, false) })
@@ -41,9 +41,12 @@ func benchDispatch(b *testing.B, quiet bool) {
 	op.OnUpdate(gvr, "other", func(context.Context, *Event) (any, error) { return nil, nil }, Label("app", "db"))
 	// Events go to a sink that drops them: the recorder's cost stays in the
 	// measurement, the network does not.
+	close(op.eventsDone)
 	op.events.Shutdown()
 	op.events, op.recorder = newRecorderTo(dropEvents{}, "bench")
-	defer op.events.Shutdown()
+	op.eventsDone = make(chan struct{})
+	go op.postEvents(op.eventsDone)
+	defer func() { close(op.eventsDone); op.events.Shutdown() }()
 	sent := 0
 	op.send = func(_ context.Context, _ Key, body []byte, _ ...string) (*unstructured.Unstructured, error) {
 		sent += len(body)
@@ -52,7 +55,9 @@ func benchDispatch(b *testing.B, quiet bool) {
 	src := op.sourceList[0]
 	src.informer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	src.stop = make(chan struct{})
-	const objects = 1000
+	// Every event is a new object, as in a burst of creations (repeating
+	// objects would also make client-go's event correlator aggregate).
+	objects := b.N
 	objs := make([]*unstructured.Unstructured, objects)
 	for i := range objs {
 		objs[i] = benchObject(gvr, i)

@@ -33,3 +33,36 @@ func newRecorderTo(sink record.EventSink, component string) (record.EventBroadca
 func (o *Operator) Post(obj *unstructured.Unstructured, eventType, reason, message string) {
 	o.recorder.Event(obj, eventType, reason, message)
 }
+
+// pending is an Event waiting for the poster goroutine.
+type pending struct {
+	ref                 *corev1.ObjectReference
+	typ, reason, format string
+	args                []any
+}
+
+// post queues an Event about obj. Formatting it and handing it to the
+// recorder happen on the poster goroutine, off the workers' path; when the
+// queue is full the Event is dropped, as client-go's recorder does.
+func (o *Operator) post(obj *unstructured.Unstructured, typ, reason, format string, args ...any) {
+	ref := &corev1.ObjectReference{
+		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
+		Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+	}
+	select {
+	case o.eventQueue <- pending{ref: ref, typ: typ, reason: reason, format: format, args: args}:
+	default:
+	}
+}
+
+// postEvents runs until done is closed.
+func (o *Operator) postEvents(done <-chan struct{}) {
+	for {
+		select {
+		case e := <-o.eventQueue:
+			o.recorder.Eventf(e.ref, e.typ, e.reason, e.format, e.args...)
+		case <-done:
+			return
+		}
+	}
+}

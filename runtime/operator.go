@@ -54,8 +54,11 @@ type Operator struct {
 	queue    workqueue.TypedRateLimitingInterface[Key]
 	metrics  *metrics
 	recorder record.EventRecorder
-	events   record.EventBroadcaster
-	send     func(ctx context.Context, k Key, body []byte, subresources ...string) (*unstructured.Unstructured, error)
+	// eventQueue feeds postEvents; eventsDone stops it.
+	eventQueue chan pending
+	eventsDone chan struct{}
+	events     record.EventBroadcaster
+	send       func(ctx context.Context, k Key, body []byte, subresources ...string) (*unstructured.Unstructured, error)
 
 	mu         sync.Mutex // guards registration
 	errs       []error
@@ -138,6 +141,8 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 	o.send = o.patchAPI
 	o.metrics = newMetrics(o)
 	o.events, o.recorder = newRecorder(kube, s.Component)
+	o.eventQueue, o.eventsDone = make(chan pending, 1000), make(chan struct{})
+	go o.postEvents(o.eventsDone)
 	return o, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,6 +33,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 	defer srv.shutdown()
 	defer o.events.Shutdown()
+	defer close(o.eventsDone)
 	le := o.settings.LeaderElection
 	if le == nil {
 		o.leading.Store(true)
@@ -46,7 +48,11 @@ func (o *Operator) Run(ctx context.Context) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
 	var runErr error
-	var lost bool
+	var lost atomic.Bool
+	// client-go runs OnStartedLeading in a goroutine of its own and does not
+	// wait for it: activeDone lets Run return only after the shutdown.
+	activeDone := make(chan struct{})
+	var started atomic.Bool
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration,
@@ -56,12 +62,14 @@ func (o *Operator) Run(ctx context.Context) error {
 		Name:            le.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
+				defer close(activeDone)
+				started.Store(true)
 				o.log.Info("leading", "identity", le.Identity)
 				o.leading.Store(true)
 				runErr = o.runActive(ctx)
 			},
 			OnStoppedLeading: func() {
-				lost = o.leading.Swap(false)
+				lost.Store(o.leading.Swap(false))
 				o.log.Info("stopped leading", "identity", le.Identity)
 			},
 		},
@@ -70,10 +78,13 @@ func (o *Operator) Run(ctx context.Context) error {
 		return fmt.Errorf("runtime: leader election: %w", err)
 	}
 	elector.Run(ctx)
+	if started.Load() {
+		<-activeDone
+	}
 	if runErr != nil {
 		return runErr
 	}
-	if lost && ctx.Err() == nil {
+	if lost.Load() && ctx.Err() == nil {
 		return errors.New("runtime: leadership lost")
 	}
 	return nil

@@ -13,8 +13,11 @@ import (
 
 // runStep runs one handler attempt and records its outcome in p. It returns
 // false when the attempt was interrupted by shutdown (nothing recorded).
-func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, logger *log.Logger) bool {
+func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) bool {
 	h := s.h
+	// One logger per step, with the object's key and the handler id: it is
+	// both the handler's Event.Log and the runtime's voice about the step.
+	logger := o.log.With("key", c.key.String(), "handler", h.id)
 	now := time.Now()
 	if p.Started == 0 {
 		p.Started = now.UnixMilli()
@@ -33,7 +36,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, l
 	ev := &Event{
 		Cause: s.cause, HandlerID: h.id, Resource: c.key.Resource, Object: c.obj,
 		Old: s.old, New: s.new, Retry: p.Retries, Started: started,
-		Log: logger.With("handler", h.id), Patch: &c.patch, op: o, key: c.key,
+		Log: logger, Patch: &c.patch, op: o, key: c.key,
 	}
 	result, err := call(hctx, h.fn, ev)
 	res := c.key.Resource.String()
@@ -52,13 +55,13 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, l
 			c.results[h.id] = result
 		}
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "success").Inc()
-		logger.Info("handler succeeded", "handler", h.id, "cause", s.cause.String())
+		logger.Info("handler succeeded", "cause", s.cause.String())
 		if !o.settings.QuietSuccess {
-			o.recorder.Eventf(c.obj, corev1.EventTypeNormal, ReasonHandled, "Handler %q succeeded (%s).", h.id, s.cause)
+			o.post(c.obj, corev1.EventTypeNormal, ReasonHandled, "Handler %q succeeded (%s).", h.id, s.cause)
 		}
 	case ctx.Err() != nil:
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "interrupted").Inc()
-		logger.Warn("handler interrupted by shutdown", "handler", h.id)
+		logger.Warn("handler interrupted by shutdown")
 		return false
 	case h.timeout > 0 && errors.Is(hctx.Err(), context.DeadlineExceeded):
 		o.fail(c, s, p, fmt.Errorf("%w after %s: %v", ErrTimeout, h.timeout, err), logger)
@@ -79,8 +82,8 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, l
 		p.Message = truncate(err.Error(), maxMessage)
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, outcome).Inc()
 		o.metrics.retries.WithLabelValues(res, h.id).Inc()
-		logger.Warn("handler failed, will retry", "handler", h.id, "retry", p.Retries, "delay", delay, "err", err)
-		o.recorder.Eventf(c.obj, corev1.EventTypeWarning, ReasonRetry, "Handler %q failed, retry %d in %s: %s",
+		logger.Warn("handler failed, will retry", "retry", p.Retries, "delay", delay, "err", err)
+		o.post(c.obj, corev1.EventTypeWarning, ReasonRetry, "Handler %q failed, retry %d in %s: %s",
 			h.id, p.Retries, delay, p.Message)
 	}
 	return true
@@ -90,8 +93,8 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress, l
 func (o *Operator) fail(c *cycle, s step, p *progress, err error, logger *log.Logger) {
 	*p = progress{Failure: true, Started: p.Started, Retries: p.Retries, Message: truncate(err.Error(), maxMessage)}
 	o.metrics.handlerOutcomes.WithLabelValues(c.key.Resource.String(), s.h.id, "permanent").Inc()
-	logger.Error("handler failed permanently", "handler", s.h.id, "cause", s.cause.String(), "err", err)
-	o.recorder.Eventf(c.obj, corev1.EventTypeWarning, ReasonFailed, "Handler %q failed permanently: %s", s.h.id, p.Message)
+	logger.Error("handler failed permanently", "cause", s.cause.String(), "err", err)
+	o.post(c.obj, corev1.EventTypeWarning, ReasonFailed, "Handler %q failed permanently: %s", s.h.id, p.Message)
 }
 
 // backoff is the delay before retry n (1-based) after a plain error.
