@@ -134,6 +134,20 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	// allowedSourceRanges that exclude the client shut it out at once.
+	cfg.AllowedSourceRanges = []string{"10.0.0.0/8"}
+	writeConfig(t, r.cfgPath, cfg)
+	waitFor(t, 10*time.Second, "client refused by allowedSourceRanges", func() error {
+		c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(5432))
+		if err != nil {
+			return nil // refused outright is fine too
+		}
+		got, _ := halfCloseRoundTrip(c, "ping")
+		if got != "" {
+			return fmt.Errorf("still served: %q", got)
+		}
+		return nil
+	})
 	// Idle UDP flows are closed after the idle timeout.
 	waitFor(t, 10*time.Second, "udp flow reaped", func() error {
 		if v := gaugeValue(t, r.engine, "tailplane_proxy_active_connections", "l4"); v != 0 {
@@ -154,13 +168,39 @@ func TestEgressToTailnetTarget(t *testing.T) {
 	}
 	tcpHalfCloseServer(t, ln)
 	ip4, _ := target.TailscaleIPs()
-	p1, p2 := freePort(t), freePort(t)
+	udpLn, err := target.ListenPacket("udp", net.JoinHostPort(ip4.String(), "53"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udpLn.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := udpLn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			udpLn.WriteTo(append([]byte("echo:"), buf[:n]...), from)
+		}
+	}()
+	p1, p2, p3 := freePort(t), freePort(t), freePort(t)
 	cfg := newConfig(tn, "egress-proxy", config.RoleEgress)
 	cfg.Egress = &config.Egress{Targets: []config.EgressTarget{
 		{FQDN: tailnettest.FQDN("db") + ".", Ports: []config.PortMap{{Port: p1, TargetPort: 5432}}},
-		{IP: ip4.String(), Ports: []config.PortMap{{Port: p2, TargetPort: 5432}}},
+		{IP: ip4.String(), Ports: []config.PortMap{{Port: p2, TargetPort: 5432}, {Protocol: config.UDP, Port: p3, TargetPort: 53}}},
 	}}
 	start(t, tn, cfg, Options{EgressHost: "127.0.0.1"})
+	waitFor(t, 20*time.Second, "udp egress", func() error {
+		c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", p3))
+		if err != nil {
+			return err
+		}
+		got, err := udpRoundTrip(c, "query")
+		if err != nil || got != "echo:query" {
+			return fmt.Errorf("got %q, %v", got, err)
+		}
+		return nil
+	})
 	for _, p := range []int{p1, p2} {
 		addr := fmt.Sprintf("127.0.0.1:%d", p)
 		waitFor(t, 20*time.Second, "egress via "+addr, func() error {

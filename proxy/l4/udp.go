@@ -3,6 +3,7 @@ package l4
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,8 @@ func (r *Relay) ServeUDP(ctx context.Context, pc net.PacketConn, target TargetFu
 	for {
 		n, src, err := pc.ReadFrom(buf)
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+			// tsnet reports a closed packet listener as EOF.
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) && ctx.Err() == nil {
 				r.log.Warn("udp read failed; listener stopped", "listener", pc.LocalAddr(), "err", err)
 			}
 			return
