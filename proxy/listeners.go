@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/charmbracelet/log"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/proxy/config"
@@ -269,8 +270,9 @@ func (e *Engine) serveHTTP(ln net.Listener, h http.Handler) *listenerHandle {
 		ConnContext:       l7.ConnContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		ErrorLog:          nil,
-		Protocols:         new(http.Protocols),
+		// TLS handshake failures and client resets are routine; keep them at debug.
+		ErrorLog:  e.log.StandardLog(log.StandardLogOptions{ForceLevel: log.DebugLevel}),
+		Protocols: new(http.Protocols),
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)

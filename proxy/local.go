@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/charmbracelet/log"
 )
 
 // startLocal serves /healthz and /metrics on Options.LocalAddr (if set).
@@ -22,7 +24,8 @@ func (e *Engine) startLocal() (*http.Server, error) {
 		}
 	})
 	mux.Handle("/metrics", e.metrics.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: e.log.StandardLog(log.StandardLogOptions{ForceLevel: log.DebugLevel})}
 	if e.opts.LocalAddr == "" {
 		return srv, nil
 	}
