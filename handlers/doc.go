@@ -10,5 +10,7 @@
 // auth keys, cleanup, conditions, the resync queue).
 //
 // Handlers may import runtime/, crds/, internal/tailnet and proxy/config;
-// never the rest of proxy/ or plugins/.
+// never the rest of proxy/. Of plugins/, only handlers/plugin imports
+// plugins/host (to compile a RoutingPlugin's module, never to run it),
+// plugins/abi and plugins/source (to fetch the module).
 package handlers

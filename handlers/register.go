@@ -5,6 +5,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclassready"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/runtime"
@@ -19,4 +20,5 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	ingress.Register(op, d)
 	ingressclass.Register(op, d)
 	proxyclassready.Register(op, d)
+	plugin.Register(op, d)
 }

@@ -15,8 +15,10 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -182,7 +184,11 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, err.Error())
 		return err
 	}
-	objs, problems, err := Render(&ing, s, lookup, m.d.Backend.LoginServer(), key)
+	plugins, pluginSecrets, err := m.plugins(ctx, &ing)
+	if err != nil {
+		return err
+	}
+	objs, problems, err := RenderWithPlugins(&ing, s, lookup, m.d.Backend.LoginServer(), key, plugins, pluginSecrets)
 	m.post(&ing, problems)
 	if err != nil {
 		return err
@@ -201,6 +207,26 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		return err
 	}
 	return m.setStatus(ctx, &ing, ps.Device)
+}
+
+// plugins are the accepted RoutingPlugins of the Ingress's namespace that
+// target it.
+func (m *module) plugins(ctx context.Context, ing *networkingv1.Ingress) ([]config.Plugin, []string, error) {
+	list, err := m.d.Dyn.Resource(kit.RoutingPlugins).Namespace(ing.Namespace).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil // the CRD is not installed
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list RoutingPlugins in %s: %w", ing.Namespace, err)
+	}
+	var rps []*plugin.RoutingPlugin
+	for i := range list.Items {
+		if rp, err := plugin.Decode(&list.Items[i]); err == nil {
+			rps = append(rps, rp)
+		}
+	}
+	p, secrets := plugin.ForProxy(rps, "Ingress", ing.Namespace, ing.Name, ing.Labels, m.d.Settings.Namespace)
+	return p, secrets, nil
 }
 
 func (m *module) post(ing *networkingv1.Ingress, problems []Problem) {

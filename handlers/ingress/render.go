@@ -51,10 +51,18 @@ func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup
 // servable backend it returns ErrNoValidBackends (and the NoValidBackends
 // Event) and no objects.
 func Render(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup, loginServer, authKey string) (*proxyset.Objects, []Problem, error) {
+	return RenderWithPlugins(ing, s, lookup, loginServer, authKey, nil, nil)
+}
+
+// RenderWithPlugins is Render for an Ingress targeted by routing plugins:
+// their config entries go into the proxy config, in order, and the Secrets
+// holding their modules (in the operator namespace) into the proxy's Role.
+func RenderWithPlugins(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup, loginServer, authKey string, plugins []config.Plugin, pluginSecrets []string) (*proxyset.Objects, []Problem, error) {
 	cfg, problems, err := Config(ing, s, lookup, loginServer, authKey)
 	if err != nil {
 		return nil, problems, err
 	}
+	cfg.Plugins = plugins
 	spec := proxyset.Spec{
 		Parent:    proxyset.Parent{Type: proxyset.ParentIngress, Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID},
 		Namespace: s.Namespace,
@@ -64,6 +72,7 @@ func Render(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup
 	if customTLS(ing) {
 		spec.ExtraSecrets = []string{TLSSecretName(ing)}
 	}
+	spec.ExtraSecrets = append(spec.ExtraSecrets, pluginSecrets...)
 	objs, err := proxyset.Render(spec)
 	if err != nil {
 		return nil, problems, fmt.Errorf("render proxy for Ingress %s/%s: %w", ing.Namespace, ing.Name, err)

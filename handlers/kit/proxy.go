@@ -181,6 +181,11 @@ func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alp
 	return nil
 }
 
+// Apply server-side applies one typed object (TypeMeta set) under the
+// operator's field manager, skipping an identical apply sent within the last
+// minute.
+func (d *Deps) Apply(ctx context.Context, obj any) error { return d.apply(ctx, obj) }
+
 // apply server-side applies one typed object (TypeMeta set).
 func (d *Deps) apply(ctx context.Context, obj any) error {
 	u, gvr, err := ToUnstructured(obj)

@@ -1,0 +1,279 @@
+package plugin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/source"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// Condition types and reasons on a RoutingPlugin.
+const (
+	ConditionAccepted = "Accepted"
+	ConditionReady    = "Ready"
+
+	ReasonCompiled       = "Compiled"
+	ReasonSourceNotFound = "SourceNotFound"
+	ReasonSHA256Mismatch = "SHA256Mismatch"
+	ReasonInvalidModule  = "InvalidModule"
+	ReasonCompileFailed  = "CompileFailed"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonNotAccepted    = "NotAccepted"
+	ReasonNoTargets      = "NoTargets"
+	ReasonWaiting        = "WaitingForProxies"
+	ReasonLoaded         = "Loaded"
+	ReasonLoadFailed     = "LoadFailed"
+)
+
+// ModuleKey is the key of the module (gzip) in the operator's copy Secret.
+const ModuleKey = "module.wasm.gz"
+
+// KeyPluginStatus is the state Secret key where a proxy reports its plugins:
+// a JSON list of ProxyReport.
+const KeyPluginStatus = "plugin_status"
+
+// ProxyReport is one plugin as a proxy reports it (plugins.Status).
+type ProxyReport struct {
+	Name   string `json:"name"`
+	Loaded bool   `json:"loaded"`
+	SHA256 string `json:"sha256,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// RoutingPlugin is the part of the object the operator reads.
+type RoutingPlugin struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              Spec   `json:"spec"`
+	Status            Status `json:"status"`
+}
+
+// Spec mirrors the CRD's spec.
+type Spec struct {
+	Module struct {
+		ConfigMapKeyRef *KeyRef `json:"configMapKeyRef,omitempty"`
+		SecretKeyRef    *KeyRef `json:"secretKeyRef,omitempty"`
+		SHA256          string  `json:"sha256,omitempty"`
+	} `json:"module"`
+	Config        json.RawMessage     `json:"config,omitempty"`
+	Order         int                 `json:"order"`
+	FailurePolicy string              `json:"failurePolicy,omitempty"`
+	Timeout       string              `json:"timeout,omitempty"`
+	MemoryLimit   *intstr.IntOrString `json:"memoryLimit,omitempty"`
+	PoolSize      int                 `json:"poolSize,omitempty"`
+	Capabilities  []string            `json:"capabilities,omitempty"`
+	Env           []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"env,omitempty"`
+	Targets struct {
+		TargetRefs []struct {
+			Kind string `json:"kind"`
+			Name string `json:"name"`
+		} `json:"targetRefs,omitempty"`
+		Selectors []struct {
+			Kind                 string `json:"kind"`
+			metav1.LabelSelector `json:",inline"`
+		} `json:"selectors,omitempty"`
+	} `json:"targets"`
+}
+
+// KeyRef names a key of a ConfigMap or Secret.
+type KeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Status mirrors the CRD's status.
+type Status struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	SHA256             string             `json:"sha256,omitempty"`
+	Size               int64              `json:"size,omitempty"`
+	LoadedBy           []LoadedBy         `json:"loadedBy,omitempty"`
+}
+
+// LoadedBy is one proxy running the plugin.
+type LoadedBy struct {
+	Proxy  string `json:"proxy"`
+	SHA256 string `json:"sha256,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Decode reads a RoutingPlugin from an unstructured object.
+func Decode(u *unstructured.Unstructured) (*RoutingPlugin, error) {
+	rp := &RoutingPlugin{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rp); err != nil {
+		return nil, fmt.Errorf("decode RoutingPlugin %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return rp, nil
+}
+
+// Source is where the module lives.
+func (rp *RoutingPlugin) Source() source.Ref {
+	ref := source.Ref{Namespace: rp.Namespace, SHA256: rp.Spec.Module.SHA256}
+	switch m := rp.Spec.Module; {
+	case m.ConfigMapKeyRef != nil:
+		ref.Kind, ref.Name, ref.Key = source.ConfigMap, m.ConfigMapKeyRef.Name, m.ConfigMapKeyRef.Key
+	case m.SecretKeyRef != nil:
+		ref.Kind, ref.Name, ref.Key = source.Secret, m.SecretKeyRef.Name, m.SecretKeyRef.Key
+	}
+	return ref
+}
+
+// Accepted reports whether the current generation compiled.
+func (rp *RoutingPlugin) Accepted() bool {
+	for _, c := range rp.Status.Conditions {
+		if c.Type == ConditionAccepted {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == rp.Generation && rp.Status.SHA256 != ""
+		}
+	}
+	return false
+}
+
+// HostConfig is the plugin as the proxies' host loads it (module included).
+func HostConfig(rp *RoutingPlugin, module []byte) (host.Config, error) {
+	cfg := host.Config{
+		Name: rp.Namespace + "/" + rp.Name, Module: module, SHA256: rp.Spec.Module.SHA256,
+		PluginConfig: rp.Spec.Config, FailurePolicy: host.FailurePolicy(rp.Spec.FailurePolicy), PoolSize: rp.Spec.PoolSize,
+	}
+	for _, c := range rp.Spec.Capabilities {
+		cfg.Capabilities = append(cfg.Capabilities, abi.Capability(c))
+	}
+	if rp.Spec.Timeout != "" {
+		d, err := time.ParseDuration(rp.Spec.Timeout)
+		if err != nil {
+			return cfg, fmt.Errorf("spec.timeout: %w", err)
+		}
+		cfg.Timeout = d
+	}
+	if m := rp.Spec.MemoryLimit; m != nil {
+		q, err := resource.ParseQuantity(m.String())
+		if err != nil {
+			return cfg, fmt.Errorf("spec.memoryLimit: %w", err)
+		}
+		cfg.MemoryLimit = q.Value()
+	}
+	if len(rp.Spec.Env) > 0 {
+		cfg.Env = map[string]string{}
+		for _, e := range rp.Spec.Env {
+			cfg.Env[e.Name] = e.Value
+		}
+	}
+	return cfg, nil
+}
+
+// Targets reports whether the plugin applies to the object of kind
+// (Ingress or Service) with the given name and labels, in its namespace.
+func Targets(rp *RoutingPlugin, kind, namespace, name string, objLabels map[string]string) bool {
+	if namespace != rp.Namespace {
+		return false
+	}
+	for _, r := range rp.Spec.Targets.TargetRefs {
+		if r.Kind == kind && r.Name == name {
+			return true
+		}
+	}
+	for _, s := range rp.Spec.Targets.Selectors {
+		if s.Kind != kind {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&s.LabelSelector)
+		if err == nil && sel.Matches(labels.Set(objLabels)) {
+			return true
+		}
+	}
+	return false
+}
+
+// CopyName is the name of the module's copy in the operator namespace.
+func CopyName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return "tp-plugin-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// ProxySpec is the JSON a proxy finds in config.Plugin.Spec: everything
+// plugins.Spec needs, with the module fetched from the operator's copy
+// (source.Ref) and pinned to the digest the operator compiled.
+type ProxySpec struct {
+	Source        source.Ref        `json:"source"`
+	Order         int               `json:"order"`
+	FailurePolicy string            `json:"failurePolicy,omitempty"`
+	Timeout       string            `json:"timeout,omitempty"`
+	MemoryLimit   int64             `json:"memoryLimit,omitempty"`
+	PoolSize      int               `json:"poolSize,omitempty"`
+	Capabilities  []string          `json:"capabilities,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Config        json.RawMessage   `json:"config,omitempty"`
+}
+
+// ProxyPlugin is the config entry of an accepted plugin for its proxies.
+func ProxyPlugin(rp *RoutingPlugin, operatorNamespace string) (config.Plugin, error) {
+	hc, err := HostConfig(rp, nil)
+	if err != nil {
+		return config.Plugin{}, err
+	}
+	spec := ProxySpec{
+		Source: source.Ref{Kind: source.Secret, Namespace: operatorNamespace, Name: CopyName(rp.Namespace, rp.Name), Key: ModuleKey, SHA256: rp.Status.SHA256},
+		Order:  rp.Spec.Order, FailurePolicy: rp.Spec.FailurePolicy, Timeout: rp.Spec.Timeout, MemoryLimit: hc.MemoryLimit,
+		PoolSize: rp.Spec.PoolSize, Capabilities: rp.Spec.Capabilities, Env: hc.Env, Config: rp.Spec.Config,
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return config.Plugin{}, fmt.Errorf("encode plugin %s: %w", hc.Name, err)
+	}
+	return config.Plugin{Name: hc.Name, Spec: b}, nil
+}
+
+// ForProxy returns the config entries and module copies (Secret names) of
+// the accepted plugins among list that target the object, ordered by
+// (order, name).
+func ForProxy(list []*RoutingPlugin, kind, namespace, name string, objLabels map[string]string, operatorNamespace string) ([]config.Plugin, []string) {
+	var picked []*RoutingPlugin
+	for _, rp := range list {
+		if rp.DeletionTimestamp == nil && rp.Accepted() && Targets(rp, kind, namespace, name, objLabels) {
+			picked = append(picked, rp)
+		}
+	}
+	slices.SortFunc(picked, func(a, b *RoutingPlugin) int {
+		if a.Spec.Order != b.Spec.Order {
+			return a.Spec.Order - b.Spec.Order
+		}
+		return compare(a.Name, b.Name)
+	})
+	var out []config.Plugin
+	var secrets []string
+	for _, rp := range picked {
+		p, err := ProxyPlugin(rp, operatorNamespace)
+		if err != nil {
+			continue // not accepted with a bad spec: Accepted says why
+		}
+		out = append(out, p)
+		secrets = append(secrets, CopyName(rp.Namespace, rp.Name))
+	}
+	return out, secrets
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

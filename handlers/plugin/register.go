@@ -1,0 +1,243 @@
+package plugin
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/source"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// LabelPlugin marks the module copies: "<namespace>.<name>" of the plugin.
+const LabelPlugin = "tailplane.dev/routingplugin"
+
+// statusInterval is how often Ready and loadedBy are refreshed from what the
+// targeted proxies report.
+const statusInterval = 15 * time.Second
+
+type module struct {
+	d *kit.Deps
+
+	mu     sync.Mutex
+	engine *host.Engine // created on first use: compile-only
+}
+
+// Register adds the RoutingPlugin handlers: a new or changed plugin is
+// fetched, compiled (Accepted), copied into the operator namespace and put
+// into its targeted Ingresses' proxy configs; a timer keeps Ready and
+// loadedBy current; delete removes the copy and the plugin from the
+// proxies.
+func Register(op *runtime.Operator, d *kit.Deps) {
+	m := &module{d: d}
+	op.OnCreate(kit.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
+	op.OnUpdate(kit.RoutingPlugins, "routingplugin-update", m.handle, d.Scope()...)
+	op.OnResume(kit.RoutingPlugins, "routingplugin-resume", m.handle, d.Scope()...)
+	op.OnDelete(kit.RoutingPlugins, "routingplugin-cleanup", m.cleanup, d.Scope()...)
+	op.Timer(kit.RoutingPlugins, "routingplugin-status", statusInterval, func(ctx context.Context, ev *runtime.Event) (any, error) {
+		rp, err := Decode(ev.Object)
+		if err != nil || !rp.Accepted() {
+			return nil, err
+		}
+		return nil, m.refreshReady(ctx, rp)
+	}, d.Scope()...)
+	op.OnCleanup(func(ctx context.Context) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.engine != nil {
+			return m.engine.Close(ctx)
+		}
+		return nil
+	})
+}
+
+func (m *module) compile(ctx context.Context, cfg host.Config) error {
+	m.mu.Lock()
+	if m.engine == nil {
+		e, err := host.NewEngine(host.EngineOptions{Logger: m.d.Log})
+		if err != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("plugin host: %w", err)
+		}
+		m.engine = e
+	}
+	e := m.engine
+	m.mu.Unlock()
+	cfg.Prewarm = 1
+	p, err := e.Load(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return p.Close(ctx)
+}
+
+func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
+	rp, err := Decode(ev.Object)
+	if err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	rp.APIVersion, rp.Kind = "tailplane.dev/v1alpha1", "RoutingPlugin"
+	reason, sum, size, err := m.accept(ctx, rp)
+	if err != nil && reason == "" {
+		return nil, err // cluster error: retried
+	}
+	accepted := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
+		Message: fmt.Sprintf("module compiled (%d bytes, sha256 %s)", size, sum), ObservedGeneration: rp.Generation}
+	status := map[string]any{"observedGeneration": rp.Generation}
+	if err != nil {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, reason, err.Error()
+		m.d.Post(rp, corev1.EventTypeWarning, reason, err.Error())
+		ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotAccepted,
+			Message: "the module is not accepted: " + reason, ObservedGeneration: rp.Generation}
+		status["conditions"] = kit.SetCondition(kit.SetCondition(rp.Status.Conditions, accepted), ready)
+	} else {
+		status["conditions"] = kit.SetCondition(rp.Status.Conditions, accepted)
+		status["sha256"], status["size"] = sum, size
+	}
+	// Written now: the Ingresses handled next must see the plugin accepted.
+	if err := m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, status); err != nil {
+		return nil, err
+	}
+	m.resyncIngresses(ctx, rp.Namespace)
+	return nil, nil
+}
+
+// accept fetches, checks and compiles the module and stores its copy. A
+// refusal returns its reason and error; an error with no reason is the
+// cluster's (retried).
+func (m *module) accept(ctx context.Context, rp *RoutingPlugin) (reason, sum string, size int, err error) {
+	cfg, err := HostConfig(rp, nil)
+	if err != nil {
+		return ReasonInvalidSpec, "", 0, err
+	}
+	mod, sum, err := source.Fetch(ctx, m.d.Kube, rp.Source())
+	switch {
+	case errors.Is(err, source.ErrNotFound):
+		return ReasonSourceNotFound, "", 0, err
+	case errors.Is(err, source.ErrSHA256Mismatch):
+		return ReasonSHA256Mismatch, "", 0, err
+	case errors.Is(err, source.ErrTooLarge), errors.Is(err, source.ErrBadGzip):
+		return ReasonInvalidModule, "", 0, err
+	case err != nil:
+		return "", "", 0, fmt.Errorf("fetch module of %s/%s: %w", rp.Namespace, rp.Name, err)
+	}
+	cfg.Module, cfg.SHA256 = mod, sum
+	if err := m.compile(ctx, cfg); err != nil {
+		return ReasonCompileFailed, "", 0, err
+	}
+	var gz bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	_, _ = w.Write(mod)
+	_ = w.Close()
+	copied := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: CopyName(rp.Namespace, rp.Name), Namespace: m.d.Settings.Namespace,
+			Labels: map[string]string{proxyset.LabelManaged: "true", LabelPlugin: rp.Namespace + "." + rp.Name}},
+		Data: map[string][]byte{ModuleKey: gz.Bytes()},
+	}
+	if err := m.d.Apply(ctx, copied); err != nil {
+		return "", "", 0, err
+	}
+	return "", sum, len(mod), nil
+}
+
+func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
+	err := m.d.Kube.CoreV1().Secrets(m.d.Settings.Namespace).Delete(ctx, CopyName(ev.Object.GetNamespace(), ev.Object.GetName()), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("delete module copy: %w", err)
+	}
+	m.resyncIngresses(ctx, ev.Object.GetNamespace())
+	return nil, nil
+}
+
+// resyncIngresses re-handles the Ingresses of a namespace (each one picks
+// the plugins that target it).
+func (m *module) resyncIngresses(ctx context.Context, namespace string) {
+	list, err := m.d.Kube.NetworkingV1().Ingresses(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		m.d.Log.Warn("list Ingresses for a RoutingPlugin", "namespace", namespace, "err", err)
+		return
+	}
+	for _, ing := range list.Items {
+		m.d.Resync(proxyset.ParentIngress, ing.Namespace, ing.Name)
+	}
+}
+
+// refreshReady sets Ready and loadedBy from the targeted proxies: their
+// config must carry the plugin and their state report it loaded.
+func (m *module) refreshReady(ctx context.Context, rp *RoutingPlugin) error {
+	list, err := m.d.Kube.NetworkingV1().Ingresses(rp.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list Ingresses: %w", err)
+	}
+	name := rp.Namespace + "/" + rp.Name
+	var loaded []LoadedBy
+	targets, ok, distributed := 0, 0, 0
+	for _, ing := range list.Items {
+		if !Targets(rp, "Ingress", ing.Namespace, ing.Name, ing.Labels) {
+			continue
+		}
+		targets++
+		ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
+		if err != nil {
+			return err
+		}
+		if ps.Config != nil && bytes.Contains(ps.Config.Data["proxy-config.json"], []byte(rp.Status.SHA256)) {
+			distributed++
+		}
+		if ps.State == nil {
+			continue
+		}
+		var reports []ProxyReport
+		if json.Unmarshal(ps.State.Data[KeyPluginStatus], &reports) != nil {
+			continue
+		}
+		for _, r := range reports {
+			if r.Name != name {
+				continue
+			}
+			loaded = append(loaded, LoadedBy{Proxy: ps.Names.StateSecret, SHA256: r.SHA256, Error: r.Error})
+			if r.Loaded && r.SHA256 == rp.Status.SHA256 && r.Error == "" {
+				ok++
+			}
+		}
+	}
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: rp.Generation}
+	switch {
+	case targets == 0:
+		ready.Reason, ready.Message = ReasonNoTargets, "no Ingress in the namespace matches the plugin's targets"
+	case ok == targets:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, ReasonLoaded, fmt.Sprintf("%d/%d proxies run the module", ok, targets)
+	case len(loaded) > ok && hasError(loaded):
+		ready.Reason, ready.Message = ReasonLoadFailed, fmt.Sprintf("%d/%d proxies run the module; see loadedBy for errors", ok, targets)
+	default:
+		ready.Reason, ready.Message = ReasonWaiting, fmt.Sprintf("%d/%d proxies run the module (%d configured)", ok, targets, distributed)
+	}
+	conds := kit.SetCondition(rp.Status.Conditions, ready)
+	if reflect.DeepEqual(conds, rp.Status.Conditions) && reflect.DeepEqual(loaded, rp.Status.LoadedBy) {
+		return nil
+	}
+	return m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded})
+}
+
+func hasError(l []LoadedBy) bool {
+	for _, e := range l {
+		if e.Error != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,184 @@
+package handlers_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/plugin"
+)
+
+// canaryModule builds the canary example plugin (a Go wasip1 guest).
+func canaryModule(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "canary.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "github.com/tailplane/tailplane/plugins/examples/canary")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build canary plugin: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return buf.Bytes()
+}
+
+func (h *harness) routingPlugin(name, configMap, pin string, capabilities ...any) {
+	h.t.Helper()
+	rp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tailplane.dev/v1alpha1", "kind": "RoutingPlugin",
+		"metadata": map[string]any{"name": name, "namespace": h.ns},
+		"spec": map[string]any{
+			"module":       map[string]any{"configMapKeyRef": map[string]any{"name": configMap, "key": "module.wasm.gz"}, "sha256": pin},
+			"config":       map[string]any{"header": "X-Canary", "headerValue": "always"},
+			"capabilities": capabilities,
+			"targets":      map[string]any{"targetRefs": []any{map[string]any{"kind": "Ingress", "name": "site"}}},
+		},
+	}}
+	if _, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Create(h.ctx(), rp, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) pluginCondition(name, typ string) (string, string, *unstructured.Unstructured) {
+	rp, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Get(h.ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		return "", err.Error(), nil
+	}
+	conds, _, _ := unstructured.NestedSlice(rp.Object, "status", "conditions")
+	for _, c := range conds {
+		m := c.(map[string]any)
+		if m["type"] == typ {
+			return fmt.Sprint(m["status"], "/", m["reason"]), fmt.Sprint(m["message"]), rp
+		}
+	}
+	return "", "no condition", rp
+}
+
+// A RoutingPlugin is compiled (Accepted, sha256, size), copied into the
+// operator namespace and put into its target's proxy config (readable by
+// that proxy's Role); Ready follows what the proxy reports. A plugin whose
+// module needs an ungranted capability, or whose pin is wrong, is refused
+// with the reason and never reaches a proxy.
+func TestRoutingPlugin(t *testing.T) {
+	mod := canaryModule(t)
+	sum := sha256.Sum256(mod)
+	pin := hex.EncodeToString(sum[:])
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	h.backend("web", 80)
+	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
+	eventually(t, "proxy", func() error { return h.proxyExists("ingress", "site") })
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
+	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.routingPlugin("nocap", "canary", pin) // canary imports route functions
+	h.routingPlugin("badpin", "canary", "0000000000000000000000000000000000000000000000000000000000000000", "route")
+	h.routingPlugin("canary", "canary", pin, "route")
+	eventually(t, "canary accepted", func() error {
+		st, msg, rp := h.pluginCondition("canary", "Accepted")
+		if st != "True/Compiled" {
+			return fmt.Errorf("%s %s", st, msg)
+		}
+		if s, _, _ := unstructured.NestedString(rp.Object, "status", "sha256"); s != pin {
+			return fmt.Errorf("sha256 %q", s)
+		}
+		if n, _, _ := unstructured.NestedInt64(rp.Object, "status", "size"); n != int64(len(mod)) {
+			return fmt.Errorf("size %d, want %d", n, len(mod))
+		}
+		return nil
+	})
+	for name, want := range map[string]string{"nocap": "False/CompileFailed", "badpin": "False/SHA256Mismatch"} {
+		eventually(t, name+" refused", func() error {
+			if st, msg, _ := h.pluginCondition(name, "Accepted"); st != want {
+				return fmt.Errorf("%s %s", st, msg)
+			}
+			return nil
+		})
+	}
+	h.wantEvent(h.ns, "nocap", corev1.EventTypeWarning, "CompileFailed", "capability")
+
+	eventually(t, "plugin in the proxy config", func() error {
+		cfg, err := h.proxyConfig("ingress", "site")
+		if err != nil {
+			return err
+		}
+		if len(cfg.Plugins) != 1 || cfg.Plugins[0].Name != h.ns+"/canary" {
+			return fmt.Errorf("plugins %+v", cfg.Plugins)
+		}
+		var spec plugin.ProxySpec
+		if err := json.Unmarshal(cfg.Plugins[0].Spec, &spec); err != nil {
+			return err
+		}
+		if spec.Source.SHA256 != pin || spec.Source.Namespace != h.opNS || spec.Source.Name != plugin.CopyName(h.ns, "canary") {
+			return fmt.Errorf("spec %+v", spec)
+		}
+		return nil
+	})
+	role, err := h.kube.RbacV1().Roles(h.opNS).Get(h.ctx(), h.names("ingress", "site").Base, metav1.GetOptions{})
+	if err != nil || !slices.Contains(role.Rules[0].ResourceNames, plugin.CopyName(h.ns, "canary")) {
+		t.Fatalf("proxy Role cannot read the module copy: %+v %v", role, err)
+	}
+	copied, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), plugin.CopyName(h.ns, "canary"), metav1.GetOptions{})
+	if err != nil || len(copied.Data[plugin.ModuleKey]) == 0 {
+		t.Fatalf("module copy: %v", err)
+	}
+
+	// The proxy reports the plugin loaded: Ready and loadedBy follow.
+	report, _ := json.Marshal([]plugin.ProxyReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{plugin.KeyPluginStatus: report}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Ready", func() error {
+		st, msg, rp := h.pluginCondition("canary", "Ready")
+		if st != "True/Loaded" {
+			return fmt.Errorf("%s %s", st, msg)
+		}
+		if lb, _, _ := unstructured.NestedSlice(rp.Object, "status", "loadedBy"); len(lb) != 1 {
+			return fmt.Errorf("loadedBy %v", lb)
+		}
+		return nil
+	})
+
+	// Deleting the plugin removes it from the proxy and deletes the copy.
+	if err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Delete(h.ctx(), "canary", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "plugin removed from the proxy", func() error {
+		cfg, err := h.proxyConfig("ingress", "site")
+		if err != nil || len(cfg.Plugins) != 0 {
+			return fmt.Errorf("plugins %+v %v", cfg.Plugins, err)
+		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), plugin.CopyName(h.ns, "canary"), metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("module copy still there")
+		}
+		return nil
+	})
+}
