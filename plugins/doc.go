@@ -7,6 +7,9 @@
 //	statuses := m.Apply(ctx, specs) // on every config change; never on the request path
 //	chain := []route.Router{table, m}
 //
+// SpecFromRoutingPlugin maps a RoutingPlugin object to a Spec; Apply
+// fetches its module from the named ConfigMap or Secret key.
+//
 // Apply loads new and changed plugins off the request path (compile through
 // wazero's file cache, pre-warm instances) and swaps the chain atomically;
 // requests in flight finish on the generation they started with.
