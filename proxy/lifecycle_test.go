@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/route"
 )
 
 // Reloading the config repeatedly under a constant request load loses no
@@ -190,4 +191,59 @@ func TestRoleAndPort80Changes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// PluginRouters receives the config's plugins on every apply; its routers
+// run after the table; its error refuses the config.
+func TestPluginRoutersPerConfig(t *testing.T) {
+	tn := tailnettest.New(t)
+	cert := newTestCert(t, "app.example.com")
+	web := echoBackend(t, "web")
+	cfg := newConfig(tn, "plugin-proxy", config.RoleIngressL7)
+	b := backendOf("web", web)
+	cfg.L7 = &config.L7{TLS: cert.files(t), DefaultBackend: &b}
+	cfg.Plugins = []config.Plugin{{Name: "v1"}}
+	plugins := func(_ context.Context, ps []config.Plugin) ([]route.Router, error) {
+		var out []route.Router
+		for _, p := range ps {
+			if p.Name == "broken" {
+				return nil, fmt.Errorf("plugin %q failed to load", p.Name)
+			}
+			out = append(out, route.RouterFunc(func(_ context.Context, _ *route.Request, d route.Decision) (route.Decision, error) {
+				d.SetResponseHeaders = http.Header{"X-Plugin": {p.Name}}
+				return d, nil
+			}))
+		}
+		return out, nil
+	}
+	r := start(t, tn, cfg, Options{PluginRouters: plugins})
+	c := r.httpsClient(cert.roots)
+	pluginIs := func(want string) func() error {
+		return func() error {
+			resp, _, err := get(c, "https://app.example.com/", nil)
+			if err != nil {
+				return err
+			}
+			if got := resp.Header.Get("X-Plugin"); got != want {
+				return fmt.Errorf("X-Plugin %q, want %q", got, want)
+			}
+			return nil
+		}
+	}
+	waitFor(t, 20*time.Second, "plugin v1", pluginIs("v1"))
+	cfg.Plugins = []config.Plugin{{Name: "v2"}}
+	writeConfig(t, r.cfgPath, cfg)
+	waitFor(t, 5*time.Second, "plugin v2", pluginIs("v2"))
+	refused := gaugeValue(t, r.engine, "tailplane_proxy_config_reloads_total", "refused")
+	cfg.Plugins = []config.Plugin{{Name: "broken"}}
+	writeConfig(t, r.cfgPath, cfg)
+	waitFor(t, 5*time.Second, "broken plugin refused", func() error {
+		if gaugeValue(t, r.engine, "tailplane_proxy_config_reloads_total", "refused") <= refused {
+			return fmt.Errorf("not refused yet")
+		}
+		return nil
+	})
+	if err := pluginIs("v2")(); err != nil {
+		t.Fatalf("after the refused config: %v", err)
+	}
 }

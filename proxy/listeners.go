@@ -48,7 +48,9 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		if certs, err = e.loadCertSource(ctx, cfg.L7.TLS); err != nil {
 			return err
 		}
-		routes = e.buildRoutes(cfg.L7)
+		if routes, err = e.buildRoutes(ctx, cfg); err != nil {
+			return err
+		}
 	}
 	specs, err := e.specs(cfg)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"tailscale.com/ipn"
 
+	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
 	"github.com/tailplane/tailplane/proxy/kubestate"
 	"github.com/tailplane/tailplane/proxy/metrics"
@@ -54,6 +55,10 @@ type Options struct {
 	// ExtraRouters run after the routing table, in order, on every L7
 	// request (e.g. the WASM plugin host). Each sees the previous decision.
 	ExtraRouters []route.Router
+	// PluginRouters, when set, is called on every L7 config apply with the
+	// config's plugins list and returns routers run after ExtraRouters. An
+	// error refuses the config (the previous one keeps serving).
+	PluginRouters func(ctx context.Context, plugins []config.Plugin) ([]route.Router, error)
 
 	// Logger receives all logs. Metrics may be nil (a fresh registry is used).
 	Logger  *log.Logger
