@@ -102,7 +102,9 @@ func (p *Plugin) closeNow(ctx context.Context) {
 }
 
 // Route runs the guest's handle_request on req and returns prev refined by
-// what the guest did. It never returns the guest's error to the caller's
+// what the guest did. Routing happens before any upstream answer exists, so
+// handle_response is not called here (Middleware runs the full cycle), and
+// read_body on the request reports an empty body. It never returns the guest's error to the caller's
 // client: a failed plugin yields prev (FailOpen) or a 503 Deny (FailClosed).
 // The only error is ErrClosed.
 func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decision) (route.Decision, error) {
