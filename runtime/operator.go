@@ -77,6 +77,7 @@ type Operator struct {
 	spawned map[Key]*spawned
 
 	ctx      atomic.Pointer[context.Context] // the active run's context
+	ran      atomic.Bool
 	stopping atomic.Bool
 	synced   atomic.Bool
 	leading  atomic.Bool

@@ -21,6 +21,11 @@ import (
 // Losing leadership ends Run with an error, so that the process restarts
 // clean.
 func (o *Operator) Run(ctx context.Context) error {
+	if !o.ran.CompareAndSwap(false, true) {
+		return errors.New("runtime: Run called twice")
+	}
+	defer o.events.Shutdown()
+	defer close(o.eventsDone)
 	if err := o.Err(); err != nil {
 		return fmt.Errorf("runtime: invalid registrations: %w", err)
 	}
@@ -32,8 +37,6 @@ func (o *Operator) Run(ctx context.Context) error {
 		return err
 	}
 	defer srv.shutdown()
-	defer o.events.Shutdown()
-	defer close(o.eventsDone)
 	le := o.settings.LeaderElection
 	if le == nil {
 		o.leading.Store(true)
