@@ -267,9 +267,13 @@ var _ = Describe("devcluster", Ordered, func() {
 		defer cancel()
 		_, err = again.Up(upCtx)
 		Expect(err).NotTo(HaveOccurred())
-		devices, err := apiClient().Devices().List(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(devices).To(ContainElement(HaveField("Hostname", "survivor")))
+		// Up can report Running from the saved state before control has
+		// registered the node again; the device list is what proves it.
+		Eventually(func(g Gomega) {
+			devices, err := apiClient().Devices().List(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(devices).To(ContainElement(HaveField("Hostname", "survivor")))
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 })
 

@@ -27,6 +27,7 @@ import (
 type cluster struct {
 	bin        string
 	dir        string
+	logPath    string
 	cmd        *exec.Cmd
 	exited     chan struct{}
 	kubeconfig string
@@ -68,10 +69,20 @@ var _ = AfterSuite(func() {
 	_ = os.RemoveAll(c.dir)
 })
 
+// devcluster's log stays only when something failed.
+var _ = ReportAfterSuite("devcluster log", func(r Report) {
+	if r.SuiteSucceeded && suiteCluster.logPath != "" {
+		_ = os.Remove(suiteCluster.logPath)
+	} else if suiteCluster.logPath != "" {
+		fmt.Fprintln(os.Stderr, "devcluster log:", suiteCluster.logPath)
+	}
+})
+
 // up starts `devcluster up` and waits for its ready line.
 func (c *cluster) up(ctx context.Context) {
 	GinkgoHelper()
-	logFile, err := os.OpenFile(filepath.Join(c.dir, "..", filepath.Base(c.dir)+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	c.logPath = c.dir + ".log"
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	Expect(err).NotTo(HaveOccurred())
 	cmd := exec.Command(c.bin, "up", "--dir", c.dir)
 	cmd.Stderr = logFile
