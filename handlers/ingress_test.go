@@ -171,3 +171,34 @@ func TestDefaultIngressClassRefused(t *testing.T) {
 	}
 	eventually(t, "served after the fix", func() error { return h.proxyExists("ingress", "site") })
 }
+
+// An Ingress naming its own certificate (tls secretName) gets a copy of it in
+// the operator namespace, readable by its proxy, and the proxy serves it.
+func TestIngressCustomTLS(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	h.backend("web", 80)
+	cert := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-cert", Namespace: h.ns}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: []byte("CERT"), corev1.TLSPrivateKeyKey: []byte("KEY")}}
+	if _, err := h.kube.CoreV1().Secrets(h.ns).Create(h.ctx(), cert, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.createIngress("custom", nil, networkingv1.IngressSpec{
+		DefaultBackend: defaultBackend("web", 80),
+		TLS:            []networkingv1.IngressTLS{{Hosts: []string{"web.example.com"}, SecretName: "web-cert"}},
+	})
+	eventually(t, "proxy", func() error { return h.proxyExists("ingress", "custom") })
+	copyName := h.names("ingress", "custom").Base + "-tls"
+	copied, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), copyName, metav1.GetOptions{})
+	if err != nil || string(copied.Data[corev1.TLSCertKey]) != "CERT" || string(copied.Data[corev1.TLSPrivateKeyKey]) != "KEY" {
+		t.Fatalf("copy: %+v %v", copied, err)
+	}
+	cfg, err := h.proxyConfig("ingress", "custom")
+	if err != nil || cfg.L7.TLS.Mode != config.TLSSecret || cfg.L7.TLS.SecretName != copyName {
+		t.Fatalf("tls config %+v %v", cfg.L7.TLS, err)
+	}
+	role, err := h.kube.RbacV1().Roles(h.opNS).Get(h.ctx(), h.names("ingress", "custom").Base, metav1.GetOptions{})
+	if err != nil || !slices.Contains(role.Rules[0].ResourceNames, copyName) {
+		t.Fatalf("Role %+v %v", role, err)
+	}
+}

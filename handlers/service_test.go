@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
@@ -272,4 +273,17 @@ func TestWorksWithManifestRBAC(t *testing.T) {
 	if !slices.Contains(h.api.Deleted(), "nRBAC") {
 		t.Fatalf("device not deleted: %v", h.api.Deleted())
 	}
+}
+
+// A proxy that refuses its config (it writes config_error into its state)
+// shows up in the Service's condition.
+func TestProxyConfigErrorShown(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createService(exposed("cfgerr", nil))
+	eventually(t, "proxy", func() error { return h.proxyExists("svc", "cfgerr") })
+	patch := `{"stringData":{"config_error":"l4.ports[0].target: bad address"}}`
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("svc", "cfgerr").StateSecret, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantCondition("cfgerr", "False", "ProxyFailed", "the proxy refused its config: l4.ports[0].target: bad address")
 }

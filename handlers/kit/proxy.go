@@ -328,3 +328,15 @@ func trimMessage(s string) string {
 
 // HostnameRetry is how often a parent whose hostname is taken checks again.
 const HostnameRetry = 30 * time.Second
+
+// KeyConfigError is where a proxy reports why it refused its config.
+const KeyConfigError = "config_error"
+
+// ConfigError is the proxy's report that it refused its config, as a
+// condition message ("" when it did not).
+func ConfigError(ps *ProxyState) string {
+	if ps.State == nil || len(ps.State.Data[KeyConfigError]) == 0 {
+		return ""
+	}
+	return "the proxy refused its config: " + string(ps.State.Data[KeyConfigError])
+}

@@ -29,7 +29,7 @@ func (d *Deps) WatchProxyState() {
 
 // stateKeys are the keys of a state Secret the operator acts on; tailscaled's
 // own keys change often and matter to nobody else.
-var stateKeys = []string{proxyset.KeyDeviceID, proxyset.KeyDeviceFQDN, proxyset.KeyDeviceIPs, "config_error"}
+var stateKeys = []string{proxyset.KeyDeviceID, proxyset.KeyDeviceFQDN, proxyset.KeyDeviceIPs, KeyConfigError}
 
 // stateChanged reports whether the operator-relevant keys of a state Secret
 // differ from the last ones seen. A new Secret without them (the operator

@@ -141,6 +141,9 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L4, hostname); err != nil {
 		return err
 	}
+	if msg := kit.ConfigError(ps); msg != "" {
+		return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, ps.Device)
+	}
 	if ps.Device.FQDN == "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, messagePending, proxyset.Device{})
 	}
