@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,7 +25,15 @@ import (
 
 var env = testenv.New()
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+// TestMain starts the control plane only when benchmarks run: the package has
+// no tests, and `go test ./...` should not pay for an API server here.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	os.Exit(env.Run(m))
+}
 
 // services is how many exposed Services each run creates at once.
 const services = 500

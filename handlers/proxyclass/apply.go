@@ -30,14 +30,12 @@ const (
 // useLetsEncryptStagingEnvironment.
 const LetsEncryptStagingDirectory = "https://acme-staging-v02.api.letsencrypt.org/directory"
 
-// Ports and env of the metrics and debug endpoints, the official ones.
-//
-// TODO(proxy): tailplane-proxy's own listen-address settings (issue 5) are
-// not fixed yet; these are the official names, which the proxy is expected
-// to honour. Align when cmd/tailplane-proxy lands.
+// Ports of the metrics and debug endpoints, the official ones, and the
+// proxy's env var for its metrics listener (cmd/tailplane-proxy).
 const (
-	MetricsPort = 9002
-	DebugPort   = 9001
+	MetricsPort  = 9002
+	DebugPort    = 9001
+	EnvLocalAddr = "TAILPLANE_LOCAL_ADDR"
 )
 
 // protectedLabels are the keys a ProxyClass cannot replace.
@@ -107,8 +105,9 @@ func Apply(sts *appsv1.StatefulSet, pc *v1alpha1.ProxyClass, kind ProxyKind) *ap
 	main := mainContainer(out)
 	if main != nil && kind != Egress {
 		if pc.Spec.Metrics != nil && pc.Spec.Metrics.Enable {
-			main.Env = setEnv(main.Env, corev1.EnvVar{Name: "TS_LOCAL_ADDR_PORT", Value: "$(POD_IP):9002"})
-			main.Env = setEnv(main.Env, corev1.EnvVar{Name: "TS_ENABLE_METRICS", Value: "true"})
+			// tailplane-proxy serves /metrics and /healthz on
+			// TAILPLANE_LOCAL_ADDR (the official proxy: TS_LOCAL_ADDR_PORT).
+			main.Env = setEnv(main.Env, corev1.EnvVar{Name: EnvLocalAddr, Value: "$(POD_IP):9002"})
 			main.Ports = setPort(main.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP})
 		}
 		if debugEnabled(pc) {

@@ -157,7 +157,7 @@ func TestApply(t *testing.T) {
 		t.Errorf("container %+v", c)
 	}
 	for k, v := range map[string]string{
-		"EXTRA": "1", "TS_KUBE_SECRET": "custom", "TS_ENABLE_METRICS": "true", "TS_LOCAL_ADDR_PORT": "$(POD_IP):9002",
+		"EXTRA": "1", "TS_KUBE_SECRET": "custom", "TAILPLANE_LOCAL_ADDR": "$(POD_IP):9002",
 		"TS_DEBUG_ADDR_PORT": "$(POD_IP):9001", "TS_DEBUG_ACME_DIRECTORY_URL": proxyclass.LetsEncryptStagingDirectory,
 	} {
 		if e[k] != v {
@@ -178,7 +178,7 @@ func TestApply(t *testing.T) {
 		t.Error("staging ACME on an L4 proxy")
 	}
 	egress := env(proxyclass.Apply(base, pc, proxyclass.Egress).Spec.Template.Spec.Containers[0])
-	if _, ok := egress["TS_ENABLE_METRICS"]; ok {
+	if _, ok := egress["TAILPLANE_LOCAL_ADDR"]; ok {
 		t.Error("metrics on an egress proxy")
 	}
 
