@@ -224,9 +224,6 @@ func (o *Operator) observe(gvr schema.GroupVersionResource, raw any, deleted boo
 			}
 		}
 	}
-	if !deleted {
-		o.touch(key)
-	}
 }
 
 func (o *Operator) forgetIndexes(k Key) {

@@ -2,12 +2,12 @@ package runtime
 
 import (
 	"context"
-
 	"encoding/json"
 	"fmt"
-	"github.com/charmbracelet/log"
+	"slices"
 	"time"
 
+	"github.com/charmbracelet/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,22 +16,14 @@ import (
 // spawned holds the timers and daemons of one object.
 type spawned struct {
 	uid        types.UID
-	lastChange time.Time
+	hash       string    // essence hash when last seen, for Idle timers
+	lastChange time.Time // when that hash last changed
 	tasks      map[string]*task
 }
 
 type task struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-}
-
-// touch notes that an object changed (for Idle timers).
-func (o *Operator) touch(k Key) {
-	o.stateMu.Lock()
-	if sp := o.spawned[k]; sp != nil {
-		sp.lastChange = time.Now()
-	}
-	o.stateMu.Unlock()
 }
 
 func (o *Operator) idleFor(k Key) time.Duration {
@@ -62,6 +54,13 @@ func (o *Operator) syncSpawned(k Key, obj *unstructured.Unstructured, hs []*hand
 		}
 		sp = &spawned{uid: obj.GetUID(), lastChange: time.Now(), tasks: map[string]*task{}}
 		o.spawned[k] = sp
+	}
+	// Idle counts from the last change of the essence, so that status
+	// writes (timers' own results included) do not keep an object busy.
+	if slices.ContainsFunc(hs, func(h *handler) bool { return h.idle > 0 }) {
+		if hash := essenceHash(o.settings.Prefix, obj); hash != sp.hash {
+			sp.hash, sp.lastChange = hash, time.Now()
+		}
 	}
 	want := map[string]bool{}
 	for _, h := range hs {

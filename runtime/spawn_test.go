@@ -39,12 +39,12 @@ func TestDaemon(t *testing.T) {
 	}
 }
 
-// A timer ticks per object and writes its result; Idle holds it while the
-// object keeps changing.
+// A timer ticks per object and writes its result; an Idle timer waits until
+// the object has been left alone (its own status writes do not count).
 func TestTimer(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
-	var ticks, idleTicks atomic.Int64
+	var ticks, idleTicks, quietTicks atomic.Int64
 	op := newOperator(t, testSettings())
 	op.Timer(gvr, "tick", 100*time.Millisecond, func(context.Context, *runtime.Event) (any, error) {
 		return ticks.Add(1), nil
@@ -53,6 +53,11 @@ func TestTimer(t *testing.T) {
 		idleTicks.Add(1)
 		return nil, nil
 	}, runtime.Idle(time.Hour), runtime.InitialDelay(10*time.Millisecond))
+	op.Timer(gvr, "quiet", 50*time.Millisecond, func(context.Context, *runtime.Event) (any, error) {
+		return quietTicks.Add(1), nil
+	}, runtime.Idle(500*time.Millisecond))
+	updated := make(chan struct{}, 1)
+	op.OnUpdate(gvr, "seen", func(context.Context, *runtime.Event) (any, error) { updated <- struct{}{}; return nil, nil })
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
 	eventually(t, 20*time.Second, "three ticks written", func() bool {
@@ -62,6 +67,11 @@ func TestTimer(t *testing.T) {
 	if idleTicks.Load() != 0 {
 		t.Fatal("an Idle timer ticked on a fresh object")
 	}
+	eventually(t, 20*time.Second, "idle timer ticks once the object is quiet", func() bool { return quietTicks.Load() > 0 })
+	mergePatch(t, gvr, ns, "w1", `{"spec":{"changed":true}}`)
+	<-updated // the change has been seen: the idle clock restarted before handlers ran
+	before := quietTicks.Load()
+	consistently(t, 300*time.Millisecond, "idle timer pauses after a change", func() bool { return quietTicks.Load() <= before+1 })
 	if f := get(t, gvr, ns, "w1").GetFinalizers(); len(f) != 0 {
 		t.Fatalf("a timer added finalizers %v", f)
 	}
