@@ -21,6 +21,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/plugin"
+	"github.com/tailplane/tailplane/plugins"
 )
 
 // canaryModule builds the canary example plugin (a Go wasip1 guest).
@@ -132,12 +133,20 @@ func TestRoutingPlugin(t *testing.T) {
 		if len(cfg.Plugins) != 1 || cfg.Plugins[0].Name != h.ns+"/canary" {
 			return fmt.Errorf("plugins %+v", cfg.Plugins)
 		}
-		var spec plugin.ProxySpec
+		// The proxy reads the entry as a RoutingPlugin spec whose module is
+		// the copy in its own namespace.
+		obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": h.opNS, "name": "canary"}}}
+		var spec map[string]any
 		if err := json.Unmarshal(cfg.Plugins[0].Spec, &spec); err != nil {
 			return err
 		}
-		if spec.Source.SHA256 != pin || spec.Source.Namespace != h.opNS || spec.Source.Name != plugin.CopyName(h.ns, "canary") {
-			return fmt.Errorf("spec %+v", spec)
+		obj.Object["spec"] = spec
+		ps, err := plugins.SpecFromRoutingPlugin(obj)
+		if err != nil {
+			return err
+		}
+		if ps.Source.SHA256 != pin || ps.Source.Kind != "Secret" || ps.Source.Namespace != h.opNS || ps.Source.Name != plugin.CopyName(h.ns, "canary") || ps.Source.Key != plugin.ModuleKey {
+			return fmt.Errorf("spec %+v", ps.Source)
 		}
 		return nil
 	})

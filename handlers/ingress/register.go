@@ -225,7 +225,7 @@ func (m *module) plugins(ctx context.Context, ing *networkingv1.Ingress) ([]conf
 			rps = append(rps, rp)
 		}
 	}
-	p, secrets := plugin.ForProxy(rps, "Ingress", ing.Namespace, ing.Name, ing.Labels, m.d.Settings.Namespace)
+	p, secrets := plugin.ForProxy(rps, "Ingress", ing.Namespace, ing.Name, ing.Labels)
 	return p, secrets, nil
 }
 

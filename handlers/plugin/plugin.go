@@ -206,43 +206,36 @@ func CopyName(namespace, name string) string {
 	return "tp-plugin-" + hex.EncodeToString(sum[:])[:16]
 }
 
-// ProxySpec is the JSON a proxy finds in config.Plugin.Spec: everything
-// plugins.Spec needs, with the module fetched from the operator's copy
-// (source.Ref) and pinned to the digest the operator compiled.
-type ProxySpec struct {
-	Source        source.Ref        `json:"source"`
-	Order         int               `json:"order"`
-	FailurePolicy string            `json:"failurePolicy,omitempty"`
-	Timeout       string            `json:"timeout,omitempty"`
-	MemoryLimit   int64             `json:"memoryLimit,omitempty"`
-	PoolSize      int               `json:"poolSize,omitempty"`
-	Capabilities  []string          `json:"capabilities,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Config        json.RawMessage   `json:"config,omitempty"`
-}
+// ProxySpec is the JSON a proxy finds in config.Plugin.Spec: the
+// RoutingPlugin's spec (the CRD's shape, defaults applied, so
+// plugins.SpecFromRoutingPlugin reads it), with the module pointing at the
+// operator's copy in the proxy's own namespace (secretKeyRef, gzip), pinned
+// to the digest the operator compiled, and without targets.
+type ProxySpec = Spec
 
-// ProxyPlugin is the config entry of an accepted plugin for its proxies.
-func ProxyPlugin(rp *RoutingPlugin, operatorNamespace string) (config.Plugin, error) {
-	hc, err := HostConfig(rp, nil)
-	if err != nil {
+// ProxyPlugin is the config entry of an accepted plugin for its proxies;
+// config.Plugin.Name is "<namespace>/<name>" of the RoutingPlugin.
+func ProxyPlugin(rp *RoutingPlugin) (config.Plugin, error) {
+	if _, err := HostConfig(rp, nil); err != nil {
 		return config.Plugin{}, err
 	}
-	spec := ProxySpec{
-		Source: source.Ref{Kind: source.Secret, Namespace: operatorNamespace, Name: CopyName(rp.Namespace, rp.Name), Key: ModuleKey, SHA256: rp.Status.SHA256},
-		Order:  rp.Spec.Order, FailurePolicy: rp.Spec.FailurePolicy, Timeout: rp.Spec.Timeout, MemoryLimit: hc.MemoryLimit,
-		PoolSize: rp.Spec.PoolSize, Capabilities: rp.Spec.Capabilities, Env: hc.Env, Config: rp.Spec.Config,
-	}
+	spec := rp.Spec
+	spec.Module.ConfigMapKeyRef = nil
+	spec.Module.SecretKeyRef = &KeyRef{Name: CopyName(rp.Namespace, rp.Name), Key: ModuleKey}
+	spec.Module.SHA256 = rp.Status.SHA256
+	spec.Targets.TargetRefs, spec.Targets.Selectors = nil, nil
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return config.Plugin{}, fmt.Errorf("encode plugin %s: %w", hc.Name, err)
+		return config.Plugin{}, fmt.Errorf("encode plugin %s/%s: %w", rp.Namespace, rp.Name, err)
 	}
-	return config.Plugin{Name: hc.Name, Spec: b}, nil
+	return config.Plugin{Name: rp.Namespace + "/" + rp.Name, Spec: b}, nil
 }
 
 // ForProxy returns the config entries and module copies (Secret names) of
 // the accepted plugins among list that target the object, ordered by
-// (order, name).
-func ForProxy(list []*RoutingPlugin, kind, namespace, name string, objLabels map[string]string, operatorNamespace string) ([]config.Plugin, []string) {
+// (order, name). The copies live in the operator namespace, which is the
+// proxies' namespace.
+func ForProxy(list []*RoutingPlugin, kind, namespace, name string, objLabels map[string]string) ([]config.Plugin, []string) {
 	var picked []*RoutingPlugin
 	for _, rp := range list {
 		if rp.DeletionTimestamp == nil && rp.Accepted() && Targets(rp, kind, namespace, name, objLabels) {
@@ -258,7 +251,7 @@ func ForProxy(list []*RoutingPlugin, kind, namespace, name string, objLabels map
 	var out []config.Plugin
 	var secrets []string
 	for _, rp := range picked {
-		p, err := ProxyPlugin(rp, operatorNamespace)
+		p, err := ProxyPlugin(rp)
 		if err != nil {
 			continue // not accepted with a bad spec: Accepted says why
 		}

@@ -39,11 +39,11 @@ func TestForProxyPicksAcceptedTargetsInOrder(t *testing.T) {
 		rp(t, "pending", 0, byName, false),
 		rp(t, "svc", 0, serviceOnly, true),
 	}
-	got, secrets := plugin.ForProxy(list, "Ingress", "apps", "web", map[string]string{"team": "a"}, "tailscale")
+	got, secrets := plugin.ForProxy(list, "Ingress", "apps", "web", map[string]string{"team": "a"})
 	if len(got) != 2 || got[0].Name != "apps/early" || got[1].Name != "apps/late" || len(secrets) != 2 {
 		t.Fatalf("got %+v %v", got, secrets)
 	}
-	if other, _ := plugin.ForProxy(list, "Ingress", "other", "web", nil, "tailscale"); len(other) != 0 {
+	if other, _ := plugin.ForProxy(list, "Ingress", "other", "web", nil); len(other) != 0 {
 		t.Fatalf("plugin applied across namespaces: %+v", other)
 	}
 	cfg, err := plugin.HostConfig(list[0], nil)
