@@ -234,6 +234,15 @@ func TestHostnameCollision(t *testing.T) {
 		}
 		return nil
 	})
+	// The name is free: the second Service gets it, without waiting for
+	// its periodic retry.
+	eventually(t, "second served", func() error {
+		cfg, err := h.proxyConfig("svc", "second")
+		if err != nil || cfg.Hostname != "shared" {
+			return fmt.Errorf("%+v %v", cfg, err)
+		}
+		return nil
+	})
 }
 
 // The API refusing a key (quota, 429) leaves a clear condition and is

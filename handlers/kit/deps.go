@@ -69,9 +69,10 @@ type Deps struct {
 	claimLock sync.Mutex
 	applied   appliedCache
 	stateMu   sync.Mutex
-	lastState map[string]string // state Secret -> fingerprint of its device keys
-	claims    map[string]string // hostname -> parent key
-	claimed   map[string]string // parent key -> hostname
+	lastState map[string]string   // state Secret -> fingerprint of its device keys
+	claims    map[string]string   // hostname -> parent key
+	claimed   map[string]string   // parent key -> hostname
+	waiters   map[string][]string // hostname -> parents refused it
 }
 
 // SyncFunc re-handles one parent, identified by namespace and name, from its

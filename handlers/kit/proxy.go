@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,7 @@ func (d *Deps) ClaimHostname(ctx context.Context, hostname, parentType, namespac
 		d.claims, d.claimed = map[string]string{}, map[string]string{}
 	}
 	if other, ok := d.claims[hostname]; ok && other != me {
+		d.waitFor(hostname, me)
 		return fmt.Errorf("hostname %q is already used by %s", hostname, describeParent(other))
 	}
 	sel := labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", LabelHostname: hostname}).String()
@@ -107,11 +109,15 @@ func (d *Deps) ClaimHostname(ctx context.Context, hostname, parentType, namespac
 			l[proxyset.LabelParentName] == mine[proxyset.LabelParentName] {
 			continue
 		}
+		d.waitFor(hostname, me)
 		return fmt.Errorf("hostname %q is already used by %s", hostname,
 			describeParent(l[proxyset.LabelParentType]+"/"+l[proxyset.LabelParentNamespace]+"/"+l[proxyset.LabelParentName]))
 	}
 	if old, ok := d.claimed[me]; ok && old != hostname {
 		delete(d.claims, old)
+		// The old name is free once this parent's config Secret carries
+		// the new one: wake its waiters a little later.
+		d.wake(old, renameSettle)
 	}
 	d.claims[hostname], d.claimed[me] = me, hostname
 	return nil
@@ -124,7 +130,31 @@ func (d *Deps) releaseHostname(parentType, namespace, name string) {
 	if h, ok := d.claimed[me]; ok {
 		delete(d.claims, h)
 		delete(d.claimed, me)
+		d.wake(h, 0)
 	}
+}
+
+// renameSettle is how long after a parent moved to another hostname the
+// parents waiting for its old one are handled again.
+const renameSettle = 2 * time.Second
+
+// waitFor records that parent waits for hostname (claimLock held).
+func (d *Deps) waitFor(hostname, parent string) {
+	if d.waiters == nil {
+		d.waiters = map[string][]string{}
+	}
+	if !slices.Contains(d.waiters[hostname], parent) {
+		d.waiters[hostname] = append(d.waiters[hostname], parent)
+	}
+}
+
+// wake handles again, after delay, the parents waiting for hostname
+// (claimLock held).
+func (d *Deps) wake(hostname string, delay time.Duration) {
+	for _, p := range d.waiters[hostname] {
+		d.resync.addAfter(p, delay)
+	}
+	delete(d.waiters, hostname)
 }
 
 func describeParent(key string) string {

@@ -28,6 +28,14 @@ func newResyncQueue(d *Deps) *resyncQueue {
 
 func (q *resyncQueue) add(key string) { q.queue.Add(key) }
 
+func (q *resyncQueue) addAfter(key string, d time.Duration) {
+	if d <= 0 {
+		q.queue.Add(key)
+		return
+	}
+	q.queue.AddAfter(key, d)
+}
+
 // start runs the workers until ctx ends (the leader's context).
 func (q *resyncQueue) start(ctx context.Context) {
 	q.once.Do(func() {
