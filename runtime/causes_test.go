@@ -175,3 +175,29 @@ func TestBadRegistration(t *testing.T) {
 		t.Fatal("Err lost the registration errors")
 	}
 }
+
+// The finalizer is on the object before the first create handler runs, so
+// an object deleted right after that handler still gets its delete handler.
+func TestFinalizerBeforeCreateHandler(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	var runs counter
+	seen := make(chan []string, 1)
+	op := newOperator(t, testSettings())
+	op.OnCreate(gvr, "make", func(ctx context.Context, ev *runtime.Event) (any, error) {
+		// What the API server holds while the handler runs, not the cache.
+		seen <- get(t, gvr, ns, ev.Object.GetName()).GetFinalizers()
+		remove(t, gvr, ns, ev.Object.GetName())
+		return nil, nil
+	})
+	op.OnDelete(gvr, "clean", func(context.Context, *runtime.Event) (any, error) { runs.inc("delete"); return nil, nil })
+	start(t, op)
+	create(t, gvr, widget(ns, "w1", nil, nil))
+	if f := <-seen; len(f) != 1 {
+		t.Fatalf("finalizers while the create handler ran = %v, want ours", f)
+	}
+	eventually(t, 20*time.Second, "object gone after its delete handler", func() bool { return get(t, gvr, ns, "w1") == nil })
+	if runs.get("delete") != 1 {
+		t.Fatalf("delete handler ran %d times, want 1", runs.get("delete"))
+	}
+}

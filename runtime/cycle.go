@@ -88,6 +88,9 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 	c.st = readState(o.settings.Prefix, c.obj)
 	c.hasFin = slices.Contains(c.obj.GetFinalizers(), o.settings.Finalizer)
 	o.plan(c, changes)
+	if err := o.finalizeFirst(ctx, c); err != nil {
+		return 0, err
+	}
 	o.runSteps(ctx, c)
 	if err := o.finish(ctx, c); err != nil {
 		return 0, err

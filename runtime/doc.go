@@ -24,8 +24,12 @@
 //     deletionTimestamp, runs every due matching handler, then writes ONE
 //     merge patch: progress annotations (<Prefix>/<id>), results
 //     (<ResultsPath>.<id>), the handlers' own Event.Patch and finalizer
-//     changes. Temporary and Permanent errors, Retries, Timeout and backoff
-//     control retries; Events are posted through client-go's recorder.
+//     changes. The one exception: an object that needs our finalizer (a
+//     non-optional delete handler or a daemon matches it) gets it in a patch
+//     of its own before its first handler runs, so that an object deleted
+//     right after a create handler still reaches its delete handler.
+//     Temporary and Permanent errors, Retries, Timeout and backoff control
+//     retries; Events are posted through client-go's recorder.
 //     Objects no handler matches are never patched.
 //
 // Operating: optional Lease leader election (ReleaseOnCancel for a fast

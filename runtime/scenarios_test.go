@@ -52,34 +52,37 @@ func TestRestartMidCycle(t *testing.T) {
 	}
 }
 
-// A 409 on the final patch (someone added a finalizer while the handler ran)
-// is retried on a fresh object, and the foreign finalizer is kept, also when
-// the runtime removes its own.
+// A 409 on the final patch (the delete handler changed the object while it
+// ran, so the finalizer removal computed from the old copy is refused) is
+// retried on a fresh object, and a foreign finalizer is kept when the
+// runtime removes its own.
 func TestConflictRetriedAndForeignFinalizerKept(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
 	var runs counter
 	op := newOperator(t, testSettings())
-	op.OnCreate(gvr, "grab", func(context.Context, *runtime.Event) (any, error) {
-		runs.inc("create")
-		mergePatch(t, gvr, ns, "w1", `{"metadata":{"finalizers":["example.com/foreign"]}}`)
-		return "ok", nil
+	op.OnCreate(gvr, "grab", func(context.Context, *runtime.Event) (any, error) { runs.inc("create"); return "ok", nil })
+	op.OnDelete(gvr, "release", func(context.Context, *runtime.Event) (any, error) {
+		runs.inc("delete")
+		mergePatch(t, gvr, ns, "w1", `{"metadata":{"annotations":{"example.com/touched":"yes"}}}`)
+		return nil, nil
 	})
-	op.OnDelete(gvr, "release", func(context.Context, *runtime.Event) (any, error) { runs.inc("delete"); return nil, nil })
 	start(t, op)
-	create(t, gvr, widget(ns, "w1", nil, nil))
+	obj := widget(ns, "w1", nil, nil)
+	obj.SetFinalizers([]string{"example.com/foreign"})
+	create(t, gvr, obj)
 	eventually(t, 20*time.Second, "both finalizers", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return nested(got, "status.grab") == "ok" && len(got.GetFinalizers()) == 2
 	})
-	if n := counterValue(t, op, "runtime_patches_total", "conflict"); n < 1 {
-		t.Fatalf("no conflict was seen (%v); the scenario did not happen", n)
-	}
 	remove(t, gvr, ns, "w1")
 	eventually(t, 20*time.Second, "own finalizer removed, foreign kept", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return slices.Equal(got.GetFinalizers(), []string{"example.com/foreign"})
 	})
+	if n := counterValue(t, op, "runtime_patches_total", "conflict"); n < 1 {
+		t.Fatalf("no conflict was seen (%v); the scenario did not happen", n)
+	}
 	if runs.get("create") != 1 || runs.get("delete") != 1 {
 		t.Fatalf("runs = %v, want one create and one delete", &runs)
 	}
@@ -87,9 +90,10 @@ func TestConflictRetriedAndForeignFinalizerKept(t *testing.T) {
 	eventually(t, 10*time.Second, "gone", func() bool { return get(t, gvr, ns, "w1") == nil })
 }
 
-// An object deleted while its handler runs: the runtime neither errors in a
-// loop nor adds a finalizer to a deleting object; a held object gets its
-// delete handler, a vanished one is simply forgotten.
+// Objects deleted while their create handler runs: the runtime neither
+// errors in a loop nor re-runs the create handler; each object gets its
+// delete handler (the finalizer was placed before the create handler ran),
+// then our finalizer goes and only foreign ones stay.
 func TestDeletedWhileHandlerRuns(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
@@ -111,22 +115,24 @@ func TestDeletedWhileHandlerRuns(t *testing.T) {
 	held := widget(ns, "held", nil, nil)
 	held.SetFinalizers([]string{"example.com/hold"})
 	create(t, gvr, held)
-	create(t, gvr, widget(ns, "vanish", nil, nil))
+	create(t, gvr, widget(ns, "plain", nil, nil))
 	<-running
 	<-running
 	remove(t, gvr, ns, "held")
-	remove(t, gvr, ns, "vanish")
+	remove(t, gvr, ns, "plain")
 	close(release)
-	eventually(t, 20*time.Second, "delete handler of the held object", func() bool { return runs.get("delete-held") == 1 })
-	eventually(t, 20*time.Second, "held object settled", func() bool {
-		got := get(t, gvr, ns, "held")
-		return slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) && strings.Contains(got.GetAnnotations()["runtime.tailplane.io/cleanup"], `"ok":true`)
+	eventually(t, 20*time.Second, "delete handlers of both objects", func() bool {
+		return runs.get("delete-held") == 1 && runs.get("delete-plain") == 1
 	})
-	if get(t, gvr, ns, "vanish") != nil {
-		t.Fatal("the vanished object is back")
-	}
+	eventually(t, 20*time.Second, "held object settled, plain object gone", func() bool {
+		got := get(t, gvr, ns, "held")
+		return slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) &&
+			strings.Contains(got.GetAnnotations()["runtime.tailplane.io/cleanup"], `"ok":true`) &&
+			get(t, gvr, ns, "plain") == nil
+	})
 	consistently(t, time.Second, "no retries", func() bool {
-		return runs.get("create-held") == 1 && runs.get("create-vanish") == 1 && runs.get("delete-vanish") == 0
+		return runs.get("create-held") == 1 && runs.get("create-plain") == 1 &&
+			runs.get("delete-held") == 1 && runs.get("delete-plain") == 1
 	})
 	mergePatch(t, gvr, ns, "held", `{"metadata":{"finalizers":null}}`)
 }
