@@ -44,14 +44,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	suite.dir = dir
 	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/tailplane-operator", "./cmd/tailplane-proxy")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/tailplane-operator", "./cmd/tailplane-proxy", "./deploy/manifests/devinstall")
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), string(out))
 
 	logFile, err := os.Create(dir + ".log")
 	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command("go", "run", "./deploy/manifests/devinstall", "--dir", filepath.Join(dir, "cluster"), "--up", suite.devcluster, "--bin", bin)
+	// The binary itself, not `go run`, so that SIGINT at the end reaches it.
+	cmd := exec.Command(filepath.Join(bin, "devinstall"), "--dir", filepath.Join(dir, "cluster"), "--up", suite.devcluster, "--bin", bin)
 	cmd.Dir = root
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
