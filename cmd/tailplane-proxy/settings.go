@@ -93,6 +93,7 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 	} else {
 		opts.Source = &configwatch.File{Path: configFile, Log: logger}
 	}
+	var status statusSetter
 	if stateSecret != "" {
 		st, err := kubestate.New(ctx, opts.Kube, opts.Namespace, stateSecret)
 		if err != nil {
@@ -104,12 +105,21 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 			}
 		}
 		opts.State, opts.Status = st, st
+		status = st
 	} else {
 		st, err := store.NewFileStore(logger.Printf, opts.StateDir+"/tailscaled.state")
 		if err != nil {
 			return opts, fmt.Errorf("state file: %w", err)
 		}
 		opts.State = st
+	}
+	if opts.Kube != nil {
+		// Routing plugins fetch their modules from the proxy's namespace.
+		loader, err := newPluginLoader(opts.Kube, opts.Namespace, opts.StateDir+"/wasm-cache", status, logger)
+		if err != nil {
+			return opts, err
+		}
+		opts.PluginRouters = loader.routers
 	}
 	return opts, nil
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/log"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tailplane/tailplane/plugins"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/route"
+)
+
+// keyPluginStatus is the state Secret key where the proxy reports its
+// plugins for the RoutingPlugin status (the operator reads it).
+const keyPluginStatus = "plugin_status"
+
+// pluginReport is one plugin as the proxy reports it.
+type pluginReport struct {
+	Name   string `json:"name"`
+	Loaded bool   `json:"loaded"`
+	SHA256 string `json:"sha256,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// statusSetter writes keys of the state Secret (kubestate.Store).
+type statusSetter interface {
+	Set(ctx context.Context, kv map[string][]byte) error
+}
+
+// pluginLoader turns the config's plugins into the router chain the proxy
+// runs after its routing table. Each config entry is a RoutingPlugin's spec
+// as the operator distributed it, its module copied into the proxy's own
+// namespace; the entry's name is the RoutingPlugin's "<namespace>/<name>".
+type pluginLoader struct {
+	manager   *plugins.Manager
+	namespace string
+	status    statusSetter // nil: outcomes are only logged
+	log       *log.Logger
+}
+
+func newPluginLoader(kube kubernetes.Interface, namespace, cacheDir string, status statusSetter, logger *log.Logger) (*pluginLoader, error) {
+	m, err := plugins.New(plugins.Options{CacheDir: cacheDir, Kube: kube, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("plugin host: %w", err)
+	}
+	return &pluginLoader{manager: m, namespace: namespace, status: status, log: logger}, nil
+}
+
+// routers is proxy.Options.PluginRouters. A spec that cannot be read
+// refuses the config; a module that fails to load is handled by its
+// failure policy inside the manager and reported, never fatal.
+func (l *pluginLoader) routers(ctx context.Context, ps []config.Plugin) ([]route.Router, error) {
+	specs := make([]plugins.Spec, 0, len(ps))
+	for i, p := range ps {
+		spec, err := l.spec(p)
+		if err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		specs = append(specs, spec)
+	}
+	statuses := l.manager.Apply(ctx, specs)
+	reports := make([]pluginReport, 0, len(statuses))
+	for _, s := range statuses {
+		if s.Error != "" {
+			l.log.Warn("plugin did not load", "plugin", s.Name, "err", s.Error)
+		}
+		reports = append(reports, pluginReport{Name: s.Name, Loaded: s.Loaded, SHA256: s.SHA256, Error: s.Error})
+	}
+	if l.status != nil {
+		b, _ := json.Marshal(reports)
+		if err := l.status.Set(ctx, map[string][]byte{keyPluginStatus: b}); err != nil {
+			l.log.Warn("cannot report plugin status", "err", err)
+		}
+	}
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	return []route.Router{l.manager}, nil
+}
+
+func (l *pluginLoader) spec(p config.Plugin) (plugins.Spec, error) {
+	var spec map[string]any
+	if err := json.Unmarshal(p.Spec, &spec); err != nil {
+		return plugins.Spec{}, fmt.Errorf("plugin %q: spec: %w", p.Name, err)
+	}
+	name := p.Name
+	if _, n, ok := strings.Cut(p.Name, "/"); ok {
+		name = n
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"namespace": l.namespace, "name": name},
+		"spec":     spec,
+	}}
+	s, err := plugins.SpecFromRoutingPlugin(obj)
+	if err != nil {
+		return plugins.Spec{}, err
+	}
+	// Report under the operator's name for the RoutingPlugin.
+	s.Name = p.Name
+	return s, nil
+}
