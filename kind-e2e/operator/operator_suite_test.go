@@ -1,7 +1,6 @@
-// Package operator is the operator's end-to-end suite on devcluster: it
-// builds tailplane-operator and tailplane-proxy, starts devcluster with the
-// operator installed from deploy/manifests exactly as `go tool task dev` does
-// (deploy/manifests/devinstall), applies the seed's exposed Service and
+// Package operator is the operator's end-to-end suite on devcluster: it runs
+// the README's `go tool task dev` (build, devcluster up, the operator
+// installed from deploy/manifests by deploy/manifests/devinstall), applies the seed's exposed Service and
 // Ingress with echo backends, and reaches both through the tailnet with
 // `devcluster curl`.
 package operator
@@ -43,17 +42,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "devcluster-operator-")
 	Expect(err).NotTo(HaveOccurred())
 	suite.dir = dir
-	bin := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/tailplane-operator", "./cmd/tailplane-proxy", "./deploy/manifests/devinstall")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), string(out))
-
 	logFile, err := os.Create(dir + ".log")
 	Expect(err).NotTo(HaveOccurred())
-	// The binary itself, not `go run`, so that SIGINT at the end reaches it.
-	cmd := exec.Command(filepath.Join(bin, "devinstall"), "--dir", filepath.Join(dir, "cluster"), "--up", suite.devcluster, "--bin", bin)
+	// Exactly the README's main command, so that CI proves it works.
+	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(dir, "cluster"))
 	cmd.Dir = root
+	// Its own process group: SIGINT at the end reaches task, go run,
+	// devinstall and devcluster alike, as Ctrl-C in a terminal would.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -73,19 +69,19 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	select {
 	case <-installed:
 	case <-suite.exited:
-		Fail("devinstall exited before the operator was installed; see " + dir + ".log")
+		Fail("`go tool task dev` exited before the operator was installed; see " + dir + ".log")
 	case <-ctx.Done():
-		Fail("devinstall did not finish in time; see " + dir + ".log")
+		Fail("`go tool task dev` did not install the operator in time; see " + dir + ".log")
 	}
 }, NodeTimeout(6*time.Minute))
 
 var _ = AfterSuite(func() {
 	if suite.cmd != nil && suite.cmd.Process != nil {
-		_ = suite.cmd.Process.Signal(syscall.SIGINT)
+		_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGINT)
 		select {
 		case <-suite.exited:
 		case <-time.After(time.Minute):
-			_ = suite.cmd.Process.Kill()
+			_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGKILL)
 		}
 		_ = exec.Command(suite.devcluster, "down", "--dir", filepath.Join(suite.dir, "cluster")).Run()
 	}
