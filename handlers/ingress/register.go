@@ -47,11 +47,10 @@ type module struct{ d *kit.Deps }
 // deleted).
 func Register(op *runtime.Operator, d *kit.Deps) {
 	m := &module{d: d}
-	ours := runtime.Or(m.isOurs, kit.HasMark(Role))
-	op.OnCreate(kit.Ingresses, "ingress-create", m.handle, d.Scope(runtime.When(ours))...)
-	op.OnUpdate(kit.Ingresses, "ingress-update", m.handle, d.Scope(runtime.When(ours))...)
-	op.OnResume(kit.Ingresses, "ingress-resume", m.handle, d.Scope(runtime.When(ours))...)
-	op.OnDelete(kit.Ingresses, "ingress-cleanup", m.cleanup, d.Scope(runtime.When(ours))...)
+	d.RegisterProxyParent(op, kit.ProxyParent{
+		ID: "ingress", Type: proxyset.ParentIngress, Resource: kit.Ingresses, Kind: "Ingress",
+		Role: Role, IsOurs: m.isOurs, Sync: m.sync,
+	})
 	op.Index(kit.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
 		if !m.isOurs(obj) {
 			return nil
@@ -70,7 +69,6 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 		d.ResyncIndexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), proxyset.ParentIngress)
 		return nil
 	}, d.Scope()...)
-	d.OnResync(proxyset.ParentIngress, m.resync)
 }
 
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
@@ -79,37 +77,6 @@ func (m *module) isOurs(obj *unstructured.Unstructured) bool {
 		return false
 	}
 	return IsOurs(&ing, m.d.Settings.IngressClassName)
-}
-
-func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
-	unlock := m.d.Lock(proxyset.ParentIngress, ev.Object.GetNamespace(), ev.Object.GetName())
-	defer unlock()
-	return nil, kit.Retry(m.sync(ctx, ev.Object, ev.Patch), ev.Retry)
-}
-
-func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
-	unlock := m.d.Lock(proxyset.ParentIngress, ev.Object.GetNamespace(), ev.Object.GetName())
-	defer unlock()
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ev.Object.GetNamespace(), ev.Object.GetName()); err != nil {
-		return nil, kit.Retry(err, ev.Retry)
-	}
-	return nil, nil
-}
-
-func (m *module) resync(ctx context.Context, namespace, name string) error {
-	unlock := m.d.Lock(proxyset.ParentIngress, namespace, name)
-	defer unlock()
-	obj, err := m.d.Dyn.Resource(kit.Ingresses).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read Ingress %s/%s: %w", namespace, name, err)
-	}
-	if obj.GetDeletionTimestamp() != nil || !(m.isOurs(obj) || kit.HasMark(Role)(obj)) {
-		return nil
-	}
-	return m.sync(ctx, obj, nil)
 }
 
 // sync brings the Ingress's proxy and status in line with the Ingress.

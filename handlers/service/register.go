@@ -3,13 +3,11 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -39,12 +37,10 @@ type module struct{ d *kit.Deps }
 // touched.
 func Register(op *runtime.Operator, d *kit.Deps) {
 	m := &module{d: d}
-	ours := runtime.Or(m.isOurs, kit.HasMark(Role))
-	op.OnCreate(kit.Services, "service-create", m.handle, d.Scope(runtime.When(ours))...)
-	op.OnUpdate(kit.Services, "service-update", m.handle, d.Scope(runtime.When(ours))...)
-	op.OnResume(kit.Services, "service-resume", m.handle, d.Scope(runtime.When(ours))...)
-	op.OnDelete(kit.Services, "service-cleanup", m.cleanup, d.Scope(runtime.When(ours))...)
-	d.OnResync(proxyset.ParentService, m.resync)
+	d.RegisterProxyParent(op, kit.ProxyParent{
+		ID: "service", Type: proxyset.ParentService, Resource: kit.Services, Kind: "Service",
+		Role: Role, IsOurs: m.isOurs, Sync: m.sync,
+	})
 }
 
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
@@ -53,38 +49,6 @@ func (m *module) isOurs(obj *unstructured.Unstructured) bool {
 		return false
 	}
 	return Classify(&svc, m.d.Settings.DefaultLoadBalancer) != NotOurs
-}
-
-func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
-	unlock := m.d.Lock(proxyset.ParentService, ev.Object.GetNamespace(), ev.Object.GetName())
-	defer unlock()
-	return nil, kit.Retry(m.sync(ctx, ev.Object, ev.Patch), ev.Retry)
-}
-
-func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
-	unlock := m.d.Lock(proxyset.ParentService, ev.Object.GetNamespace(), ev.Object.GetName())
-	defer unlock()
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentService, ev.Object.GetNamespace(), ev.Object.GetName()); err != nil {
-		return nil, kit.Retry(err, ev.Retry)
-	}
-	return nil, nil
-}
-
-// resync re-handles a Service after its proxy's state or ProxyClass changed.
-func (m *module) resync(ctx context.Context, namespace, name string) error {
-	unlock := m.d.Lock(proxyset.ParentService, namespace, name)
-	defer unlock()
-	obj, err := m.d.Dyn.Resource(kit.Services).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read Service %s/%s: %w", namespace, name, err)
-	}
-	if obj.GetDeletionTimestamp() != nil || !(m.isOurs(obj) || kit.HasMark(Role)(obj)) {
-		return nil
-	}
-	return m.sync(ctx, obj, nil)
 }
 
 // sync brings the Service's proxy and status in line with the Service.
