@@ -17,11 +17,12 @@ var wasmMagic = []byte("\x00asm")
 
 // compile compiles cfg.Module in r and checks it against what the host
 // offers, so every mismatch is a load error naming the function at fault.
-func compile(ctx context.Context, r wazero.Runtime, cfg Config) (wazero.CompiledModule, error) {
+// module is cfg.Module as it is compiled (instrumented or not).
+func compile(ctx context.Context, r wazero.Runtime, cfg Config, module []byte) (wazero.CompiledModule, error) {
 	if !bytes.HasPrefix(cfg.Module, wasmMagic) {
 		return nil, fmt.Errorf("plugin %s: %w: %d bytes without the \\0asm header", cfg.Name, ErrNotWasm, len(cfg.Module))
 	}
-	cm, err := r.CompileModule(ctx, cfg.Module)
+	cm, err := r.CompileModule(ctx, module)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w: %v", cfg.Name, ErrNotWasm, err)
 	}

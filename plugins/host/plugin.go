@@ -11,6 +11,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/tailplane/tailplane/proxy/route"
@@ -46,6 +47,9 @@ type Plugin struct {
 	log      *log.Logger
 	guestOut *logWriter
 	m        *pluginMetrics
+	// watch enforces deadlines; nil without a deadline or when the module
+	// could not be instrumented (then wazero's WithCloseOnContextDone does).
+	watch *watchdog
 
 	instanceMemory atomic.Uint64
 
@@ -92,12 +96,18 @@ func (p *Plugin) Close(ctx context.Context) error {
 	}
 	p.closed = true
 	p.pool.close()
+	if p.watch != nil {
+		p.watch.close()
+	}
 	return p.runtime.Close(ctx)
 }
 
 func (p *Plugin) closeNow(ctx context.Context) {
 	p.closed = true
 	p.pool.close()
+	if p.watch != nil {
+		p.watch.close()
+	}
 	_ = p.runtime.Close(ctx)
 }
 
@@ -144,9 +154,7 @@ func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next b
 	}
 	x.inst = in
 	x.features = in.features
-	cctx, cancel := p.deadline(ctx)
-	defer cancel()
-	res, err := in.handleRequest.Call(in.callContext(cctx, x, p.cfg.Timeout > 0))
+	res, err := p.invoke(ctx, x, in, in.handleRequest)
 	if err != nil {
 		p.discard(in, err)
 		return false, 0, fmt.Errorf("plugin %s: handle_request: %w", p.cfg.Name, err)
@@ -163,13 +171,11 @@ func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next b
 
 // callResponse runs handle_response on the pinned instance and returns it.
 func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, reqCtx uint32, isError bool) error {
-	cctx, cancel := p.deadline(ctx)
-	defer cancel()
 	var e uint64
 	if isError {
 		e = 1
 	}
-	if _, err := in.handleResponse.Call(in.callContext(cctx, x, p.cfg.Timeout > 0), uint64(reqCtx), e); err != nil {
+	if _, err := p.invoke(ctx, x, in, in.handleResponse, uint64(reqCtx), e); err != nil {
 		p.discard(in, err)
 		return fmt.Errorf("plugin %s: handle_response: %w", p.cfg.Name, err)
 	}
@@ -179,18 +185,31 @@ func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, re
 	return nil
 }
 
-func (p *Plugin) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if p.cfg.Timeout > 0 {
-		return context.WithTimeout(ctx, p.cfg.Timeout)
+// invoke calls fn on in under the plugin's deadline: the watchdog's when
+// the module is instrumented, else wazero's (a context deadline).
+func (p *Plugin) invoke(ctx context.Context, x *exchange, in *instance, fn api.Function, params ...uint64) ([]uint64, error) {
+	if p.watch != nil {
+		token := p.watch.begin(in, p.cfg.Timeout)
+		res, err := fn.Call(in.callContext(ctx, x, false), params...)
+		if !p.watch.end(in, token) {
+			return nil, errDeadline
+		}
+		return res, err
 	}
-	return ctx, func() {}
+	if p.cfg.Timeout <= 0 {
+		return fn.Call(in.callContext(ctx, x, false), params...)
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	return fn.Call(in.callContext(cctx, x, true), params...)
 }
 
-// callContext returns the context for one call. Without a deadline wazero
-// does not watch the context from another goroutine, so the instance's own
-// callCtx is reused and the call allocates nothing; with one, wazero's
-// watcher may still read the context after the call returns, so each call
-// gets a fresh one.
+// callContext returns the context for one call. Unless wazero enforces the
+// deadline (watched: the fallback for modules the watchdog cannot
+// instrument), nothing reads the context from another goroutine, so the
+// instance's own callCtx is reused and the call allocates nothing; wazero's
+// watcher may still read the context after the call returns, so a watched
+// call gets a fresh one.
 func (in *instance) callContext(ctx context.Context, x *exchange, watched bool) context.Context {
 	if watched {
 		return &callCtx{Context: ctx, x: x}

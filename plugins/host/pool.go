@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -26,6 +27,11 @@ type instance struct {
 	handleResponse api.Function
 	features       uint32 // enabled during _initialize: apply to every request
 	cc             callCtx
+
+	// With a watchdog: the instrumented module's stop global, and the
+	// deadline of the running call (idle, killed, or ns since the epoch).
+	stop     api.MutableGlobal
+	deadline atomic.Int64
 }
 
 // pool holds at most size live instances; idle ones wait in a channel.
@@ -127,6 +133,9 @@ func (pl *pool) refill() {
 }
 
 func (pl *pool) drop(in *instance) {
+	if pl.p.watch != nil {
+		pl.p.watch.remove(in)
+	}
 	_ = in.mod.Close(context.Background())
 	pl.p.m.instances.Dec()
 	<-pl.slots
@@ -151,9 +160,13 @@ func (pl *pool) close() {
 // instantiate creates and initialises one guest instance.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	in := &instance{}
+	start := p.start
+	if p.watch != nil {
+		start = nil // run below, under the watchdog
+	}
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module
-		WithStartFunctions(p.start...).
+		WithStartFunctions(start...).
 		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
 		WithStdout(p.guestOut).WithStderr(p.guestOut)
 	for k, v := range p.cfg.Env {
@@ -165,6 +178,9 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	defer cancel()
 	ictx = context.WithValue(ictx, exchangeKey{}, &exchange{plugin: p, inst: in, inInit: true})
 	mod, err := p.runtime.InstantiateModule(ictx, p.compiled, mc)
+	if err == nil && p.watch != nil {
+		err = p.initWatched(ictx, in, mod)
+	}
 	if err != nil {
 		var exit *sys.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 0 {
@@ -184,4 +200,32 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	p.m.created.Inc()
 	p.m.instances.Inc()
 	return in, nil
+}
+
+// initWatched registers a new instance of an instrumented module with the
+// watchdog and runs its start functions under the init deadline.
+func (p *Plugin) initWatched(ctx context.Context, in *instance, mod api.Module) error {
+	stop, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
+	if !ok {
+		_ = mod.Close(ctx)
+		return fmt.Errorf("instrumented module has no mutable %s", stopExport)
+	}
+	in.stop = stop
+	p.watch.add(in)
+	for _, name := range p.start {
+		token := p.watch.begin(in, initTimeout)
+		_, err := mod.ExportedFunction(name).Call(ctx)
+		if !p.watch.end(in, token) {
+			err = fmt.Errorf("%s: %w", name, errDeadline)
+		}
+		if err != nil {
+			p.watch.remove(in)
+			_ = mod.Close(ctx)
+			return err
+		}
+		if mod.IsClosed() {
+			break // proc_exit(0): reported below as a command module
+		}
+	}
+	return nil
 }
