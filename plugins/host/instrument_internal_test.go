@@ -2,11 +2,14 @@ package host
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
@@ -38,5 +41,44 @@ func TestGuestsUseTheWatchdog(t *testing.T) {
 			}
 			_ = p.Close(context.Background())
 		}
+	}
+}
+
+// A wasm start section becomes an export the host calls under the
+// watchdog, and the rewritten module is valid (wazero compiles it).
+func TestInstrumentMovesStartSection(t *testing.T) {
+	module := []byte("\x00asm\x01\x00\x00\x00" +
+		"\x01\x04\x01\x60\x00\x00" + // type 0: [] -> []
+		"\x03\x02\x01\x00" + // func 0: type 0
+		"\x05\x03\x01\x00\x01" + // memory: 1 page
+		"\x08\x01\x00" + // start: func 0
+		"\x0a\x07\x01\x05\x00\x03\x40\x0b\x0b") // func 0: loop end end
+	out, hadStart, err := instrument(module)
+	if err != nil || !hadStart {
+		t.Fatalf("instrument: start=%v, %v", hadStart, err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	mod, err := r.InstantiateWithConfig(ctx, out, wazero.NewModuleConfig().WithStartFunctions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal); !ok {
+		t.Errorf("no mutable %s export", stopExport)
+	}
+	start := mod.ExportedFunction(startExport)
+	if start == nil {
+		t.Fatalf("no %s export", startExport)
+	}
+	if _, err := start.Call(ctx); err != nil {
+		t.Errorf("calling the former start function: %v", err)
+	}
+	// A module the decoder does not understand is refused, so the host
+	// falls back to wazero's deadline instead of compiling a broken module.
+	bad := append([]byte(nil), module...)
+	bad[len(bad)-4] = 0xFF // an opcode that does not exist
+	if _, _, err := instrument(bad); !errors.Is(err, errInstrument) {
+		t.Errorf("unknown opcode: err = %v, want errInstrument", err)
 	}
 }
