@@ -51,7 +51,9 @@ type Config struct {
 	FailurePolicy FailurePolicy
 	// Timeout bounds every call into the guest; 0 means DefaultTimeout. A
 	// negative value disables the deadline (trusted plugins only: it saves
-	// about a microsecond per call but a looping guest then blocks forever).
+	// about 0.1 µs per call but a looping guest then blocks forever). The
+	// deadline is enforced by loop checks compiled into the module and one
+	// watchdog goroutine per plugin (see instrument.go).
 	Timeout time.Duration
 	// MemoryLimit caps each instance's linear memory, in bytes (rounded down
 	// to 64 KiB pages); 0 means DefaultMemoryLimit.

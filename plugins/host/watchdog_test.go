@@ -54,8 +54,8 @@ func TestWatchdogStopsOnlyTheOverrunningCall(t *testing.T) {
 	if took < deadline {
 		t.Errorf("the looping call ended after %v, before its %v deadline", took, deadline)
 	}
-	// The watchdog looks every deadline/8; allow a loaded CI machine 1 s more.
-	if took > deadline+time.Second {
+	// The watchdog looks every deadline/8; allow a loaded CI machine 2 s more.
+	if took > deadline+2*time.Second {
 		t.Errorf("the looping call took %v; the deadline is %v", took, deadline)
 	}
 	if served == 0 {
