@@ -42,14 +42,17 @@ func TestOneKeyOneWorker(t *testing.T) {
 	var mu sync.Mutex
 	inFlight := map[string]int{}
 	maxPerKey, maxTotal, total := 0, 0, 0
-	slow := func(_ context.Context, ev *runtime.Event) (any, error) {
+	slow := func(ctx context.Context, ev *runtime.Event) (any, error) {
 		name := ev.Object.GetName()
 		mu.Lock()
 		inFlight[name]++
 		total++
 		maxPerKey, maxTotal = max(maxPerKey, inFlight[name]), max(maxTotal, total)
 		mu.Unlock()
-		time.Sleep(50 * time.Millisecond) // hold the worker so that overlaps would show
+		select { // hold the worker so that overlaps would show
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
 		mu.Lock()
 		inFlight[name]--
 		total--

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -51,13 +52,15 @@ func Example() {
 	defer func() {
 		_ = kube.CoreV1().ConfigMaps("default").Delete(context.Background(), "world", metav1.DeleteOptions{})
 	}()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	var greeting string
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := kube.CoreV1().ConfigMaps("default").Get(ctx, "world", metav1.GetOptions{})
-		if err == nil && got.Annotations["example.com/greeting"] != "" {
-			fmt.Println(got.Annotations["example.com/greeting"])
-			return
+		if err != nil {
+			return false, nil
 		}
-	}
-	fmt.Println("not greeted")
+		greeting = got.Annotations["example.com/greeting"]
+		return greeting != "", nil
+	})
+	fmt.Println(greeting)
 	// Output: hello world
 }

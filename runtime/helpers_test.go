@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -126,25 +128,15 @@ func start(t *testing.T, op *runtime.Operator) *running {
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not a wait for behaviour
-	}
+	gomega.NewWithT(t).Eventually(cond).WithTimeout(timeout).WithPolling(20*time.Millisecond).
+		Should(gomega.BeTrue(), "timed out after %s waiting for %s", timeout, what)
 }
 
 // consistently checks that cond holds for the whole duration.
 func consistently(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !cond() {
-			t.Fatalf("%s stopped holding", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Consistently(cond).WithTimeout(d).WithPolling(20*time.Millisecond).
+		Should(gomega.BeTrue(), "%s stopped holding", what)
 }
 
 func widget(ns, name string, spec map[string]any, labels map[string]string) *unstructured.Unstructured {

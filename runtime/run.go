@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -188,6 +190,10 @@ func (o *Operator) shutdown(workers *sync.WaitGroup, cancelWork context.CancelFu
 	return nil
 }
 
+// discoveryWait bounds how long Run waits for a watched group to appear in
+// discovery.
+const discoveryWait = 30 * time.Second
+
 // discover finds which resources have a status subresource, so that results
 // are written where the API server accepts them.
 func (o *Operator) discover(ctx context.Context) error {
@@ -198,7 +204,15 @@ func (o *Operator) discover(ctx context.Context) error {
 			continue
 		}
 		seen[gv] = true
-		list, err := o.kube.Discovery().ServerResourcesForGroupVersion(gv)
+		// A group whose CRD was just established can be missing from
+		// discovery for a moment; so can one installed right after the
+		// operator starts. Wait a bounded time for it.
+		var list *metav1.APIResourceList
+		var err error
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, discoveryWait, true, func(context.Context) (bool, error) {
+			list, err = o.kube.Discovery().ServerResourcesForGroupVersion(gv)
+			return err == nil || !apierrors.IsNotFound(err), nil
+		})
 		if err != nil {
 			return fmt.Errorf("runtime: discover %s: %w", gv, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/charmbracelet/log"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -54,17 +56,7 @@ func backend(t *testing.T, name string) (ip string, port int) {
 
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(f).WithTimeout(10*time.Second).WithPolling(50*time.Millisecond).Should(gomega.Succeed(), what)
 }
 
 func readTCP(addr string) (string, error) {
