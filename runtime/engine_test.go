@@ -29,6 +29,11 @@ func TestOneMergedPatchPerCycle(t *testing.T) {
 		got := get(t, gvr, ns, "w1")
 		return nested(got, "status.c") == "c-result" && got.GetLabels()["example.com/a"] == "done"
 	})
+	// The object can be read back a moment before the operator counts the
+	// patch it sent; wait for the count, then check it stays at one.
+	eventually(t, 5*time.Second, "the patch counted", func() bool {
+		return counterValue(t, op, "runtime_patches_total", "ok") >= 1
+	})
 	consistently(t, time.Second, "exactly one patch", func() bool {
 		return counterValue(t, op, "runtime_patches_total", "ok") == 1
 	})
