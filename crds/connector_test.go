@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 var connectors = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "connectors"}
 
-func setup(t *testing.T) dynamic.ResourceInterface {
+// installCRDs installs every CRD of this folder and returns a client.
+func installCRDs(t *testing.T) dynamic.Interface {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -36,7 +37,12 @@ func setup(t *testing.T) dynamic.ResourceInterface {
 	if err := testenv.InstallCRDs(ctx, dyn, objs...); err != nil {
 		t.Fatal(err)
 	}
-	return dyn.Resource(connectors)
+	return dyn
+}
+
+func setup(t *testing.T) dynamic.ResourceInterface {
+	t.Helper()
+	return installCRDs(t).Resource(connectors)
 }
 
 func readManifest(t *testing.T, path string) *unstructured.Unstructured {

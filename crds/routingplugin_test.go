@@ -12,25 +12,14 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tailplane/tailplane/crds"
-	"github.com/tailplane/tailplane/internal/testenv"
 )
 
 var routingPlugins = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
 
 func routingPluginClient(t *testing.T) (dynamic.ResourceInterface, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dyn := dynamic.NewForConfigOrDie(env.Config(t))
-	objs, err := crds.Objects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testenv.InstallCRDs(ctx, dyn, objs...); err != nil {
-		t.Fatal(err)
-	}
 	ns := env.Namespace(t)
-	return dyn.Resource(routingPlugins).Namespace(ns), ns
+	return installCRDs(t).Resource(routingPlugins).Namespace(ns), ns
 }
 
 func routingPlugin(name string, spec map[string]any) *unstructured.Unstructured {

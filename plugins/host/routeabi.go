@@ -18,22 +18,18 @@ func routeFunctions() []httpFunction {
 		{abi.FnABIVersion, nil, []api.ValueType{i32}, func(_ context.Context, _ api.Module, s []uint64) {
 			s[0] = api.EncodeI32(abi.RouteVersion)
 		}},
-		{abi.FnGetRouteHost, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, s []uint64) {
-			x := exchangeFrom(ctx)
-			var h string
-			if x.route != nil {
-				h = x.route.Host
+		stringGetter(abi.FnGetRouteHost, func(x *exchange) string {
+			if x.route == nil {
+				return ""
 			}
-			s[0] = writeIfFits(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), h)
-		}},
-		{abi.FnGetRoutePath, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, s []uint64) {
-			x := exchangeFrom(ctx)
-			var p string
-			if x.route != nil {
-				p = x.route.Path
+			return x.route.Host
+		}),
+		stringGetter(abi.FnGetRoutePath, func(x *exchange) string {
+			if x.route == nil {
+				return ""
 			}
-			s[0] = writeIfFits(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), p)
-		}},
+			return x.route.Path
+		}),
 		{abi.FnGetBackends, []api.ValueType{i32, i32}, []api.ValueType{i64}, func(ctx context.Context, mod api.Module, s []uint64) {
 			x := exchangeFrom(ctx)
 			var names []string
@@ -56,22 +52,18 @@ func routeFunctions() []httpFunction {
 			}
 			s[0] = api.EncodeI32(abi.StatusOK)
 		}},
-		{abi.FnGetLogin, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, s []uint64) {
-			x := exchangeFrom(ctx)
-			var v string
-			if x.identity != nil {
-				v = x.identity.LoginName
+		stringGetter(abi.FnGetLogin, func(x *exchange) string {
+			if x.identity == nil {
+				return ""
 			}
-			s[0] = writeIfFits(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), v)
-		}},
-		{abi.FnGetNode, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, s []uint64) {
-			x := exchangeFrom(ctx)
-			var v string
-			if x.identity != nil {
-				v = x.identity.NodeName
+			return x.identity.LoginName
+		}),
+		stringGetter(abi.FnGetNode, func(x *exchange) string {
+			if x.identity == nil {
+				return ""
 			}
-			s[0] = writeIfFits(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), v)
-		}},
+			return x.identity.NodeName
+		}),
 		{abi.FnGetTags, []api.ValueType{i32, i32}, []api.ValueType{i64}, func(ctx context.Context, mod api.Module, s []uint64) {
 			x := exchangeFrom(ctx)
 			var tags []string
@@ -114,4 +106,12 @@ func instantiateRouteModule(ctx context.Context, r wazero.Runtime, cfg Config) e
 		return fmt.Errorf("instantiate %s host module: %w", abi.RouteModule, err)
 	}
 	return nil
+}
+
+// stringGetter is a routing-module function that copies one string of the
+// request's exchange into the guest's buffer (the size when it does not fit).
+func stringGetter(name string, get func(x *exchange) string) httpFunction {
+	return httpFunction{name, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, s []uint64) {
+		s[0] = writeIfFits(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), get(exchangeFrom(ctx)))
+	}}
 }
