@@ -222,15 +222,17 @@ func (v variant) get() error {
 
 // interleave measures each variant with 16 concurrent clients, in blocks of
 // blockTime taken in turn (the order rotating each round), b.N × rounds
-// rounds. It reports wall-clock "<name>-req/s" and "<name>-delta-%" against
-// the first variant, and the process's CPU time per request
-// ("<name>-cpu-us/req", "<name>-cpu-delta-%": the throughput change at full
-// CPU). On a shared machine the CPU figures are the trustworthy ones.
+// rounds. It reports wall-clock "<name>-req/s" and the process's CPU time
+// per request ("<name>-cpu-us/req") over all rounds, and against the first
+// variant "<name>-delta-%" (wall-clock requests/s) and "<name>-cpu-delta-%"
+// (the throughput change at full CPU): each the median of the per-round
+// ratios, so a burst of load from another process spoils one round, not
+// the result.
 func interleave(b *testing.B, variants []variant) {
 	const (
 		clients   = 16
 		blockTime = 250 * time.Millisecond
-		rounds    = 6
+		rounds    = 12
 	)
 	for _, v := range variants {
 		if err := v.get(); err != nil {
@@ -242,8 +244,13 @@ func interleave(b *testing.B, variants []variant) {
 	cpu := make([]time.Duration, len(variants))
 	lastErr := make([]error, len(variants))
 	spent := make([]time.Duration, len(variants))
+	rateRatios := make([][]float64, len(variants))
+	cpuRatios := make([][]float64, len(variants))
 	b.ResetTimer()
 	for n := range b.N * rounds {
+		roundCount := make([]int64, len(variants))
+		roundCPU := make([]time.Duration, len(variants))
+		roundTime := make([]time.Duration, len(variants))
 		for k := range variants {
 			i := (k + n) % len(variants)
 			var wg sync.WaitGroup
@@ -266,6 +273,7 @@ func interleave(b *testing.B, variants []variant) {
 						done++
 					}
 					mu.Lock()
+					roundCount[i] += done
 					count[i] += done
 					errs[i] += failed
 					if last != nil {
@@ -275,8 +283,21 @@ func interleave(b *testing.B, variants []variant) {
 				}()
 			}
 			wg.Wait()
-			spent[i] += time.Since(start)
-			cpu[i] += cpuTime(b) - cpuBefore
+			roundTime[i] = time.Since(start)
+			roundCPU[i] = cpuTime(b) - cpuBefore
+			spent[i] += roundTime[i]
+			cpu[i] += roundCPU[i]
+		}
+		if roundCount[0] == 0 {
+			continue
+		}
+		for i := 1; i < len(variants); i++ {
+			if roundCount[i] == 0 {
+				continue
+			}
+			rateRatios[i] = append(rateRatios[i], (float64(roundCount[i])/roundTime[i].Seconds())/(float64(roundCount[0])/roundTime[0].Seconds()))
+			cpuPerReq := func(j int) float64 { return roundCPU[j].Seconds() / float64(roundCount[j]) }
+			cpuRatios[i] = append(cpuRatios[i], cpuPerReq(0)/cpuPerReq(i))
 		}
 	}
 	b.StopTimer()
@@ -286,21 +307,31 @@ func interleave(b *testing.B, variants []variant) {
 			b.Fatalf("%s: %d of %d requests failed, last: %v", v.name, errs[i], count[i]+errs[i], lastErr[i])
 		}
 	}
-	base := float64(count[0]) / spent[0].Seconds()
-	baseCPU := float64(cpu[0].Microseconds()) / float64(count[0])
 	for i, v := range variants {
-		rate := float64(count[i]) / spent[i].Seconds()
-		perReq := float64(cpu[i].Microseconds()) / float64(count[i])
-		b.ReportMetric(rate, v.name+"-req/s")
-		b.ReportMetric(perReq, v.name+"-cpu-us/req")
+		b.ReportMetric(float64(count[i])/spent[i].Seconds(), v.name+"-req/s")
+		b.ReportMetric(float64(cpu[i].Microseconds())/float64(count[i]), v.name+"-cpu-us/req")
 		if i > 0 {
-			b.ReportMetric((rate/base-1)*100, v.name+"-delta-%")
+			b.ReportMetric((median(rateRatios[i])-1)*100, v.name+"-delta-%")
 			// CPU-bound, requests/s scale with 1/CPU per request: this is
 			// the throughput change the plugin causes, immune to other
 			// processes' load on the machine.
-			b.ReportMetric((baseCPU/perReq-1)*100, v.name+"-cpu-delta-%")
+			b.ReportMetric((median(cpuRatios[i])-1)*100, v.name+"-cpu-delta-%")
 		}
 	}
+}
+
+// median returns the middle value of xs (the mean of the two middle ones
+// for an even count), 1 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 1
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // cpuTime is the process's user+system CPU time so far.

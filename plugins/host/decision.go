@@ -11,7 +11,11 @@ import (
 // newRoutingExchange builds the guest's view of req: the request as the
 // previous routers left it (their header edits, URI and method applied).
 func newRoutingExchange(p *Plugin, req *route.Request, prev route.Decision) *exchange {
-	x := &exchange{
+	x, _ := p.exchanges.Get().(*exchange)
+	if x == nil {
+		x = new(exchange)
+	}
+	*x = exchange{
 		plugin:       p,
 		method:       req.Method,
 		uri:          req.URI,

@@ -57,6 +57,10 @@ type Plugin struct {
 	// a reload never closes a generation under a running request.
 	inflight sync.RWMutex
 	closed   bool
+
+	// exchanges recycles the per-request state of Route, which ends with
+	// the call (the Decision it returns holds copies, never the exchange).
+	exchanges sync.Pool
 }
 
 func newPlugin(e *Engine, cfg Config, r wazero.Runtime, cm wazero.CompiledModule) *Plugin {
@@ -127,6 +131,7 @@ func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decis
 		return prev, ErrClosed
 	}
 	x := newRoutingExchange(p, req, prev)
+	defer p.exchanges.Put(x)
 	next, _, err := p.call(ctx, x, nil)
 	if err != nil {
 		return p.fail(prev, err), nil
@@ -145,12 +150,15 @@ func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decis
 func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next bool, reqCtx uint32, err error) {
 	// Waiting for an instance (or for a new one to initialise) has its own
 	// bound; the call's deadline starts when the guest starts running.
-	actx, acancel := context.WithTimeout(ctx, max(p.cfg.Timeout, acquireTimeout))
-	in, err := p.pool.get(actx)
-	acancel()
-	if err != nil {
-		p.m.busy.Inc()
-		return false, 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
+	in, ok := p.pool.tryGet() // the common case needs no timer
+	if !ok {
+		actx, acancel := context.WithTimeout(ctx, max(p.cfg.Timeout, acquireTimeout))
+		in, err = p.pool.get(actx)
+		acancel()
+		if err != nil {
+			p.m.busy.Inc()
+			return false, 0, fmt.Errorf("plugin %s: %w", p.cfg.Name, err)
+		}
 	}
 	x.inst = in
 	x.features = in.features
