@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,20 +93,24 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 	cfg.L4 = &config.L4{UDPIdleTimeoutSeconds: 1, Ports: []config.PortMap{
 		{Protocol: config.TCP, Port: 5432, Target: tcpLn.Addr().String()},
 		{Protocol: config.UDP, Port: 5353, Target: udpAddr},
+		// An ExternalName Service's target: a DNS name, resolved per connection.
+		{Protocol: config.TCP, Port: 5433, Target: net.JoinHostPort("localhost", strconv.Itoa(tcpLn.Addr().(*net.TCPAddr).Port))},
 	}}
 	r := start(t, tn, cfg, Options{LocalAddr: "127.0.0.1:0"})
 	ctx := context.Background()
-	waitFor(t, 20*time.Second, "tcp echo", func() error {
-		c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(5432))
-		if err != nil {
-			return err
-		}
-		got, err := halfCloseRoundTrip(c, "ping")
-		if err != nil || got != "got:ping" {
-			return fmt.Errorf("got %q, %v", got, err)
-		}
-		return nil
-	})
+	for _, port := range []int{5432, 5433} {
+		waitFor(t, 20*time.Second, fmt.Sprintf("tcp echo on %d", port), func() error {
+			c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(port))
+			if err != nil {
+				return err
+			}
+			got, err := halfCloseRoundTrip(c, "ping")
+			if err != nil || got != "got:ping" {
+				return fmt.Errorf("got %q, %v", got, err)
+			}
+			return nil
+		})
+	}
 	waitFor(t, 20*time.Second, "udp echo", func() error {
 		c, err := r.client.Dial(ctx, "udp", r.proxyAddr(5353))
 		if err != nil {

@@ -109,10 +109,9 @@ func Validate(svc *corev1.Service, s settings.Settings) []string {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		problems = append(problems, "headless Services are not supported.")
 	} else if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		// TODO(phase 2): the official operator proxies to the resolved
-		// externalName; tailplane-proxy's L4 config takes ClusterIP:port
-		// only.
-		problems = append(problems, "ExternalName Services are not supported yet.")
+		if svc.Spec.ExternalName == "" {
+			problems = append(problems, "the ExternalName Service has no spec.externalName.")
+		}
 	} else if svc.Spec.ClusterIP == "" {
 		problems = append(problems, "the Service has no ClusterIP yet.")
 	}
@@ -135,14 +134,19 @@ func ProxyClassName(svc *corev1.Service, s settings.Settings) string {
 }
 
 // Config is the ingress-l4 proxy config for svc: every Service port, TCP and
-// UDP, forwarded to the ClusterIP.
+// UDP, forwarded to the ClusterIP, or for an ExternalName Service to its
+// externalName (the proxy resolves it on every new connection, as the
+// official proxy's TS_EXPERIMENTAL_DEST_DNS_NAME does).
 func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*config.Config, error) {
 	if problems := Validate(svc, s); len(problems) > 0 {
 		return nil, errors.New("invalid Service: " + strings.Join(problems, " "))
 	}
 	hostname, _ := Hostname(svc)
 	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
-	ip := svc.Spec.ClusterIP
+	host := svc.Spec.ClusterIP
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		host = strings.TrimSuffix(svc.Spec.ExternalName, ".")
+	}
 	var ports []config.PortMap
 	for _, p := range svc.Spec.Ports {
 		proto := config.TCP
@@ -152,7 +156,7 @@ func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey strin
 		case corev1.ProtocolSCTP:
 			continue // tsnet carries TCP and UDP only
 		}
-		ports = append(ports, config.PortMap{Protocol: proto, Port: int(p.Port), Target: net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))})
+		ports = append(ports, config.PortMap{Protocol: proto, Port: int(p.Port), Target: net.JoinHostPort(host, strconv.Itoa(int(p.Port)))})
 	}
 	if len(ports) == 0 {
 		return nil, errors.New("invalid Service: no TCP or UDP ports")

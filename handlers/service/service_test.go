@@ -106,6 +106,9 @@ func TestValidateRefusesBadServices(t *testing.T) {
 		`invalid tag "k8s"`:                          svc(annotate("tailscale.com/tags", "k8s")),
 		`invalid Tailscale hostname specified "a.b"`: svc(annotate("tailscale.com/hostname", "a.b")),
 		"the Service has no ports.":                  svc(func(s *corev1.Service) { s.Spec.Ports = nil }),
+		"the ExternalName Service has no spec.externalName.": svc(func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, ""
+		}),
 	}
 	for want, s := range cases {
 		problems := service.Validate(s, opts)
@@ -118,6 +121,27 @@ func TestValidateRefusesBadServices(t *testing.T) {
 	}
 	if p := service.Validate(svc(), opts); len(p) != 0 {
 		t.Fatalf("valid Service refused: %q", p)
+	}
+}
+
+func TestExternalNameForwardsToTheName(t *testing.T) {
+	s := svc(annotate("tailscale.com/expose", "true"), func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.ClusterIP, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "", "db.example.com."
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: 53, Protocol: corev1.ProtocolUDP})
+	})
+	cfg, err := service.Config(s, opts, "", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []config.PortMap{
+		{Protocol: config.TCP, Port: 5432, Target: "db.example.com:5432"},
+		{Protocol: config.UDP, Port: 53, Target: "db.example.com:53"},
+	}
+	if !reflect.DeepEqual(cfg.L4.Ports, want) {
+		t.Fatalf("ports: got %+v, want %+v", cfg.L4.Ports, want)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the proxy would refuse the config: %v", err)
 	}
 }
 

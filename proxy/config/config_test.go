@@ -52,7 +52,7 @@ func TestParseRejects(t *testing.T) {
 		{"extra section", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"port":1,"target":"10.0.0.1:1"}]},"egress":{"targets":[]}}`, `egress: must be empty for role "ingress-l4"`},
 		{"bad port", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"port":70000,"target":"10.0.0.1:1"}]}}`, "l4.ports[0].port: bad port 70000"},
 		{"duplicate port", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"port":80,"target":"10.0.0.1:1"},{"protocol":"TCP","port":80,"target":"10.0.0.1:2"}]}}`, "l4.ports[1].port: duplicate port TCP/80 (also l4.ports[0])"},
-		{"bad target", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"port":80,"target":"svc:80"}]}}`, `l4.ports[0].target: "svc:80": host "svc" is not an IP address`},
+		{"bad target", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"port":80,"target":"db_1:80"}]}}`, `l4.ports[0].target: "db_1:80": host "db_1" is neither an IP address nor a DNS name`},
 		{"bad protocol", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"protocol":"SCTP","port":80,"target":"10.0.0.1:1"}]}}`, `l4.ports[0].protocol: unknown protocol "SCTP"`},
 		{"bad path type", `{"version":"v1alpha1","hostname":"a","role":"ingress-l7","l7":{"rules":[{"paths":[{"path":"/","pathType":"Regex","backend":{"service":"s","address":"10.0.0.1:80"}}]}]}}`, `l7.rules[0].paths[0].pathType: unknown path type "Regex"`},
 		{"relative path", `{"version":"v1alpha1","hostname":"a","role":"ingress-l7","l7":{"rules":[{"paths":[{"path":"api","backend":{"service":"s","address":"10.0.0.1:80"}}]}]}}`, `l7.rules[0].paths[0].path: "api" must start with "/"`},

@@ -191,6 +191,24 @@ func checkIPPort(s string) error {
 	return nil
 }
 
+// checkHostPort accepts "host:port" where host is a literal IP (a
+// ClusterIP) or a DNS name (an ExternalName Service's target, resolved on
+// every new connection).
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not <host>:<port>: %v", s, err)
+	}
+	if _, err := netip.ParseAddr(host); err != nil && !validHost(strings.TrimSuffix(host, ".")) || strings.HasPrefix(host, "*.") {
+		return fmt.Errorf("%q: host %q is neither an IP address nor a DNS name", s, host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: bad port %q (want 1-65535)", s, port)
+	}
+	return nil
+}
+
 func validPort(n int) bool { return n >= 1 && n <= 65535 }
 
 // validatePorts checks port numbers, protocols and duplicates; ingress ports
@@ -213,7 +231,7 @@ func validatePorts(field string, ports []PortMap, ingress bool, add addFunc) {
 			seen[key] = i
 		}
 		if ingress {
-			if err := checkIPPort(p.Target); err != nil {
+			if err := checkHostPort(p.Target); err != nil {
 				add(pf+".target", "%v", err)
 			}
 			if p.TargetPort != 0 {
