@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tailplane/tailplane/crds"
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
@@ -166,6 +167,20 @@ func asOperator(t *testing.T) *rest.Config {
 	return cfg
 }
 
+// serviceMonitorCRD is the test stand-in for the Prometheus Operator's CRD.
+func serviceMonitorCRD(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile("testdata/servicemonitor-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func toUnstructured(t *testing.T, o any) *unstructured.Unstructured {
 	t.Helper()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
@@ -182,7 +197,7 @@ func toUnstructured(t *testing.T, o any) *unstructured.Unstructured {
 func TestOperatorRBAC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	apply(t, ctx, env.Config(t), objects(t))
+	apply(t, ctx, env.Config(t), append(objects(t), serviceMonitorCRD(t)))
 
 	admin := env.Clientset(t)
 	ns := env.Namespace(t)
@@ -216,6 +231,16 @@ func TestOperatorRBAC(t *testing.T) {
 	}
 	operator := asOperator(t)
 	apply(t, ctx, operator, rendered)
+	// metrics.enable: the metrics Service, and the ServiceMonitor it owns.
+	metricsSvc := proxyclass.MetricsService(objs.StatefulSet)
+	apply(t, ctx, operator, []*unstructured.Unstructured{toUnstructured(t, metricsSvc)})
+	liveMetrics, err := admin.CoreV1().Services("tailscale").Get(ctx, metricsSvc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, ctx, operator, []*unstructured.Unstructured{proxyclass.ServiceMonitor(liveMetrics, &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
+		Metrics: &v1alpha1.Metrics{Enable: true, ServiceMonitor: &v1alpha1.ServiceMonitor{Enable: true, Labels: v1alpha1.Labels{"release": "prometheus"}}},
+	}})})
 
 	op := kubernetes.NewForConfigOrDie(operator)
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "default-postgres.tail1.ts.net"}, {IP: "100.64.0.1"}}

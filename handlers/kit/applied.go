@@ -13,10 +13,12 @@ import (
 // objects changed or deleted behind the operator's back.
 const appliedTTL = time.Minute
 
-// appliedCache remembers the digest of the last apply of each object.
+// appliedCache remembers the digest of the last apply of each object, and
+// which optional objects are known to be absent (deleted, or never there).
 type appliedCache struct {
-	mu sync.Mutex
-	m  map[string]appliedEntry
+	mu   sync.Mutex
+	m    map[string]appliedEntry
+	gone map[string]struct{}
 }
 
 type appliedEntry struct {
@@ -48,6 +50,30 @@ func (c *appliedCache) remember(key string, sum [32]byte) {
 	c.m[key] = appliedEntry{sum: sum, at: now}
 }
 
+// absent records that the object under key does not exist.
+func (c *appliedCache) absent(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone == nil {
+		c.gone = map[string]struct{}{}
+	}
+	c.gone[key] = struct{}{}
+}
+
+// present records that the object under key exists again.
+func (c *appliedCache) present(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.gone, key)
+}
+
+func (c *appliedCache) isAbsent(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.gone[key]
+	return ok
+}
+
 func (c *appliedCache) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,6 +88,11 @@ func (c *appliedCache) forgetProxy(ns, base string) {
 	for k := range c.m {
 		if strings.Contains(k, "/"+ns+"/"+base) {
 			delete(c.m, k)
+		}
+	}
+	for k := range c.gone {
+		if strings.Contains(k, "/"+ns+"/"+base) {
+			delete(c.gone, k)
 		}
 	}
 }

@@ -190,7 +190,8 @@ func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyC
 
 // ApplyProxy applies a proxy's objects with server-side apply, after
 // applying the ProxyClass (nil: none) to the StatefulSet. The config Secret
-// gets the hostname label used by CheckHostname.
+// gets the hostname label used by CheckHostname. A ProxyClass with
+// metrics.enable also gets the proxy a metrics Service (and ServiceMonitor).
 func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind, hostname string, extra ...any) error {
 	sts := objs.StatefulSet
 	if pc != nil {
@@ -208,7 +209,7 @@ func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alp
 			return err
 		}
 	}
-	return nil
+	return d.applyMetrics(ctx, sts, pc, kind)
 }
 
 // Apply server-side applies one typed object (TypeMeta set) under the
@@ -222,6 +223,12 @@ func (d *Deps) apply(ctx context.Context, obj any) error {
 	if err != nil {
 		return err
 	}
+	return d.applyUnstructured(ctx, u, gvr)
+}
+
+// applyUnstructured server-side applies u as a gvr, skipping an identical
+// apply sent within the last minute.
+func (d *Deps) applyUnstructured(ctx context.Context, u *unstructured.Unstructured, gvr schema.GroupVersionResource) error {
 	unstructured.RemoveNestedField(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")

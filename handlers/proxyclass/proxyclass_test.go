@@ -202,3 +202,62 @@ func TestNotReadyMessage(t *testing.T) {
 		t.Error(m)
 	}
 }
+
+func TestMetricsServiceAndServiceMonitor(t *testing.T) {
+	metrics := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{Metrics: &v1alpha1.Metrics{Enable: true,
+		ServiceMonitor: &v1alpha1.ServiceMonitor{Enable: true, Labels: v1alpha1.Labels{"release": "prometheus"}}}}}
+	for _, tc := range []struct {
+		pc          *v1alpha1.ProxyClass
+		kind        proxyclass.ProxyKind
+		svc, sm     bool
+		description string
+	}{
+		{nil, proxyclass.L4, false, false, "no ProxyClass"},
+		{&v1alpha1.ProxyClass{}, proxyclass.L7, false, false, "no metrics"},
+		{metrics, proxyclass.L4, true, true, "metrics and ServiceMonitor"},
+		{metrics, proxyclass.Egress, false, false, "never on egress proxies"},
+		{&v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{Metrics: &v1alpha1.Metrics{Enable: true}}}, proxyclass.L7, true, false, "metrics only"},
+	} {
+		if got := proxyclass.MetricsWanted(tc.pc, tc.kind); got != tc.svc {
+			t.Errorf("%s: MetricsWanted = %v", tc.description, got)
+		}
+		if got := proxyclass.ServiceMonitorWanted(tc.pc, tc.kind); got != tc.sm {
+			t.Errorf("%s: ServiceMonitorWanted = %v", tc.description, got)
+		}
+	}
+
+	sts := proxyStatefulSet(t)
+	svc := proxyclass.MetricsService(sts)
+	if svc.Name != sts.Name+"-metrics" || svc.Namespace != "tailscale" {
+		t.Fatalf("metrics Service is %s/%s", svc.Namespace, svc.Name)
+	}
+	if !reflect.DeepEqual(svc.Spec.Selector, sts.Spec.Selector.MatchLabels) {
+		t.Errorf("selector %v, want the proxy Pod's %v", svc.Spec.Selector, sts.Spec.Selector.MatchLabels)
+	}
+	if p := svc.Spec.Ports; len(p) != 1 || p[0].Name != "metrics" || p[0].Port != 9002 || p[0].TargetPort.StrVal != "metrics" {
+		t.Errorf("ports %+v", p)
+	}
+	for k, want := range map[string]string{
+		"tailscale.com/metrics-target": sts.Name, "ts_proxy_type": "ingress_service", "ts_proxy_parent_name": "web",
+		"ts_proxy_parent_namespace": "default", "ts_prom_job": "ts_ingress_service_default_web",
+		"tailscale.com/parent-resource-type": "svc", "tailscale.com/managed": "true",
+	} {
+		if svc.Labels[k] != want {
+			t.Errorf("label %s = %q, want %q", k, svc.Labels[k], want)
+		}
+	}
+
+	svc.UID = "uid-metrics"
+	sm := proxyclass.ServiceMonitor(svc, metrics)
+	if sm.GetName() != svc.Name || sm.GetNamespace() != "tailscale" || sm.GetLabels()["release"] != "prometheus" || sm.GetLabels()["ts_prom_job"] == "" {
+		t.Errorf("ServiceMonitor metadata %s/%s %v", sm.GetNamespace(), sm.GetName(), sm.GetLabels())
+	}
+	if owners := sm.GetOwnerReferences(); len(owners) != 1 || owners[0].Kind != "Service" || owners[0].UID != "uid-metrics" {
+		t.Errorf("owner references %+v", owners)
+	}
+	spec := sm.Object["spec"].(map[string]any)
+	if spec["jobLabel"] != "ts_prom_job" || !reflect.DeepEqual(spec["namespaceSelector"], map[string]any{"matchNames": []any{"tailscale"}}) ||
+		!reflect.DeepEqual(spec["endpoints"], []any{map[string]any{"port": "metrics"}}) {
+		t.Errorf("ServiceMonitor spec %v", spec)
+	}
+}

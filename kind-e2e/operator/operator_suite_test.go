@@ -91,10 +91,16 @@ var _ = AfterSuite(func() {
 })
 
 // devcluster runs a devcluster subcommand against the suite's cluster.
-func devcluster(args ...string) (string, error) {
+func devcluster(args ...string) (string, error) { return devclusterStdin("", args...) }
+
+// devclusterStdin is devcluster with stdin (none when empty).
+func devclusterStdin(stdin string, args ...string) (string, error) {
 	sub, rest := args[0], args[1:]
 	cmd := exec.Command(suite.devcluster, append([]string{sub, "--dir", filepath.Join(suite.dir, "cluster")}, rest...)...)
 	cmd.Dir = suite.root
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

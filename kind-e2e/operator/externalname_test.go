@@ -1,0 +1,45 @@
+package operator
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// An ExternalName Service with tailscale.com/expose is put on the tailnet,
+// forwarding to its externalName, as with the official operator.
+var _ = Describe("an exposed ExternalName Service", Ordered, func() {
+	BeforeAll(func() {
+		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/echo.yaml")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var target string
+		Eventually(func() (string, error) {
+			out, err := devcluster("kubectl", "get", "svc", "my-app", "-o", "jsonpath={.spec.clusterIP}")
+			target = out
+			return out, err
+		}).WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(BeEmpty())
+		// devcluster has no cluster DNS: the name is the ClusterIP written
+		// as a name, which the proxy resolves like any other.
+		Expect(kubectlApply(`
+apiVersion: v1
+kind: Service
+metadata:
+  name: app-alias
+  annotations: {tailscale.com/expose: "true"}
+spec:
+  type: ExternalName
+  externalName: ` + target + `
+  ports: [{port: 80}]
+`)).To(Succeed())
+	})
+
+	It("forwards tailnet traffic to the externalName", func() {
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "get", "svc", "app-alias", "-o", `jsonpath={.status.conditions[?(@.type=="TailscaleProxyReady")].status}`)
+		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("True"))
+		Eventually(func() (string, error) {
+			return devcluster("curl", "http://default-app-alias.devcluster.ts.net/")
+		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"my-app-`))
+	})
+})
