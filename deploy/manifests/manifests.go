@@ -1,7 +1,9 @@
 // Package manifests embeds the plain install manifests in this folder (the
 // namespace, CRDs, RBAC, OAuth Secret placeholder, IngressClass and operator
-// Deployment), so that tests and development tools apply exactly what users
-// apply with `kubectl apply -f deploy/manifests/`.
+// Deployment), so that tests and tools apply exactly what users apply with
+// `kubectl apply -f deploy/manifests/`. The files are rendered from the Helm
+// chart in deploy/chart (`go tool task manifests:render`), their one source;
+// a test fails when they are out of date.
 //
 // It imports only Kubernetes' apimachinery.
 package manifests

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/log"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,14 +19,18 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tailplane/tailplane/deploy/manifests"
+	"github.com/tailplane/tailplane/deploy/chart"
 )
 
 // ProxyClassName is the default ProxyClass devinstall creates.
 const ProxyClassName = "devcluster"
 
-// Install applies the manifests into the devcluster in dir, adjusted for its
-// tailnet, plus the devcluster ProxyClass, and waits for the operator.
+// Install installs (or, when it is there already, upgrades) the Helm chart
+// into the devcluster in dir, as `helm upgrade --install tailscale-operator
+// deploy/chart/tailplane-operator -n tailscale --create-namespace --wait`
+// with devcluster's OAuth client and login server would; then it applies the
+// devcluster ProxyClass. The wait ends when the operator's Deployment is ready
+// (devcluster runs a deployment controller).
 func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	env, err := readEnv(filepath.Join(dir, "tailnet.env"))
 	if err != nil {
@@ -43,29 +48,30 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	if err != nil {
 		return err
 	}
-	objs, err := manifests.Objects()
+	values := map[string]any{
+		"oauth":          map[string]any{"clientId": env["TS_API_CLIENT_ID"], "clientSecret": env["TS_API_CLIENT_SECRET"]},
+		"loginServer":    env["TS_CONTROL_URL"],
+		"operatorConfig": map[string]any{"logging": "dev"},
+		"proxyConfig":    map[string]any{"defaultProxyClass": ProxyClassName},
+	}
+	helmLog := logger.WithPrefix("dev helm")
+	helmLog.SetLevel(log.WarnLevel)
+	logger.Info("installing the Helm chart; waiting for the operator", "chart", chart.Name, "release", chart.ReleaseName, "namespace", chart.Namespace)
+	rel, err := chart.Install(ctx, cfg, chart.Namespace, chart.Options{
+		Values: values, Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
+		// A devcluster set up by an older devinstall holds the same objects,
+		// applied without Helm: adopt them.
+		TakeOwnership: true,
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (see devcluster's logs in %s)", err, dir)
 	}
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Secret":
-			if o.GetName() == "operator-oauth" {
-				_ = unstructured.SetNestedStringMap(o.Object, map[string]string{
-					"client_id": env["TS_API_CLIENT_ID"], "client_secret": env["TS_API_CLIENT_SECRET"]}, "stringData")
-			}
-		case "Deployment":
-			if err := setEnv(o, map[string]string{
-				"OPERATOR_LOGIN_SERVER": env["TS_CONTROL_URL"], "PROXY_DEFAULT_CLASS": ProxyClassName, "OPERATOR_LOGGING": "dev",
-			}); err != nil {
-				return err
-			}
-		}
-	}
+	logger.Info("operator ready", "release", rel.Name, "revision", rel.Version, "status", rel.Info.Status)
+
 	// The default ProxyClass: proxies request certificates from devcluster's
 	// ACME server (Pebble) and trust its CA, as a user would point them at a
 	// staging directory. TS_ env vars draw a CustomTSEnvVar Warning: expected.
-	objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+	proxyClass := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyClass",
 		"metadata": map[string]any{"name": ProxyClassName},
 		"spec": map[string]any{"statefulSet": map[string]any{"pod": map[string]any{"tailscaleContainer": map[string]any{
@@ -74,29 +80,9 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 				map[string]any{"name": "SSL_CERT_FILE", "value": env["TS_ACME_CA_FILE"]},
 			},
 		}}}},
-	}})
+	}}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	for _, o := range objs {
-		if err := apply(ctx, dyn, mapper, o); err != nil {
-			return err
-		}
-		if o.GetKind() == "CustomResourceDefinition" {
-			mapper.Reset()
-		}
-	}
-	logger.Info("manifests applied; waiting for the operator")
-	for {
-		d, err := kube.AppsV1().Deployments("tailscale").Get(ctx, "operator", metav1.GetOptions{})
-		if err == nil && d.Status.ReadyReplicas > 0 {
-			logger.Info("operator ready")
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("operator not ready: %w (see devcluster's logs in %s)", ctx.Err(), dir)
-		case <-waitTick():
-		}
-	}
+	return apply(ctx, dyn, mapper, proxyClass)
 }
 
 func apply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) error {
@@ -127,29 +113,6 @@ func apply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o
 		return fmt.Errorf("apply %s %s: %w", gvk.Kind, o.GetName(), err)
 	}
 	return nil
-}
-
-// setEnv sets env vars of the Deployment's first container.
-func setEnv(dep *unstructured.Unstructured, vars map[string]string) error {
-	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
-	if len(containers) == 0 {
-		return fmt.Errorf("deployment %s has no container", dep.GetName())
-	}
-	c := containers[0].(map[string]any)
-	env, _ := c["env"].([]any)
-	for name, value := range vars {
-		found := false
-		for _, e := range env {
-			if m := e.(map[string]any); m["name"] == name {
-				m["value"], found = value, true
-			}
-		}
-		if !found {
-			env = append(env, map[string]any{"name": name, "value": value})
-		}
-	}
-	c["env"] = env
-	return unstructured.SetNestedSlice(dep.Object, containers, "spec", "template", "spec", "containers")
 }
 
 func readEnv(path string) (map[string]string, error) {

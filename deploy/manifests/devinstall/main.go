@@ -1,15 +1,18 @@
-// Command devinstall installs deploy/manifests into a devcluster (the local
-// cluster of kind-e2e) the way a user installs them into a real one, with
-// devcluster's tailnet: the OAuth Secret from D/tailnet.env, the operator's
-// OPERATOR_LOGIN_SERVER pointing at devcluster's control server, and a
-// default ProxyClass "devcluster" that points proxies at devcluster's ACME
-// directory (Pebble) — the way a user points proxies at a staging directory.
+// Command devinstall installs Tailplane's operator into a devcluster (the
+// local cluster of kind-e2e) the way a user installs it into a real one: the
+// Helm chart deploy/chart/tailplane-operator, release tailscale-operator in
+// namespace tailscale, through the Helm SDK, with devcluster's tailnet (the
+// OAuth client from D/tailnet.env as oauth.clientId/clientSecret, loginServer
+// pointing at devcluster's control server), waiting for the operator as
+// --wait does; then a default ProxyClass "devcluster" that points proxies at
+// devcluster's ACME directory (Pebble), the way a user points proxies at a
+// staging directory. Run again, it upgrades the release.
 //
 // With --up it first starts `devcluster up` and keeps it running until
 // Ctrl-C (go tool task dev); without it, it installs into a running one.
 // Then it prints what to try.
 //
-// It imports deploy/manifests, client-go and charmbracelet/log.
+// It imports deploy/chart, client-go and charmbracelet/log.
 package main
 
 import (
@@ -116,7 +119,8 @@ func startCluster(ctx context.Context, devcluster, dir, bin string, logger *log.
 func printTry(dir string) {
 	abs, _ := filepath.Abs(dir)
 	fmt.Printf(`
-Tailplane's operator is installed in devcluster (namespace tailscale), with the
+Tailplane's operator is installed in devcluster (Helm release tailscale-operator,
+namespace tailscale; running "go tool task dev" again upgrades it), with the
 default ProxyClass %[2]q (devcluster's ACME directory). Try:
   go tool task dev:kubectl -- -n tailscale get pods,statefulsets,proxyclass
   # echo backends, then the seed's exposed Service and Ingress:

@@ -1,0 +1,115 @@
+// Package chart embeds Tailplane's Helm chart (tailplane-operator/, the one
+// install path: `helm upgrade --install` for users, this package's Install for
+// devcluster and tests) and renders it with the Helm SDK, as `helm template`
+// does, including the plain manifests of deploy/manifests, which are generated
+// from it.
+//
+// It imports the Helm SDK (helm.sh/helm/v4), client-go and charmbracelet/log;
+// nothing of Tailplane's.
+package chart
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	kubefake "helm.sh/helm/v4/pkg/kube/fake"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
+)
+
+//go:embed all:tailplane-operator
+var files embed.FS
+
+const (
+	// Name is the chart's name (and its folder).
+	Name = "tailplane-operator"
+	// ReleaseName is the release name the seed's install command uses.
+	ReleaseName = "tailscale-operator"
+	// Namespace is the operator's namespace in the seed's install command.
+	Namespace = "tailscale"
+)
+
+// Load returns the embedded chart.
+func Load() (*chartv2.Chart, error) {
+	var bufs []*archive.BufferedFile
+	err := fs.WalkDir(files, Name, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		bufs = append(bufs, &archive.BufferedFile{Name: strings.TrimPrefix(path, Name+"/"), Data: b})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chart: read embedded chart: %w", err)
+	}
+	c, err := loader.LoadFiles(bufs)
+	if err != nil {
+		return nil, fmt.Errorf("chart: load: %w", err)
+	}
+	return c, nil
+}
+
+// Render renders the chart with vals into namespace, client-side, exactly as
+// `helm template` (and the first step of `helm install`) does: the values
+// are checked against values.schema.json and by the templates' own checks.
+// The returned release has the manifest and the notes; nothing is sent to a
+// cluster.
+func Render(ctx context.Context, namespace string, vals map[string]any) (*release.Release, error) {
+	c, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
+	cfg.Releases = storage.Init(driver.NewMemory())
+	cfg.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard}
+	install := action.NewInstall(cfg)
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = ReleaseName
+	install.Namespace = namespace
+	install.Replace = true
+	rel, err := install.RunWithContext(ctx, c, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", Name, err)
+	}
+	r, ok := rel.(*release.Release)
+	if !ok {
+		return nil, errors.New("render chart: unexpected release type")
+	}
+	return r, nil
+}
+
+// SplitBySource splits a rendered manifest into its templates' output, keyed
+// by template path (such as "templates/deployment.yaml"), each document in
+// the order Helm installs it.
+func SplitBySource(manifest string) map[string]string {
+	out := map[string]string{}
+	const marker = "# Source: " + Name + "/"
+	for _, doc := range strings.Split(manifest, "\n---\n") {
+		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---\n")
+		first, rest, _ := strings.Cut(doc, "\n")
+		path, ok := strings.CutPrefix(first, marker)
+		if !ok {
+			continue
+		}
+		if out[path] != "" {
+			out[path] += "---\n"
+		}
+		out[path] += strings.TrimSpace(rest) + "\n"
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package chart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options says how Install installs or upgrades the release.
+type Options struct {
+	// Values are the user's values (--set, -f), merged over values.yaml.
+	Values map[string]any
+	// Wait waits until every object is ready (--wait): the Deployment needs
+	// a deployment controller for that.
+	Wait bool
+	// Timeout bounds the wait (--timeout); 0 means 5 minutes, Helm's default.
+	Timeout time.Duration
+	// TakeOwnership adopts objects that exist without Helm's ownership
+	// annotations (--take-ownership), e.g. from `kubectl apply -f
+	// deploy/manifests/`.
+	TakeOwnership bool
+	// Log receives Helm's messages; nil discards them.
+	Log slog.Handler
+}
+
+// Install does what `helm upgrade --install tailscale-operator <chart>
+// --namespace <namespace> --create-namespace` does: it installs the release
+// when there is none, and upgrades it otherwise (values not given return to
+// the chart's defaults).
+func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Options) (*release.Release, error) {
+	c, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	logs := opts.Log
+	if logs == nil {
+		logs = slog.NewTextHandler(io.Discard, nil)
+	}
+	ac := action.NewConfiguration(action.ConfigurationSetLogger(logs))
+	if err := ac.Init(&restGetter{cfg: cfg, namespace: namespace}, namespace, "secret"); err != nil {
+		return nil, fmt.Errorf("helm: %w", err)
+	}
+	wait := kube.HookOnlyStrategy
+	if opts.Wait {
+		wait = kube.StatusWatcherStrategy
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Minute
+	}
+	history := action.NewHistory(ac)
+	history.Max = 1
+	var rel any
+	switch _, err := history.Run(ReleaseName); {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		in := action.NewInstall(ac)
+		in.ReleaseName, in.Namespace, in.CreateNamespace = ReleaseName, namespace, true
+		in.WaitStrategy, in.Timeout, in.TakeOwnership = wait, timeout, opts.TakeOwnership
+		rel, err = in.RunWithContext(ctx, c, opts.Values)
+		if err != nil {
+			return nil, fmt.Errorf("helm install %s: %w", ReleaseName, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("helm history %s: %w", ReleaseName, err)
+	default:
+		up := action.NewUpgrade(ac)
+		up.Namespace = namespace
+		up.WaitStrategy, up.Timeout, up.TakeOwnership = wait, timeout, opts.TakeOwnership
+		rel, err = up.RunWithContext(ctx, ReleaseName, c, opts.Values)
+		if err != nil {
+			return nil, fmt.Errorf("helm upgrade %s: %w", ReleaseName, err)
+		}
+	}
+	r, ok := rel.(*release.Release)
+	if !ok {
+		return nil, fmt.Errorf("helm: unexpected release type %T", rel)
+	}
+	return r, nil
+}
+
+// restGetter gives Helm a cluster from a rest.Config (Helm's own getter
+// reads kubeconfig files).
+type restGetter struct {
+	cfg       *rest.Config
+	namespace string
+
+	once      sync.Once
+	discovery discovery.CachedDiscoveryInterface
+	err       error
+}
+
+var _ genericclioptions.RESTClientGetter = (*restGetter)(nil)
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
+
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	g.once.Do(func() {
+		var dc *discovery.DiscoveryClient
+		if dc, g.err = discovery.NewDiscoveryClientForConfig(g.cfg); g.err == nil {
+			g.discovery = memory.NewMemCacheClient(dc)
+		}
+	})
+	return g.discovery, g.err
+}
+
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	dc, err := g.ToDiscoveryClient()
+	if err != nil {
+		return nil, err
+	}
+	return restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(dc), dc, nil), nil
+}
+
+// ToRawKubeConfigLoader only carries the namespace: everything else comes
+// from the rest.Config.
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(),
+		&clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
+}

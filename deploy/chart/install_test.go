@@ -1,0 +1,113 @@
+package chart_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tailplane/tailplane/deploy/chart"
+	"github.com/tailplane/tailplane/deploy/internal/rbaccheck"
+	"github.com/tailplane/tailplane/internal/testenv"
+)
+
+var testEnv = testenv.New()
+
+func TestMain(m *testing.M) { os.Exit(testEnv.Run(m)) }
+
+func operatorEnv(t *testing.T, ctx context.Context) (*appsv1.Deployment, map[string]string) {
+	t.Helper()
+	d, err := testEnv.Clientset(t).AppsV1().Deployments(chart.Namespace).Get(ctx, "operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		out[e.Name] = e.Value
+	}
+	return d, out
+}
+
+func wantDeployed(t *testing.T, rel *release.Release, revision int) {
+	t.Helper()
+	if rel.Info.Status != common.StatusDeployed || rel.Version != revision {
+		t.Fatalf("release %s revision %d is %s, want revision %d deployed", rel.Name, rel.Version, rel.Info.Status, revision)
+	}
+}
+
+// The chart installed with the Helm SDK, as the seed's command does (release
+// tailscale-operator, namespace tailscale created), into a real apiserver:
+// the objects exist, the installed RBAC passes the least-privilege checks,
+// an upgrade with a changed value updates the Deployment, and an upgrade
+// with a bad value fails with its message and changes nothing.
+func TestInstallUpgrade(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := testEnv.Config(t)
+	cs := testEnv.Clientset(t)
+
+	// No Wait: this apiserver runs no deployment controller.
+	rel, err := chart.Install(ctx, admin, chart.Namespace, chart.Options{Values: seedValues(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDeployed(t, rel, 1)
+	if !strings.Contains(rel.Info.Notes, "installed in namespace tailscale") {
+		t.Errorf("notes: %q", rel.Info.Notes)
+	}
+	// Helm's record of the release, as `helm status` reads it.
+	stored, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, "sh.helm.release.v1."+chart.ReleaseName+".v1", metav1.GetOptions{})
+	if err != nil || stored.Labels["status"] != "deployed" || stored.Labels["owner"] != "helm" {
+		t.Errorf("release Secret %v: %v", stored.Labels, err)
+	}
+	secret, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, "operator-oauth", metav1.GetOptions{})
+	if err != nil || string(secret.Data["client_id"]) != "k123CNTRL" {
+		t.Fatalf("OAuth Secret %v: %v", secret.Data, err)
+	}
+	if _, err := cs.NetworkingV1().IngressClasses().Get(ctx, "tailscale", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	_, envs := operatorEnv(t, ctx)
+	if envs["OPERATOR_HOSTNAME"] != "tailscale-operator" || envs["OPERATOR_INITIAL_TAGS"] != "tag:k8s-operator" || envs["OPERATOR_SECRET"] != "operator" {
+		t.Errorf("operator env %v", envs)
+	}
+
+	t.Run("RBAC", func(t *testing.T) {
+		rbaccheck.Apply(t, ctx, admin, []*unstructured.Unstructured{rbaccheck.ServiceMonitorCRD(t, "../manifests/testdata/servicemonitor-crd.yaml")})
+		rbaccheck.Operator(t, ctx, admin, chart.Namespace, testEnv.Namespace(t))
+	})
+
+	before, _ := operatorEnv(t, ctx)
+	rel, err = chart.Install(ctx, admin, chart.Namespace, chart.Options{Values: seedValues(t,
+		"operatorConfig.logging=debug", "loginServer=https://control.example.com")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDeployed(t, rel, 2)
+	after, envs := operatorEnv(t, ctx)
+	if envs["OPERATOR_LOGGING"] != "debug" || envs["OPERATOR_LOGIN_SERVER"] != "https://control.example.com" {
+		t.Errorf("after the upgrade, operator env %v", envs)
+	}
+	if after.Generation <= before.Generation {
+		t.Errorf("the upgrade did not change the Deployment (generation %d -> %d)", before.Generation, after.Generation)
+	}
+
+	_, err = chart.Install(ctx, admin, chart.Namespace, chart.Options{Values: seedValues(t, "apiServerProxyConfig.mode=true")})
+	if err == nil || !strings.Contains(err.Error(), "does not implement the Kubernetes API server proxy") {
+		t.Fatalf("upgrade with apiServerProxyConfig.mode=true: %v", err)
+	}
+	unchanged, _ := operatorEnv(t, ctx)
+	if unchanged.ResourceVersion != after.ResourceVersion {
+		t.Error("a refused upgrade changed the Deployment")
+	}
+	if _, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, "sh.helm.release.v1."+chart.ReleaseName+".v3", metav1.GetOptions{}); err == nil {
+		t.Error("a refused upgrade recorded revision 3")
+	}
+}
