@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -35,6 +36,11 @@ func operatorEnv(t *testing.T, ctx context.Context) (*appsv1.Deployment, map[str
 	return d, out
 }
 
+// releaseSecret is the name of the Secret in which Helm records a revision.
+func releaseSecret(revision int) string {
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", chart.ReleaseName, revision)
+}
+
 func wantDeployed(t *testing.T, rel *release.Release, revision int) {
 	t.Helper()
 	if rel.Info.Status != common.StatusDeployed || rel.Version != revision {
@@ -58,12 +64,14 @@ func TestInstallUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDeployed(t, rel, 1)
+	// 1, unless -count reruns the test against the same apiserver.
+	first := rel.Version
+	wantDeployed(t, rel, first)
 	if !strings.Contains(rel.Info.Notes, "installed in namespace tailscale") {
 		t.Errorf("notes: %q", rel.Info.Notes)
 	}
 	// Helm's record of the release, as `helm status` reads it.
-	stored, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, "sh.helm.release.v1."+chart.ReleaseName+".v1", metav1.GetOptions{})
+	stored, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, releaseSecret(first), metav1.GetOptions{})
 	if err != nil || stored.Labels["status"] != "deployed" || stored.Labels["owner"] != "helm" {
 		t.Errorf("release Secret %v: %v", stored.Labels, err)
 	}
@@ -90,7 +98,7 @@ func TestInstallUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDeployed(t, rel, 2)
+	wantDeployed(t, rel, first+1)
 	after, envs := operatorEnv(t, ctx)
 	if envs["OPERATOR_LOGGING"] != "debug" || envs["OPERATOR_LOGIN_SERVER"] != "https://control.example.com" {
 		t.Errorf("after the upgrade, operator env %v", envs)
@@ -107,7 +115,34 @@ func TestInstallUpgrade(t *testing.T) {
 	if unchanged.ResourceVersion != after.ResourceVersion {
 		t.Error("a refused upgrade changed the Deployment")
 	}
-	if _, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, "sh.helm.release.v1."+chart.ReleaseName+".v3", metav1.GetOptions{}); err == nil {
-		t.Error("a refused upgrade recorded revision 3")
+	if _, err := cs.CoreV1().Secrets(chart.Namespace).Get(ctx, releaseSecret(first+2), metav1.GetOptions{}); err == nil {
+		t.Error("a refused upgrade recorded a revision")
 	}
+}
+
+// An install that fails (here: --wait runs out, as when devcluster is slow
+// or Ctrl-C stops `go tool task dev`) is recorded as failed, and the next
+// Install upgrades from it: a failed run never blocks the next one.
+func TestInstallAfterFailedInstall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := testEnv.Config(t)
+	ns := testEnv.Namespace(t)
+	// TakeOwnership: the cluster-scoped objects may belong to the release
+	// of TestInstallUpgrade, in another namespace.
+	opts := chart.Options{Values: seedValues(t), TakeOwnership: true, Wait: true, Timeout: 2 * time.Second}
+	// No deployment controller here: the Deployment never becomes ready.
+	if _, err := chart.Install(ctx, admin, ns, opts); err == nil {
+		t.Fatal("the wait for a Deployment that never becomes ready succeeded")
+	}
+	stored, err := testEnv.Clientset(t).CoreV1().Secrets(ns).Get(ctx, releaseSecret(1), metav1.GetOptions{})
+	if err != nil || stored.Labels["status"] != "failed" {
+		t.Fatalf("release after the failed install: %v, %v", stored.Labels, err)
+	}
+	opts.Wait = false
+	rel, err := chart.Install(ctx, admin, ns, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDeployed(t, rel, 2)
 }
