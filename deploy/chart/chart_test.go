@@ -163,7 +163,7 @@ func TestRenderValues(t *testing.T) {
 		"operatorConfig.hostname=k3s-operator", "operatorConfig.defaultTags={tag:k8s-operator,tag:homelab}",
 		"loginServer=https://headscale.example.com", "proxyConfig.defaultTags=tag:a\\,tag:b",
 		"proxyConfig.defaultProxyClass=prod", "proxyConfig.image.digest=sha256:"+strings.Repeat("ab", 32),
-		"operatorConfig.image.tag=v0.2.0", "operatorConfig.logging=debug", "ingressClass.name=ts",
+		"operatorConfig.image.tag=v0.2.0", "operatorConfig.image.repo=registry.example.com/tailplane-operator", "operatorConfig.logging=debug", "ingressClass.name=ts",
 		"operatorConfig.extraEnv[0].name=OPERATOR_DEFAULT_LOAD_BALANCER", "operatorConfig.extraEnv[0].value=true",
 		"operatorConfig.podLabels.team=net", "imagePullSecrets[0].name=regcred", "installCRDs=false",
 	))
@@ -180,7 +180,7 @@ func TestRenderValues(t *testing.T) {
 		}
 	}
 	spec := d.Spec.Template.Spec
-	if spec.Containers[0].Image != "ghcr.io/tailplane/tailplane-operator:v0.2.0" {
+	if spec.Containers[0].Image != "registry.example.com/tailplane-operator:v0.2.0" {
 		t.Errorf("image %q", spec.Containers[0].Image)
 	}
 	if d.Spec.Template.Labels["team"] != "net" || d.Spec.Template.Labels["app.kubernetes.io/name"] != "tailplane-operator" {

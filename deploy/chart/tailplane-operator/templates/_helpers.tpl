@@ -1,13 +1,15 @@
 {{/*
 tailplane.image renders repository:tag, or repository@digest when a digest is
-set; an empty tag means the chart's appVersion. Argument: (list $image $chart).
+set; an empty tag means the chart's appVersion. "repo", the official chart's
+older name, wins over repository as it does there. Argument: (list $image $chart).
 */}}
 {{- define "tailplane.image" -}}
 {{- $image := index . 0 -}}{{- $chart := index . 1 -}}
+{{- $repository := coalesce $image.repo $image.repository -}}
 {{- if $image.digest -}}
-{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- printf "%s@%s" $repository $image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $image.repository (toString ($image.tag | default $chart.AppVersion)) -}}
+{{- printf "%s:%s" $repository (toString ($image.tag | default $chart.AppVersion)) -}}
 {{- end -}}
 {{- end -}}
 
