@@ -4,7 +4,7 @@
 // does, including the plain manifests of deploy/manifests, which are generated
 // from it.
 //
-// It imports the Helm SDK (helm.sh/helm/v4), client-go and charmbracelet/log;
+// It imports the Helm SDK (helm.sh/helm/v4), client-go and cli-runtime;
 // nothing of Tailplane's.
 package chart
 
