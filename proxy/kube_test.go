@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
-	"github.com/tailplane/tailplane/proxy/kubestate"
 )
 
 func putConfig(t *testing.T, cs kubernetes.Interface, ns, name string, doc []byte) {

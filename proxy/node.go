@@ -6,11 +6,11 @@ import (
 	"net"
 	"time"
 
-	"github.com/charmbracelet/log"
 	"tailscale.com/tsnet"
 
+	"github.com/tailplane/tailplane/internal/kubestate"
+	"github.com/tailplane/tailplane/internal/tslog"
 	"github.com/tailplane/tailplane/proxy/config"
-	"github.com/tailplane/tailplane/proxy/kubestate"
 	"github.com/tailplane/tailplane/proxy/route"
 )
 
@@ -32,8 +32,8 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		AuthKey:       cfg.AuthKey,
 		AdvertiseTags: cfg.Tags,
 		Ephemeral:     e.opts.Ephemeral,
-		Logf:          e.tsnetDebugf,
-		UserLogf:      func(format string, args ...any) { e.log.Info(fmt.Sprintf(format, args...), "component", "tsnet") },
+		Logf:          tslog.Debugf(e.log),
+		UserLogf:      tslog.Infof(e.log),
 	}
 	if err := node.Start(); err != nil {
 		// A node that failed to start has nothing to close.
@@ -51,15 +51,6 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.reportDevice() }()
 	return nil
-}
-
-// tsnetDebugf passes tailscale's chatty internal logs on at debug level;
-// it formats nothing unless debug is on, since tsnet logs often.
-func (e *Engine) tsnetDebugf(format string, args ...any) {
-	if e.log.GetLevel() > log.DebugLevel {
-		return
-	}
-	e.log.Debug(fmt.Sprintf(format, args...), "component", "tsnet")
 }
 
 // reportDevice writes device_id, device_fqdn and device_ips after login and

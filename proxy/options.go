@@ -8,9 +8,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"tailscale.com/ipn"
 
+	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
-	"github.com/tailplane/tailplane/proxy/kubestate"
 	"github.com/tailplane/tailplane/proxy/metrics"
 	"github.com/tailplane/tailplane/proxy/route"
 )

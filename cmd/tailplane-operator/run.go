@@ -34,6 +34,9 @@ const (
 	envWorkers        = "TAILPLANE_WORKERS"         // default 4
 	envWatchNamespace = "TAILPLANE_WATCH_NAMESPACE" // serve one namespace only; default all
 	envKubeQPS        = "TAILPLANE_KUBE_QPS"        // API requests/s per client (burst twice that); default 100
+	envDeviceTimeout  = "TAILPLANE_DEVICE_TIMEOUT"  // bound of the wait for the operator's tailnet device; default 5m
+	envTempDir        = "TMPDIR"                    // where the device's scratch folder goes; default /tmp
+	envDevice         = "TAILPLANE_OPERATOR_DEVICE" // false: no tailnet device of its own (API-only test doubles); default true
 	envPodIP          = "POD_IP"
 	envPodName        = "POD_NAME"
 	envKubeconfig     = "KUBECONFIG"
@@ -43,8 +46,9 @@ const (
 	verifyTimeout = 30 * time.Second
 )
 
-// run reads the settings, checks the credentials and runs the operator until
-// ctx ends. Every startup failure is one line.
+// run reads the settings, checks the credentials, brings up the operator's
+// own tailnet device and runs the operator until ctx ends. Every startup
+// failure is one line.
 func run(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
 	s, err := settings.FromEnv(getenv)
 	if err != nil {
@@ -91,14 +95,37 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	deps := kit.NewDeps(op, kube, dyn, backend, s, logger)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var deps *kit.Deps
+	withDevice, err := deviceWanted(getenv)
+	if err != nil {
+		return err
+	}
+	if withDevice {
+		dev, err := deviceFromEnv(getenv, s, backend, kube, logger)
+		if err != nil {
+			return err
+		}
+		defer dev.close()
+		if err := startDeviceFirst(op, dev, stop, func(id string) { deps.OperatorNodeID = id }); err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("running without a tailnet device of its own (" + envDevice + "=false)")
+	}
+	deps = kit.NewDeps(op, kube, dyn, backend, s, logger)
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
 		deps.ClusterDomain = egress.ClusterDomain(string(b))
 	}
 	deps.WatchNamespace = strings.TrimSpace(getenv(envWatchNamespace))
 	handlers.Register(op, deps)
 	logger.Info("starting", "namespace", s.Namespace, "loginServer", backend.LoginServer(), "proxyImage", s.ProxyImage)
-	return op.Run(ctx)
+	err = op.Run(ctx)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
 
 // runtimeSettings are the runtime's settings from the environment.
@@ -168,4 +195,62 @@ func orDefault(v, def string) string {
 		return v
 	}
 	return def
+}
+
+func deviceWanted(getenv func(string) string) (bool, error) {
+	v := getenv(envDevice)
+	if v == "" {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not a boolean", envDevice, v)
+	}
+	return b, nil
+}
+
+// deviceFromEnv configures the operator's tailnet device.
+func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tailnet.Backend, kube kubernetes.Interface, logger *log.Logger) (*device, error) {
+	timeout := defaultDeviceTimeout
+	if v := getenv(envDeviceTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive duration", envDeviceTimeout, v)
+		}
+		timeout = d
+	}
+	return newDevice(deviceConfig{
+		Hostname: s.OperatorHostname, Tags: s.OperatorInitialTags, ControlURL: backend.LoginServer(), Port: s.OperatorPort,
+		Namespace: s.Namespace, Secret: s.OperatorSecret, Kube: kube, Backend: backend,
+		TempDir: getenv(envTempDir), Timeout: timeout, Log: logger,
+	}), nil
+}
+
+// startDeviceFirst registers the device's metrics, its /healthz entry and
+// the startup hook that brings it up. Call it before the modules register
+// their hooks: as in the official operator nothing is handled before the
+// device runs, and setID runs before any handler can read the ID. Hooks run
+// on the leader only, so two replicas never run one device. A failed hook
+// would leave a leader-elected operator holding its Lease without handling
+// anything: the device's failure stops run through fail.
+func startDeviceFirst(op *runtime.Operator, dev *device, fail context.CancelCauseFunc, setID func(string)) error {
+	for _, c := range dev.collectors() {
+		if err := op.Registry().Register(c); err != nil {
+			return fmt.Errorf("device metrics: %w", err)
+		}
+	}
+	op.OnProbe("tailnetDevice", dev.probe)
+	op.OnStartup(func(ctx context.Context) error {
+		info, err := dev.up(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // shutting down
+			}
+			fail(err)
+			return err
+		}
+		setID(info.NodeID)
+		return nil
+	})
+	return nil
 }

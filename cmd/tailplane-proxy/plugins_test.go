@@ -12,9 +12,9 @@ import (
 	"github.com/charmbracelet/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/proxy/config"
-	"github.com/tailplane/tailplane/proxy/kubestate"
 )
 
 var env = testenv.New()

@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"tailscale.com/ipn/store"
 
+	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/proxy"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
-	"github.com/tailplane/tailplane/proxy/kubestate"
 )
 
 // The environment variables the proxy reads. Every listen address of its own

@@ -61,6 +61,11 @@ type Deps struct {
 	// their backends to one namespace (tests, single-tenant installs);
 	// empty means every namespace.
 	WatchNamespace string
+	// OperatorNodeID is the stable node ID of the operator's own tailnet
+	// device (what Tailscale Services' owner references name). The operator
+	// sets it at startup, before any handler runs; it is empty when the
+	// operator runs without a device (tests).
+	OperatorNodeID string
 
 	mu        sync.Mutex
 	resync    *resyncQueue

@@ -3,8 +3,8 @@
 // names (OPERATOR_NAMESPACE, PROXY_IMAGE, PROXY_TAGS, ...), so that the same
 // Deployment env works for both.
 //
-// It imports only the standard library and tailscale.com/tailcfg (tag
-// syntax).
+// It imports only the standard library, tailscale.com/tailcfg (tag syntax)
+// and tailscale.com/util/dnsname (hostname syntax).
 package settings
 
 import (
@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"tailscale.com/tailcfg"
+	"tailscale.com/util/dnsname"
 )
 
 // Environment variable names (the official operator's where it has one).
@@ -29,6 +30,10 @@ const (
 	EnvDefaultProxyClass   = "PROXY_DEFAULT_CLASS"
 	EnvDefaultLoadBalancer = "OPERATOR_DEFAULT_LOAD_BALANCER"
 	EnvLogging             = "OPERATOR_LOGGING"
+	EnvOperatorHostname    = "OPERATOR_HOSTNAME"
+	EnvOperatorInitialTags = "OPERATOR_INITIAL_TAGS"
+	EnvOperatorSecret      = "OPERATOR_SECRET"
+	EnvOperatorPort        = "TS_PORT"
 )
 
 // Defaults.
@@ -39,6 +44,8 @@ const (
 	DefaultClientIDFile     = "/oauth/client_id"
 	DefaultClientSecretFile = "/oauth/client_secret"
 	DefaultLogging          = "info"
+	DefaultOperatorHostname = "tailscale-operator"
+	DefaultOperatorTags     = "tag:k8s-operator"
 	// namespaceFile is where Kubernetes mounts the Pod's namespace.
 	namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -70,6 +77,20 @@ type Settings struct {
 	DefaultLoadBalancer bool
 	// Logging is info, debug or dev (OPERATOR_LOGGING).
 	Logging string
+	// OperatorHostname is the tailnet hostname of the operator's own device
+	// (OPERATOR_HOSTNAME, default tailscale-operator; a DNS label).
+	OperatorHostname string
+	// OperatorInitialTags are the tags of the auth key the operator mints for
+	// its own device (OPERATOR_INITIAL_TAGS, comma-separated, default
+	// tag:k8s-operator). They apply when the device is created only.
+	OperatorInitialTags []string
+	// OperatorSecret is the Secret in Namespace holding the operator
+	// device's state (OPERATOR_SECRET). Empty keeps the state in a file that
+	// is lost when the process restarts, as the official operator does.
+	OperatorSecret string
+	// OperatorPort is the UDP port of the operator device's WireGuard
+	// (TS_PORT); 0 picks a free one.
+	OperatorPort uint16
 }
 
 // FromEnv reads the settings through getenv (os.Getenv in production). Every
@@ -84,6 +105,8 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		IngressClassName:  orDefault(getenv(EnvIngressClassName), DefaultIngressClassName),
 		DefaultProxyClass: strings.TrimSpace(getenv(EnvDefaultProxyClass)),
 		Logging:           orDefault(getenv(EnvLogging), DefaultLogging),
+		OperatorHostname:  orDefault(getenv(EnvOperatorHostname), DefaultOperatorHostname),
+		OperatorSecret:    strings.TrimSpace(getenv(EnvOperatorSecret)),
 	}
 	var errs []error
 	if s.Namespace == "" {
@@ -99,6 +122,21 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvProxyTags, err))
 	}
 	s.ProxyTags = tags
+	if err := dnsname.ValidLabel(s.OperatorHostname); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w (it must be a DNS label: letters, digits and dashes, at most 63)", EnvOperatorHostname, err))
+	}
+	opTags, err := ParseTags(orDefault(getenv(EnvOperatorInitialTags), DefaultOperatorTags))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", EnvOperatorInitialTags, err))
+	}
+	s.OperatorInitialTags = opTags
+	if v := strings.TrimSpace(getenv(EnvOperatorPort)); v != "" {
+		port, err := strconv.ParseUint(v, 10, 16)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a UDP port number (0-65535)", EnvOperatorPort, v))
+		}
+		s.OperatorPort = uint16(port)
+	}
 	if v := strings.TrimSpace(getenv(EnvDefaultLoadBalancer)); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

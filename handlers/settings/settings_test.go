@@ -18,6 +18,7 @@ func TestDefaults(t *testing.T) {
 	want := settings.Settings{
 		Namespace: "tailscale", ClientIDFile: "/oauth/client_id", ClientSecretFile: "/oauth/client_secret",
 		ProxyImage: settings.DefaultProxyImage, ProxyTags: []string{"tag:k8s"}, IngressClassName: "tailscale", Logging: "info",
+		OperatorHostname: "tailscale-operator", OperatorInitialTags: []string{"tag:k8s-operator"},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -29,6 +30,7 @@ func TestOfficialNames(t *testing.T) {
 		"OPERATOR_NAMESPACE": "ts", "OPERATOR_LOGIN_SERVER": "https://hs.example.com/", "PROXY_IMAGE": "reg/proxy:v1",
 		"PROXY_TAGS": "tag:a, tag:b,", "OPERATOR_INGRESS_CLASS_NAME": "tailnet", "PROXY_DEFAULT_CLASS": "default",
 		"OPERATOR_DEFAULT_LOAD_BALANCER": "true", "CLIENT_ID_FILE": "/x/id", "CLIENT_SECRET_FILE": "/x/secret", "OPERATOR_LOGGING": "debug",
+		"OPERATOR_HOSTNAME": "ts-op", "OPERATOR_INITIAL_TAGS": "tag:op,tag:infra", "OPERATOR_SECRET": "operator", "TS_PORT": "41641",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +39,7 @@ func TestOfficialNames(t *testing.T) {
 		Namespace: "ts", LoginServer: "https://hs.example.com", ClientIDFile: "/x/id", ClientSecretFile: "/x/secret",
 		ProxyImage: "reg/proxy:v1", ProxyTags: []string{"tag:a", "tag:b"}, IngressClassName: "tailnet",
 		DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
+		OperatorHostname: "ts-op", OperatorInitialTags: []string{"tag:op", "tag:infra"}, OperatorSecret: "operator", OperatorPort: 41641,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -46,6 +49,7 @@ func TestOfficialNames(t *testing.T) {
 func TestBadValuesAreAllReported(t *testing.T) {
 	_, err := settings.FromEnv(env(map[string]string{
 		"OPERATOR_NAMESPACE": "ts", "PROXY_TAGS": "k8s,tag:1x", "OPERATOR_DEFAULT_LOAD_BALANCER": "maybe", "OPERATOR_LOGGING": "loud",
+		"OPERATOR_HOSTNAME": "tailscale_operator", "OPERATOR_INITIAL_TAGS": "k8s-operator", "TS_PORT": "70000",
 	}))
 	if err == nil {
 		t.Fatal("accepted")
@@ -55,6 +59,9 @@ func TestBadValuesAreAllReported(t *testing.T) {
 		`invalid tag "tag:1x": tag names must start with a letter, after 'tag:'`,
 		`OPERATOR_DEFAULT_LOAD_BALANCER: "maybe" is not a boolean`,
 		`OPERATOR_LOGGING: "loud" is not one of info, debug, dev`,
+		`OPERATOR_HOSTNAME: "tailscale_operator" is not a valid DNS label: contains invalid character '_'`,
+		`OPERATOR_INITIAL_TAGS: invalid tag "k8s-operator": tags must start with 'tag:'`,
+		`TS_PORT: "70000" is not a UDP port number`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)

@@ -34,8 +34,9 @@ type Tailnet struct {
 	// ControlURL is what nodes use as ControlURL / loginServer.
 	ControlURL string
 	// AuthKey is the key every node must present ("" when not required).
-	AuthKey string
-	verbose bool
+	AuthKey   string
+	verbose   bool
+	tagOwners map[string][]string
 }
 
 // Option changes how New builds the tailnet.
@@ -43,6 +44,12 @@ type Option func(*Tailnet)
 
 // WithAuthKey makes control refuse nodes that do not log in with key.
 func WithAuthKey(key string) Option { return func(tn *Tailnet) { tn.AuthKey = key } }
+
+// WithTagOwners turns on control's tag model: a node gets the tags it
+// advertises (tsnet's AdvertiseTags) when owners lists each of them.
+func WithTagOwners(owners map[string][]string) Option {
+	return func(tn *Tailnet) { tn.tagOwners = owners }
+}
 
 // WithVerbose sends control and node logs to t.Logf.
 func WithVerbose() Option { return func(tn *Tailnet) { tn.verbose = true } }
@@ -63,6 +70,7 @@ func New(t testing.TB, opts ...Option) *Tailnet {
 		DNSConfig:      &tailcfg.DNSConfig{Proxied: true},
 		MagicDNSDomain: MagicDNSDomain,
 		RequireAuthKey: tn.AuthKey,
+		TagOwners:      tn.tagOwners,
 		Logf:           tn.logf(t),
 	}
 	srv := httptest.NewUnstartedServer(tn.Control)

@@ -1,11 +1,13 @@
-// Package kubestate keeps the proxy's tailscaled state in a Kubernetes
-// Secret, in the same layout as tailscale's kubestore (one Secret key per
-// state key, characters outside [A-Za-z0-9._-] replaced by '_'), and writes
-// the containerboot status keys the operator reads: device_id, device_fqdn,
+// Package kubestate keeps a tsnet node's tailscaled state (a proxy's, or the
+// operator's own device's) in a Kubernetes Secret, in the same layout as
+// tailscale's kubestore (one Secret key per state key, characters outside
+// [A-Za-z0-9._-] replaced by '_'). For proxies it also writes the
+// containerboot status keys the operator reads: device_id, device_fqdn,
 // device_ips, pod_uid and config_error.
 //
 // It uses client-go (so it works with any kubeconfig, not only in-cluster
-// service-account files) and implements tailscale's ipn.StateStore.
+// service-account files) and implements tailscale's ipn.StateStore. It
+// imports nothing of ours.
 package kubestate
 
 import (
