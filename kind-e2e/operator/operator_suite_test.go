@@ -1,6 +1,7 @@
 // Package operator is the operator's end-to-end suite on devcluster: it runs
 // the README's `go tool task dev` (build, devcluster up, the operator
-// installed from deploy/manifests by deploy/manifests/devinstall), applies the seed's exposed Service and
+// installed from the Helm chart deploy/chart/tailplane-operator by
+// deploy/manifests/devinstall), applies the seed's exposed Service and
 // Ingress with echo backends, and reaches both through the tailnet with
 // `devcluster curl`.
 package operator
