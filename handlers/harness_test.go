@@ -124,6 +124,7 @@ func (h *harness) start() {
 	}
 	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), backend, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
+	d.CertRefresh = 500 * time.Millisecond
 	handlers.Register(op, d)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -201,4 +201,20 @@ func TestIngressCustomTLS(t *testing.T) {
 	if err != nil || !slices.Contains(role.Rules[0].ResourceNames, copyName) {
 		t.Fatalf("Role %+v %v", role, err)
 	}
+	// A renewed certificate (cert-manager rewrites the Secret in place)
+	// reaches the copy the proxy serves, without touching the Ingress.
+	cert.Data = map[string][]byte{corev1.TLSCertKey: []byte("RENEWED"), corev1.TLSPrivateKeyKey: []byte("NEWKEY")}
+	if _, err := h.kube.CoreV1().Secrets(h.ns).Update(h.ctx(), cert, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "renewed certificate copied", func() error {
+		c, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), copyName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(c.Data[corev1.TLSCertKey]) != "RENEWED" || string(c.Data[corev1.TLSPrivateKeyKey]) != "NEWKEY" {
+			return fmt.Errorf("copy still holds %q", c.Data[corev1.TLSCertKey])
+		}
+		return nil
+	})
 }

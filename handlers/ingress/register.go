@@ -65,6 +65,11 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 		}
 		return out
 	}, d.Scope()...)
+	op.Timer(kit.Ingresses, "ingress-tls-refresh", d.CertRefresh, m.refreshTLS,
+		d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool {
+			var ing networkingv1.Ingress
+			return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
+		}))...)
 	op.OnEvent(kit.Services, "ingress-backends", func(_ context.Context, _ watch.EventType, obj *unstructured.Unstructured) error {
 		d.ResyncIndexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), proxyset.ParentIngress)
 		return nil
@@ -205,22 +210,61 @@ func (m *module) post(ing *networkingv1.Ingress, problems []Problem) {
 // tlsCopy returns the copy, in the operator namespace, of the Secret named in
 // tls[0].secretName (nil with a Warning Event when it does not exist yet).
 func (m *module) tlsCopy(ctx context.Context, ing *networkingv1.Ingress, copyName string) (*corev1.Secret, error) {
+	secret, err := m.userTLSSecret(ctx, ing)
+	if err != nil {
+		return nil, err
+	}
+	if secret == nil {
+		m.d.Post(ing, corev1.EventTypeWarning, ReasonTLSSecretMissing, fmt.Sprintf("TLS Secret %s/%s does not exist", ing.Namespace, ing.Spec.TLS[0].SecretName))
+		return nil, nil
+	}
+	return m.copyOf(ing, secret, copyName), nil
+}
+
+// userTLSSecret reads the Secret named in tls[0].secretName; nil when it
+// does not exist.
+func (m *module) userTLSSecret(ctx context.Context, ing *networkingv1.Ingress) (*corev1.Secret, error) {
 	src := ing.Spec.TLS[0].SecretName
 	secret, err := m.d.Kube.CoreV1().Secrets(ing.Namespace).Get(ctx, src, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		m.d.Post(ing, corev1.EventTypeWarning, ReasonTLSSecretMissing, fmt.Sprintf("TLS Secret %s/%s does not exist", ing.Namespace, src))
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read TLS Secret %s/%s: %w", ing.Namespace, src, err)
 	}
+	return secret, nil
+}
+
+// copyOf is the copy of the user's TLS Secret that the proxy reads.
+func (m *module) copyOf(ing *networkingv1.Ingress, secret *corev1.Secret, copyName string) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: copyName, Namespace: m.d.Settings.Namespace,
 			Labels: proxyset.ChildLabels(proxyset.ParentIngress, ing.Namespace, ing.Name)},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: secret.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: secret.Data[corev1.TLSPrivateKeyKey]},
-	}, nil
+	}
+}
+
+// refreshTLS copies the Ingress's TLS Secret again (an unchanged copy costs
+// no API call within Apply's cache minute, then one no-op apply); the proxy
+// serves the new key pair as soon as its copy changes. Before the proxy
+// exists there is nothing to refresh.
+func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error) {
+	var ing networkingv1.Ingress
+	if err := kit.FromUnstructured(ev.Object, &ing); err != nil {
+		return nil, err
+	}
+	defer m.d.Lock(proxyset.ParentIngress, ing.Namespace, ing.Name)()
+	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
+	if err != nil || ps.Config == nil {
+		return nil, err
+	}
+	secret, err := m.userTLSSecret(ctx, &ing)
+	if err != nil || secret == nil {
+		return nil, err // a missing Secret was reported by the Ingress's own handler
+	}
+	return nil, m.d.Apply(ctx, m.copyOf(&ing, secret, TLSSecretName(&ing)))
 }
 
 // release removes the proxy of an Ingress that left the class, its status

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/charmbracelet/log"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -66,6 +67,11 @@ type Deps struct {
 	// sets it at startup, before any handler runs; it is empty when the
 	// operator runs without a device (tests).
 	OperatorNodeID string
+	// CertRefresh is how often the copy of an Ingress's own TLS Secret is
+	// compared with the user's Secret (renewed by cert-manager, say); the
+	// operator may read user Secrets by name but not watch them. Default
+	// DefaultCertRefresh; set it before Register.
+	CertRefresh time.Duration
 
 	mu        sync.Mutex
 	resync    *resyncQueue
@@ -80,6 +86,9 @@ type Deps struct {
 	waiters   map[string][]string // hostname -> parents refused it
 }
 
+// DefaultCertRefresh is the default of Deps.CertRefresh.
+const DefaultCertRefresh = time.Minute
+
 // SyncFunc re-handles one parent, identified by namespace and name, from its
 // current state in the cluster (a parent that is gone or being deleted is
 // left to its delete handler).
@@ -88,7 +97,7 @@ type SyncFunc func(ctx context.Context, namespace, name string) error
 // NewDeps returns Deps and registers the resync queue's startup hook on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	d := &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
-		syncers: map[string][]SyncFunc{}}
+		CertRefresh: DefaultCertRefresh, syncers: map[string][]SyncFunc{}}
 	d.resync = newResyncQueue(d)
 	op.OnStartup(func(ctx context.Context) error {
 		d.resync.start(ctx)
