@@ -15,6 +15,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	// Mozilla's roots, used only where the system has none (the images are
+	// FROM scratch): TLS to control, the tailnet API and ACME verifies anyway.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"tailscale.com/envknob"
 	"tailscale.com/hostinfo"
 	"tailscale.com/kube/kubetypes"
