@@ -40,9 +40,16 @@ var _ = Describe("the operator's own tailnet device", func() {
 			g.Expect(names).To(ContainElement("tailscale-operator"), "devices on the tailnet")
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
+		// The chart sets OPERATOR_SECRET=operator: the node's state is in that
+		// Secret (written with the operator's own RBAC).
+		out, err := devcluster("kubectl", "get", "secret", "-n", "tailscale", "operator",
+			"-o", `go-template={{index .data "_current-profile"}} {{index .data "_machinekey"}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(strings.Fields(out)).To(HaveLen(2), "state keys in Secret tailscale/operator: %q", out)
+
 		// How long joining took, from the operator's own account: its first
 		// log line, then the device's.
-		out, err := devcluster("kubectl", "logs", "-n", "tailscale", "deploy/operator")
+		out, err = devcluster("kubectl", "logs", "-n", "tailscale", "deploy/operator")
 		Expect(err).NotTo(HaveOccurred(), out)
 		first, _, _ := strings.Cut(out, "\n")
 		for line := range strings.Lines(out) {
