@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/charmbracelet/log"
+	// Mozilla's roots, used only where the system has none (the images are
+	// FROM scratch): TLS to control, the tailnet API and ACME verifies anyway.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/tailplane/tailplane/proxy"
 )

@@ -1,0 +1,129 @@
+// Command images builds Tailplane's container images without a container
+// engine and pushes them (`go tool task images`, `go tool task images:push`).
+//
+//	images build [-out .cache/images] [-platforms linux/amd64,linux/arm64] [-tag latest]
+//	images push -registry ghcr.io/me [-tag latest] [-in .cache/images] [-insecure]
+//
+// build writes one OCI image layout per binary (tailplane-operator,
+// tailplane-proxy), each holding a multi-platform image index; push sends
+// those indexes to <registry>/<name>:<tag> with the Docker config's
+// credentials and prints each pushed reference with its digest.
+//
+// It imports deploy/images/internal/imagebuild and charmbracelet/log.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	"github.com/tailplane/tailplane/deploy/images/internal/imagebuild"
+)
+
+func main() {
+	logger := log.NewWithOptions(os.Stderr, log.Options{Prefix: "images"})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, logger); err != nil {
+		logger.Error(err.Error())
+		os.Exit(1)
+	}
+}
+
+const usage = "usage: images build [-out dir] [-platforms linux/amd64,linux/arm64] [-tag t] | images push -registry host/prefix [-tag t] [-in dir] [-insecure]"
+
+func run(ctx context.Context, args []string, stdout io.Writer, logger *log.Logger) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%s", usage)
+	}
+	switch args[0] {
+	case "build":
+		return build(ctx, args[1:], stdout, logger)
+	case "push":
+		return push(ctx, args[1:], stdout)
+	default:
+		return fmt.Errorf("unknown subcommand %q; %s", args[0], usage)
+	}
+}
+
+func build(ctx context.Context, args []string, stdout io.Writer, logger *log.Logger) error {
+	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	out := fs.String("out", ".cache/images", "folder for the OCI image layouts, one per image")
+	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated platforms")
+	tag := fs.String("tag", "latest", "version label and layout ref name")
+	module := fs.String("module", ".", "root of the Go module to build")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ps, err := imagebuild.ParsePlatforms(*platforms)
+	if err != nil {
+		return err
+	}
+	moduleDir, err := filepath.Abs(*module)
+	if err != nil {
+		return fmt.Errorf("module folder: %w", err)
+	}
+	start := time.Now()
+	built, err := imagebuild.Build(ctx, imagebuild.Options{ModuleDir: moduleDir, Platforms: ps, Version: *tag, Logger: logger})
+	if err != nil {
+		return err
+	}
+	for _, b := range built {
+		dir := filepath.Join(*out, b.Command.Name)
+		if err := imagebuild.WriteLayout(dir, b.Index, *tag); err != nil {
+			return err
+		}
+		digest, err := b.Index.Digest()
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.Command.Name, err)
+		}
+		sizes, err := imagebuild.Sizes(b.Index)
+		if err != nil {
+			return fmt.Errorf("%s sizes: %w", b.Command.Name, err)
+		}
+		fmt.Fprintf(stdout, "%s %s %s\n", dir, *tag, digest)
+		for _, s := range sizes {
+			fmt.Fprintf(stdout, "  %-14s %6.1f MiB compressed\n", s.Platform.String(), float64(s.Bytes)/(1<<20))
+		}
+	}
+	logger.Info("built", "images", len(built), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func push(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("push", flag.ContinueOnError)
+	in := fs.String("in", ".cache/images", "folder of the OCI image layouts written by build")
+	registry := fs.String("registry", "", "registry and prefix, e.g. ghcr.io/me or registry.lan:5000/tailplane")
+	tag := fs.String("tag", "latest", "tag to push")
+	insecure := fs.Bool("insecure", false, "allow plain HTTP to the registry")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	opts := imagebuild.PushOptions{Registry: *registry, Tag: *tag, Insecure: *insecure}
+	for _, c := range imagebuild.DefaultCommands() {
+		// Check every reference before sending anything.
+		if _, err := imagebuild.Reference(opts, c.Name); err != nil {
+			return err
+		}
+	}
+	for _, c := range imagebuild.DefaultCommands() {
+		idx, err := imagebuild.ReadLayout(filepath.Join(*in, c.Name))
+		if err != nil {
+			return err
+		}
+		ref, err := imagebuild.Push(ctx, idx, c.Name, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s:%s@%s\n", ref.Context().Name(), *tag, ref.DigestStr())
+	}
+	return nil
+}
