@@ -160,12 +160,27 @@ func (d *device) up(ctx context.Context) (deviceInfo, error) {
 
 // mintKey mints the auth key of a new device, as the official operator
 // does: preauthorized, single-use, not ephemeral, with the initial tags.
+// Rate limits, server and network errors are retried until ctx ends; a
+// refusal (tags, scopes) is returned at once.
 func (d *device) mintKey(ctx context.Context) (string, error) {
-	key, err := d.cfg.Backend.CreateAuthKey(ctx, d.cfg.Tags, true, false, false)
-	if err != nil {
-		return "", fmt.Errorf("mint the auth key of the operator's tailnet device (tags %s): %w", strings.Join(d.cfg.Tags, ","), err)
+	backoff := time.Second
+	for {
+		key, err := d.cfg.Backend.CreateAuthKey(ctx, d.cfg.Tags, true, false, false)
+		if err == nil {
+			return key, nil
+		}
+		err = fmt.Errorf("mint the auth key of the operator's tailnet device (tags %s): %w", strings.Join(d.cfg.Tags, ","), err)
+		if !tailnet.Temporary(err) {
+			return "", err
+		}
+		d.cfg.Log.Warn("retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
 	}
-	return key, nil
 }
 
 // waitRunning follows the node's state until Running. A node that needs a

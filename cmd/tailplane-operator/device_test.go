@@ -240,3 +240,24 @@ func TestDeviceLogsInAgainWhenControlExpiredIt(t *testing.T) {
 		t.Fatalf("operator nodes with a new key %v (probe %v), want the running device tagged tag:k8s-operator", nodeIDs(renewed), probe)
 	}
 }
+
+// An API that refuses the operator's tags (an OAuth client without
+// tag:k8s-operator) stops the operator at once with the API's own message.
+func TestDeviceKeyRefused(t *testing.T) {
+	h := newDeviceHarness(t, nil)
+	h.api.Fail(tailnettest.EndpointKeys, tailnettest.Failure{Status: http.StatusBadRequest, Message: "requested tags [tag:k8s-operator] are invalid or not permitted"})
+	op := h.start(t)
+	select {
+	case err := <-op.done:
+		op.done <- err
+		want := "mint the auth key of the operator's tailnet device (tags tag:k8s-operator): tailnet API: create auth key: requested tags [tag:k8s-operator] are invalid or not permitted (HTTP 400)"
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("run returned %v, want one line containing %q", err, want)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("operator still running after a minute; log:\n%s", op.log)
+	}
+	if n := len(h.tn.Control.AllNodes()); n != 0 {
+		t.Errorf("control has %d nodes, want none", n)
+	}
+}
