@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -54,6 +55,12 @@ func TestOperatorDeviceJoinsAndSurvivesRestart(t *testing.T) {
 			t.Errorf("state Secret lacks %s (has %v)", k, keysOf(sec.Data))
 		}
 	}
+	_, metrics := get(h.env["TAILPLANE_METRICS_ADDR"], "/metrics")
+	wantMetric := `tailplane_operator_tailnet_device_info{hostname="tailscale-operator",ips="` + strings.Join(probeIPs(probe), ",") +
+		`",name="tailscale-operator.` + realtailnet.MagicDNSDomain + `",node_id="` + string(node.StableID) + `"} 1`
+	if !strings.Contains(metrics, wantMetric) {
+		t.Errorf("/metrics lacks %s", wantMetric)
+	}
 	t.Logf("operator start to ready (device Running, handlers started): %s; device: %s", ready.Round(time.Millisecond), deviceLine(op.log.String()))
 
 	if err := op.stop(t); err != nil {
@@ -72,6 +79,15 @@ func TestOperatorDeviceJoinsAndSurvivesRestart(t *testing.T) {
 	if probe["nodeID"] != string(node.StableID) {
 		t.Errorf("/healthz after restart: %v", probe)
 	}
+}
+
+func probeIPs(probe map[string]any) []string {
+	var out []string
+	ips, _ := probe["ips"].([]any)
+	for _, ip := range ips {
+		out = append(out, fmt.Sprint(ip))
+	}
+	return out
 }
 
 // A bad hostname, tag, port or timeout stops the operator before it mints a

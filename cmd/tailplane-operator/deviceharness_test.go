@@ -68,11 +68,12 @@ func newDeviceHarness(t *testing.T, control http.Handler) *deviceHarness {
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
 	idFile, secretFile := writeCreds(t, tailnettest.ClientID, tailnettest.ClientSecret)
+	health := freeAddr(t)
 	h.env = map[string]string{
 		"OPERATOR_NAMESPACE": h.ns, "OPERATOR_LOGIN_SERVER": h.url, "OPERATOR_SECRET": "operator",
 		"CLIENT_ID_FILE": idFile, "CLIENT_SECRET_FILE": secretFile,
 		"KUBECONFIG":                filepath.Join(env.Dir(), "kubeconfig"),
-		"TAILPLANE_WATCH_NAMESPACE": h.ns, "TAILPLANE_HEALTH_ADDR": freeAddr(t), "TAILPLANE_METRICS_ADDR": "-",
+		"TAILPLANE_WATCH_NAMESPACE": h.ns, "TAILPLANE_HEALTH_ADDR": health, "TAILPLANE_METRICS_ADDR": health,
 		"OPERATOR_LOGGING": "debug", "TMPDIR": t.TempDir(),
 	}
 	return h
