@@ -162,6 +162,13 @@ func TestImages(t *testing.T) {
 				t.Errorf("registry %q: error %v, want it to say %q", tc.registry, err, tc.want)
 			}
 		}
+		// A registry name that never resolves (.invalid is reserved).
+		dnsCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := imagebuild.Push(dnsCtx, idx, "tailplane-operator", imagebuild.PushOptions{Registry: "registry.invalid/me", Tag: "test", Keychain: authn.NewMultiKeychain()})
+		if want := "push tailplane-operator to registry.invalid/me/tailplane-operator:test"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("unknown registry host: error %v, want %q", err, want)
+		}
 		// A port nothing listens on.
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
