@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +59,38 @@ func TestLeaderElection(t *testing.T) {
 	eventually(t, 20*time.Second, "handled by the new leader", func() bool { return handledBy[1].Load() == 1 })
 	if handledBy[0].Load() != 1 {
 		t.Fatalf("old leader handled %d objects", handledBy[0].Load())
+	}
+}
+
+// A startup hook that fails ends Run with its error and releases the Lease,
+// rather than leaving a leader that handles nothing.
+func TestFailedStartupHookReleasesTheLease(t *testing.T) {
+	ns := env.Namespace(t)
+	s := testSettings()
+	s.LeaderElection = &runtime.LeaderElection{
+		Namespace: ns, Name: "hooked", Identity: "one",
+		LeaseDuration: 20 * time.Second, RenewDeadline: 15 * time.Second, RetryPeriod: 200 * time.Millisecond,
+	}
+	op := newOperator(t, s)
+	op.OnStartup(func(context.Context) error { return errors.New("no tailnet") })
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { done <- op.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no tailnet") {
+			t.Fatalf("Run returned %v, want the hook's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still blocked 30 s after its startup hook failed")
+	}
+	lease, err := env.Clientset(t).CoordinationV1().Leases(ns).Get(context.Background(), "hooked", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Fatalf("the Lease is still held by %q", *h)
 	}
 }
 

@@ -52,6 +52,11 @@ func (o *Operator) Run(ctx context.Context) error {
 		Client:     o.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
+	// The elector keeps renewing until its context ends, so it gets one that
+	// also ends when the active phase does: a startup hook that fails then
+	// releases the Lease and ends Run instead of leaving it leading idle.
+	electCtx, stopElecting := context.WithCancel(ctx)
+	defer stopElecting()
 	var runErr error
 	var lost atomic.Bool
 	// client-go runs OnStartedLeading in a goroutine of its own and does not
@@ -68,6 +73,7 @@ func (o *Operator) Run(ctx context.Context) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				defer close(activeDone)
+				defer stopElecting()
 				started.Store(true)
 				o.log.Info("leading", "identity", le.Identity)
 				o.leading.Store(true)
@@ -82,7 +88,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime: leader election: %w", err)
 	}
-	elector.Run(ctx)
+	elector.Run(electCtx)
 	if started.Load() {
 		<-activeDone
 	}

@@ -96,7 +96,7 @@ func runOnce(b *testing.B, bin string, workers, qps int) (float64, float64) {
 		"KUBECONFIG="+filepath.Join(env.Dir(), "kubeconfig"),
 		"OPERATOR_NAMESPACE="+opNS, "OPERATOR_LOGIN_SERVER="+api.URL,
 		"CLIENT_ID_FILE="+idFile, "CLIENT_SECRET_FILE="+secretFile,
-		"TAILPLANE_WATCH_NAMESPACE="+userNS, "TAILPLANE_LEADER_ELECTION=false",
+		"TAILPLANE_WATCH_NAMESPACE="+userNS, "TAILPLANE_LEADER_ELECTION=false", "TAILPLANE_OPERATOR_DEVICE=false",
 		"TAILPLANE_HEALTH_ADDR=-", "TAILPLANE_METRICS_ADDR=-", "TAILPLANE_WORKERS="+strconv.Itoa(workers), "TAILPLANE_KUBE_QPS="+strconv.Itoa(qps),
 		"OPERATOR_LOGGING=info")
 	logFile, err := os.Create(filepath.Join(dir, "operator.log"))
