@@ -231,8 +231,8 @@ func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tail
 // their hooks: as in the official operator nothing is handled before the
 // device runs, and setID runs before any handler can read the ID. Hooks run
 // on the leader only, so two replicas never run one device. A failed hook
-// would leave a leader-elected operator holding its Lease without handling
-// anything: the device's failure stops run through fail.
+// ends Run (the runtime releases the Lease); fail records the device's error
+// as the cause, so that run returns it without the runtime's wrapping.
 func startDeviceFirst(op *runtime.Operator, dev *device, fail context.CancelCauseFunc, setID func(string)) error {
 	for _, c := range dev.collectors() {
 		if err := op.Registry().Register(c); err != nil {
