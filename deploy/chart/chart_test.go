@@ -151,9 +151,22 @@ func TestRenderSeedValues(t *testing.T) {
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/tailplane/tailplane-operator:latest" {
 		t.Errorf("operator image %q", img)
 	}
-	if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "operator-oauth" {
-		t.Errorf("volumes %+v", v)
+	if v := volume(d.Spec.Template.Spec.Volumes, "oauth"); v == nil || v.Secret == nil || v.Secret.SecretName != "operator-oauth" {
+		t.Errorf("oauth volume %+v", v)
 	}
+	if v := volume(d.Spec.Template.Spec.Volumes, "tmp"); v == nil || v.EmptyDir == nil {
+		t.Errorf("no emptyDir for /tmp (the root filesystem is read-only): %+v", v)
+	}
+}
+
+// volume returns the volume called name, nil if there is none.
+func volume(vs []corev1.Volume, name string) *corev1.Volume {
+	for i := range vs {
+		if vs[i].Name == name {
+			return &vs[i]
+		}
+	}
+	return nil
 }
 
 // Values with the official chart's names reach the Deployment and decide
@@ -204,8 +217,8 @@ func TestRenderValues(t *testing.T) {
 	if objs["Secret/operator-oauth"] != nil || objs["IngressClass/tailscale"] != nil {
 		t.Error("oauthSecretVolume still renders the OAuth Secret, or ingressClass.enabled=false the IngressClass")
 	}
-	if v := objs.deployment(t).Spec.Template.Spec.Volumes; len(v) != 1 || v[0].CSI == nil || v[0].Name != "oauth" {
-		t.Errorf("volumes %+v", v)
+	if v := volume(objs.deployment(t).Spec.Template.Spec.Volumes, "oauth"); v == nil || v.CSI == nil {
+		t.Errorf("oauth volume %+v", v)
 	}
 }
 
