@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"io"
 	stdlog "log"
@@ -87,6 +89,7 @@ func TestImages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	opts := buildOptions(t)
+	sourceBefore := sourceState(t, opts.ModuleDir)
 	built, err := imagebuild.Build(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -116,16 +119,35 @@ func TestImages(t *testing.T) {
 	}
 
 	t.Run("reproducible", func(t *testing.T) {
-		again, err := imagebuild.Build(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, b := range built {
-			first, _ := b.Index.Digest()
-			second, _ := again[i].Index.Digest()
-			if first != second {
-				t.Errorf("%s: built twice from the same source, digests %s and %s", b.Command.Name, first, second)
+		// Builds from the same source must match. When the checkout changed
+		// between two builds (someone committed or edited a file meanwhile,
+		// which happens on shared development machines, never in CI), the
+		// pair proves nothing and is built again.
+		first, before := built, sourceBefore
+		for attempt := 1; ; attempt++ {
+			second, err := imagebuild.Build(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
 			}
+			if after := sourceState(t, opts.ModuleDir); after != before {
+				if attempt == 3 {
+					t.Fatalf("the source kept changing during %d build pairs", attempt)
+				}
+				t.Logf("the source changed between two builds; building the pair again")
+				before = after
+				if first, err = imagebuild.Build(ctx, opts); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			for i, b := range first {
+				d1, _ := b.Index.Digest()
+				d2, _ := second[i].Index.Digest()
+				if d1 != d2 {
+					t.Errorf("%s: built twice from the same source, digests %s and %s", b.Command.Name, d1, d2)
+				}
+			}
+			return
 		}
 	})
 
@@ -381,4 +403,31 @@ func allOf(items []string, f func(string) bool) bool {
 		}
 	}
 	return true
+}
+
+// sourceState fingerprints the checkout: HEAD, the changes to tracked files
+// and the untracked files' content (go build stamps the commit into
+// binaries; any file may be source).
+func sourceState(t *testing.T, dir string) string {
+	t.Helper()
+	git := func(args ...string) []byte {
+		out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return out
+	}
+	h := sha256.New()
+	h.Write(git("rev-parse", "HEAD"))
+	h.Write(git("diff", "HEAD"))
+	for _, f := range strings.Split(strings.TrimSpace(string(git("ls-files", "--others", "--exclude-standard"))), "\n") {
+		if f == "" {
+			continue
+		}
+		h.Write([]byte(f))
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
