@@ -287,8 +287,9 @@ func checkImage(ctx context.Context, t *testing.T, img v1.Image, p v1.Platform, 
 	if want := []string{"etc/", "etc/group", "etc/passwd", "tmp/", "usr/", "usr/local/", "usr/local/bin/", entry[1:]}; !slices.Equal(files, want) {
 		t.Errorf("layer holds %v, want %v", files, want)
 	}
+	checkBinary(t, p, binary)
 	if p.Architecture == runtime.GOARCH {
-		checkBinary(ctx, t, c.Name, binary)
+		runBinary(ctx, t, c.Name, binary)
 	}
 }
 
@@ -337,18 +338,20 @@ func readLayer(t *testing.T, l v1.Layer, entry string) ([]string, []byte) {
 	return names, binary
 }
 
-// checkBinary checks that the binary is static, built as a release
-// (CGO_ENABLED=0, -trimpath, fallback CA roots linked in), and runs here as
-// our program: without its settings it fails at once with its own message.
-func checkBinary(ctx context.Context, t *testing.T, cmd string, binary []byte) {
+// elfMachines are the ELF machine of each architecture.
+var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// checkBinary checks that the binary is one for the platform, static and
+// built as a release (CGO_ENABLED=0, -trimpath, stripped, fallback CA roots
+// linked in).
+func checkBinary(t *testing.T, p v1.Platform, binary []byte) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), cmd)
-	if err := os.WriteFile(path, binary, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	f, err := elf.NewFile(bytes.NewReader(binary))
 	if err != nil {
 		t.Fatalf("not an ELF binary: %v", err)
+	}
+	if want, ok := elfMachines[p.Architecture]; ok && f.Machine != want {
+		t.Errorf("ELF machine %s, want %s for %s", f.Machine, want, p)
 	}
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
@@ -371,6 +374,20 @@ func checkBinary(ctx context.Context, t *testing.T, cmd string, binary []byte) {
 	}
 	if !slices.ContainsFunc(info.Deps, func(m *debug.Module) bool { return m.Path == "golang.org/x/crypto/x509roots/fallback" }) {
 		t.Errorf("golang.org/x/crypto/x509roots/fallback is not linked in: no CA roots without a CA file")
+	}
+	if settings["GOARCH"] != p.Architecture || settings["GOOS"] != p.OS {
+		t.Errorf("built for %s/%s, want %s", settings["GOOS"], settings["GOARCH"], p)
+	}
+}
+
+// runBinary runs the binary here: without its settings it must fail at once
+// with its own message, which proves it is our program and runs without
+// anything from the image's (empty) base.
+func runBinary(ctx context.Context, t *testing.T, cmd string, binary []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), cmd)
+	if err := os.WriteFile(path, binary, 0o755); err != nil {
+		t.Fatal(err)
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
