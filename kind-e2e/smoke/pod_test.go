@@ -44,6 +44,9 @@ func podSpecs(ns string) {
 						{Name: "settings", MountPath: "/etc/smoke/settings"},
 						{Name: "podinfo", MountPath: "/etc/smoke/podinfo"},
 						{Name: "scratch", MountPath: "/etc/smoke/scratch"},
+						// Over the folder that holds the node's files (and so
+						// the other volumes' sources) when devcluster runs in /tmp.
+						{Name: "tmp", MountPath: "/tmp"},
 					},
 					// An exec probe runs in the container's mount namespace:
 					// the file exists only there.
@@ -57,6 +60,7 @@ func podSpecs(ns string) {
 					{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
 						Items: []corev1.DownwardAPIVolumeFile{{Path: "tier", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['tier']"}}}}}},
 					{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				},
 			},
 		}

@@ -39,8 +39,20 @@ func RunInit(specPath string) error {
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return fmt.Errorf("pod-init: %s: %w", specPath, err)
 	}
-	for _, m := range spec.Mounts {
-		if err := bindMount(m); err != nil {
+	// Every source is opened before the first mount: a volume mounted over a
+	// folder that holds other volumes' sources (an emptyDir at /tmp while the
+	// node's folder is under /tmp) would hide them. Mounting from the open
+	// file is what runc does too.
+	sources := make([]int, len(spec.Mounts))
+	for i, m := range spec.Mounts {
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("pod-init: open %s: %w", m.Source, err)
+		}
+		sources[i] = fd
+	}
+	for i, m := range spec.Mounts {
+		if err := bindMount(m, sources[i]); err != nil {
 			return fmt.Errorf("pod-init: mount %s at %s: %w", m.Source, m.Target, err)
 		}
 	}
@@ -53,14 +65,15 @@ func RunInit(specPath string) error {
 	return fmt.Errorf("pod-init: exec %s: %w", spec.Binary, unix.Exec(spec.Binary, spec.Argv, spec.Env))
 }
 
-func bindMount(m Mount) error {
-	st, err := os.Stat(m.Source)
-	if err != nil {
+// bindMount binds the source, open as fd (O_PATH), at m.Target.
+func bindMount(m Mount, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
 	// Mountpoints must exist. They are created on the host file system
 	// (a mount namespace does not isolate writes), as empty folders or files.
-	if st.IsDir() {
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		if err := os.MkdirAll(m.Target, 0o755); err != nil {
 			return err
 		}
@@ -76,7 +89,7 @@ func bindMount(m Mount) error {
 			f.Close()
 		}
 	}
-	if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
 	}
 	if m.ReadOnly {
