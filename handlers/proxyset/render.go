@@ -27,6 +27,10 @@ const (
 	EnvPodUID       = "POD_UID"
 )
 
+// scratchVolume is the proxy's emptyDir at /tmp: its root filesystem is
+// read-only.
+const scratchVolume = "tmp"
+
 // ContainerName is the proxy container's name, the official operator's, so
 // that `kubectl logs -c tailscale` keeps working.
 const ContainerName = "tailscale"
@@ -152,7 +156,7 @@ func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.State
 	fieldEnv := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
-	noEscalation := false
+	noEscalation, readOnlyRoot := false, true
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: names.Base, Namespace: spec.Namespace, Labels: maps.Clone(labels)},
@@ -178,12 +182,18 @@ func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.State
 							{Name: EnvStateSecret, Value: names.StateSecret},
 						},
 						// Userspace networking (tsnet): no privileges, no
-						// capabilities, no init container.
+						// capabilities, no init container, and nothing
+						// written outside /tmp (tsnet's scratch files and
+						// the plugin compilation cache; the state is in the
+						// state Secret).
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: &noEscalation,
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							ReadOnlyRootFilesystem:   &readOnlyRoot,
 						},
+						VolumeMounts: []corev1.VolumeMount{{Name: scratchVolume, MountPath: "/tmp"}},
 					}},
+					Volumes: []corev1.Volume{{Name: scratchVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},
 			},
 		},

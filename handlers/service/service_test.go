@@ -232,6 +232,13 @@ func checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet, names proxyset.Name
 	if c.SecurityContext == nil || c.SecurityContext.Privileged != nil || len(pod.Spec.InitContainers) != 0 {
 		t.Errorf("the proxy must run unprivileged without init containers")
 	}
+	if ro := c.SecurityContext.ReadOnlyRootFilesystem; ro == nil || !*ro {
+		t.Errorf("the proxy's root filesystem must be read-only")
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" || len(pod.Spec.Volumes) != 1 ||
+		pod.Spec.Volumes[0].Name != c.VolumeMounts[0].Name || pod.Spec.Volumes[0].EmptyDir == nil {
+		t.Errorf("the proxy needs an emptyDir at /tmp for its scratch files: mounts %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
+	}
 }
 
 func TestLoadBalancerIngress(t *testing.T) {
