@@ -137,13 +137,17 @@ func (h *deviceHarness) waitReady(t *testing.T, op *runningOperator) map[string]
 			t.Fatalf("operator not ready in 90s; log:\n%s", op.log)
 		case <-tick.C:
 		}
+		// A replica waiting for the Lease is ready too (a standby), so
+		// readiness alone does not say the device is up: wait for both.
 		if code, _ := get(h.env["TAILPLANE_HEALTH_ADDR"], "/readyz"); code == http.StatusOK {
 			_, body := get(h.env["TAILPLANE_HEALTH_ADDR"], "/healthz")
 			var out map[string]map[string]any
 			if err := json.Unmarshal([]byte(body), &out); err != nil {
 				t.Fatalf("/healthz: %v: %s", err, body)
 			}
-			return out["tailnetDevice"]
+			if out["tailnetDevice"]["nodeID"] != nil {
+				return out["tailnetDevice"]
+			}
 		}
 	}
 }
