@@ -4,28 +4,26 @@
 // does, including the plain manifests of deploy/manifests, which are generated
 // from it.
 //
-// It imports the Helm SDK (helm.sh/helm/v4), client-go and cli-runtime;
+// It imports the Helm SDK (helm.sh/helm/v3), client-go and cli-runtime;
 // nothing of Tailplane's.
 package chart
 
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"strings"
 
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/loader/archive"
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	kubefake "helm.sh/helm/v4/pkg/kube/fake"
-	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage"
-	"helm.sh/helm/v4/pkg/storage/driver"
+	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
 )
 
 //go:embed all:tailplane-operator
@@ -41,8 +39,8 @@ const (
 )
 
 // Load returns the embedded chart.
-func Load() (*chartv2.Chart, error) {
-	var bufs []*archive.BufferedFile
+func Load() (*helmchart.Chart, error) {
+	var bufs []*loader.BufferedFile
 	err := fs.WalkDir(files, Name, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -51,7 +49,7 @@ func Load() (*chartv2.Chart, error) {
 		if err != nil {
 			return err
 		}
-		bufs = append(bufs, &archive.BufferedFile{Name: strings.TrimPrefix(path, Name+"/"), Data: b})
+		bufs = append(bufs, &loader.BufferedFile{Name: strings.TrimPrefix(path, Name+"/"), Data: b})
 		return nil
 	})
 	if err != nil {
@@ -74,21 +72,20 @@ func Render(ctx context.Context, namespace string, vals map[string]any) (*releas
 	if err != nil {
 		return nil, err
 	}
-	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
-	cfg.Releases = storage.Init(driver.NewMemory())
-	cfg.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard}
+	cfg := &action.Configuration{
+		Releases:     storage.Init(driver.NewMemory()),
+		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...any) {},
+	}
 	install := action.NewInstall(cfg)
-	install.DryRunStrategy = action.DryRunClient
+	install.DryRun, install.ClientOnly = true, true
 	install.ReleaseName = ReleaseName
 	install.Namespace = namespace
 	install.Replace = true
-	rel, err := install.RunWithContext(ctx, c, vals)
+	r, err := install.RunWithContext(ctx, c, vals)
 	if err != nil {
 		return nil, fmt.Errorf("render chart %s: %w", Name, err)
-	}
-	r, ok := rel.(*release.Release)
-	if !ok {
-		return nil, errors.New("render chart: unexpected release type")
 	}
 	return r, nil
 }

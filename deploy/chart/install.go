@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/kube"
-	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage/driver"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
@@ -53,13 +52,12 @@ func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Optio
 	if logs == nil {
 		logs = slog.NewTextHandler(io.Discard, nil)
 	}
-	ac := action.NewConfiguration(action.ConfigurationSetLogger(logs))
-	if err := ac.Init(&restGetter{cfg: cfg, namespace: namespace}, namespace, "secret"); err != nil {
+	logger := slog.New(logs)
+	ac := new(action.Configuration)
+	if err := ac.Init(&restGetter{cfg: cfg, namespace: namespace}, namespace, "secret", func(format string, v ...any) {
+		logger.Debug(fmt.Sprintf(format, v...))
+	}); err != nil {
 		return nil, fmt.Errorf("helm: %w", err)
-	}
-	wait := kube.HookOnlyStrategy
-	if opts.Wait {
-		wait = kube.StatusWatcherStrategy
 	}
 	timeout := opts.Timeout
 	if timeout == 0 {
@@ -67,13 +65,13 @@ func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Optio
 	}
 	history := action.NewHistory(ac)
 	history.Max = 1
-	var rel any
+	var r *release.Release
 	switch _, err := history.Run(ReleaseName); {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		in := action.NewInstall(ac)
 		in.ReleaseName, in.Namespace, in.CreateNamespace = ReleaseName, namespace, true
-		in.WaitStrategy, in.Timeout, in.TakeOwnership = wait, timeout, opts.TakeOwnership
-		rel, err = in.RunWithContext(ctx, c, opts.Values)
+		in.Wait, in.Timeout, in.TakeOwnership = opts.Wait, timeout, opts.TakeOwnership
+		r, err = in.RunWithContext(ctx, c, opts.Values)
 		if err != nil {
 			return nil, fmt.Errorf("helm install %s: %w", ReleaseName, err)
 		}
@@ -82,15 +80,11 @@ func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Optio
 	default:
 		up := action.NewUpgrade(ac)
 		up.Namespace = namespace
-		up.WaitStrategy, up.Timeout, up.TakeOwnership = wait, timeout, opts.TakeOwnership
-		rel, err = up.RunWithContext(ctx, ReleaseName, c, opts.Values)
+		up.Wait, up.Timeout, up.TakeOwnership = opts.Wait, timeout, opts.TakeOwnership
+		r, err = up.RunWithContext(ctx, ReleaseName, c, opts.Values)
 		if err != nil {
 			return nil, fmt.Errorf("helm upgrade %s: %w", ReleaseName, err)
 		}
-	}
-	r, ok := rel.(*release.Release)
-	if !ok {
-		return nil, fmt.Errorf("helm: unexpected release type %T", rel)
 	}
 	return r, nil
 }

@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v4/pkg/release/common"
-	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,7 +42,7 @@ func releaseSecret(revision int) string {
 
 func wantDeployed(t *testing.T, rel *release.Release, revision int) {
 	t.Helper()
-	if rel.Info.Status != common.StatusDeployed || rel.Version != revision {
+	if rel.Info.Status != release.StatusDeployed || rel.Version != revision {
 		t.Fatalf("release %s revision %d is %s, want revision %d deployed", rel.Name, rel.Version, rel.Info.Status, revision)
 	}
 }

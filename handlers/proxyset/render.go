@@ -27,9 +27,14 @@ const (
 	EnvPodUID       = "POD_UID"
 )
 
-// scratchVolume is the proxy's emptyDir at /tmp: its root filesystem is
-// read-only.
-const scratchVolume = "tmp"
+// ScratchDir is where tailplane-proxy keeps its scratch files (tsnet's
+// folder, the plugin compilation cache; its state is in the state Secret):
+// an emptyDir, since the root filesystem is read-only. It is the proxy's
+// default state folder, and leaves the rest of /tmp to the image.
+const ScratchDir = "/tmp/tailplane-proxy"
+
+// scratchVolume is the emptyDir at ScratchDir.
+const scratchVolume = "scratch"
 
 // ContainerName is the proxy container's name, the official operator's, so
 // that `kubectl logs -c tailscale` keeps working.
@@ -183,15 +188,13 @@ func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.State
 						},
 						// Userspace networking (tsnet): no privileges, no
 						// capabilities, no init container, and nothing
-						// written outside /tmp (tsnet's scratch files and
-						// the plugin compilation cache; the state is in the
-						// state Secret).
+						// written outside ScratchDir.
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: &noEscalation,
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 							ReadOnlyRootFilesystem:   &readOnlyRoot,
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: scratchVolume, MountPath: "/tmp"}},
+						VolumeMounts: []corev1.VolumeMount{{Name: scratchVolume, MountPath: ScratchDir}},
 					}},
 					Volumes: []corev1.Volume{{Name: scratchVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},

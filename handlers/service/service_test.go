@@ -235,9 +235,9 @@ func checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet, names proxyset.Name
 	if ro := c.SecurityContext.ReadOnlyRootFilesystem; ro == nil || !*ro {
 		t.Errorf("the proxy's root filesystem must be read-only")
 	}
-	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" || len(pod.Spec.Volumes) != 1 ||
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp/tailplane-proxy" || len(pod.Spec.Volumes) != 1 ||
 		pod.Spec.Volumes[0].Name != c.VolumeMounts[0].Name || pod.Spec.Volumes[0].EmptyDir == nil {
-		t.Errorf("the proxy needs an emptyDir at /tmp for its scratch files: mounts %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
+		t.Errorf("the proxy needs an emptyDir for its scratch files: mounts %+v, volumes %+v", c.VolumeMounts, pod.Spec.Volumes)
 	}
 }
 
