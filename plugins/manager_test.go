@@ -12,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/plugins"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
@@ -20,7 +21,7 @@ import (
 
 func newManager(t *testing.T) *plugins.Manager {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	m, err := plugins.New(plugins.Options{CacheDir: wasmbuild.CompilationCacheDir(t), Logger: log.New(logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -32,24 +33,6 @@ func newManager(t *testing.T) *plugins.Manager {
 		}
 	})
 	return m
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // redirectSpec redirects every path to /<to>/<path>.

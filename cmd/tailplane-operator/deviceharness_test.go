@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"tailscale.com/tailcfg"
 
 	"github.com/tailplane/tailplane/crds"
+	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	realtailnet "github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -93,14 +93,14 @@ type runningOperator struct {
 	cancel  context.CancelFunc
 	done    chan error
 	started time.Time
-	log     *syncBuffer
+	log     *syncbuf.Buffer
 }
 
 // start runs the operator until stop.
 func (h *deviceHarness) start(t *testing.T) *runningOperator {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &runningOperator{cancel: cancel, done: make(chan error, 1), started: time.Now(), log: &syncBuffer{}}
+	op := &runningOperator{cancel: cancel, done: make(chan error, 1), started: time.Now(), log: &syncbuf.Buffer{}}
 	go func() { op.done <- run(ctx, envOf(h.env), op.log) }()
 	t.Cleanup(func() {
 		cancel()
@@ -171,23 +171,6 @@ func (h *deviceHarness) operatorNodes(hostname string) []*tailcfg.Node {
 		}
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // deviceLine is the operator's "device is running" log line.

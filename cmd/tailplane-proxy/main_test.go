@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,27 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
 )
-
-// syncBuffer collects a child's output safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func poll(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
@@ -84,7 +70,7 @@ func TestBinaryBadConfigAndSIGTERMDrain(t *testing.T) {
 	doc, _ := json.Marshal(cfg)
 	write(doc)
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "TAILPLANE_CONFIG_FILE="+cfgPath, "TAILPLANE_STATE_DIR="+filepath.Join(dir, "state"),
 		"TAILPLANE_LOCAL_ADDR=127.0.0.1:0", "TAILPLANE_DRAIN_TIMEOUT=20s")

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/charmbracelet/log"
 
+	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
 	"github.com/tailplane/tailplane/proxy/route"
@@ -37,27 +37,9 @@ func guest(t testing.TB, pkg string) []byte {
 	return b
 }
 
-// syncBuffer is a log sink tests can read while plugins write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newEngine(t testing.TB) (*host.Engine, *syncBuffer) {
+func newEngine(t testing.TB) (*host.Engine, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	e, err := host.NewEngine(host.EngineOptions{
 		CacheDir: wasmbuild.CompilationCacheDir(t),
 		Logger:   log.NewWithOptions(logs, log.Options{Level: log.DebugLevel}),
