@@ -39,10 +39,16 @@ func RunInit(specPath string) error {
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return fmt.Errorf("pod-init: %s: %w", specPath, err)
 	}
-	// Every source is opened before the first mount: a volume mounted over a
-	// folder that holds other volumes' sources (an emptyDir at /tmp while the
-	// node's folder is under /tmp) would hide them. Mounting from the open
-	// file is what runc does too.
+	// Every source, and the binary, is opened before the first mount: a
+	// volume mounted over a folder that holds other volumes' sources or the
+	// binary (an emptyDir at /tmp while the node's folder or the checkout is
+	// under /tmp) would hide them. Mounting from the open file is what runc
+	// does too. The binary's descriptor stays open across exec (no
+	// O_CLOEXEC), so that a script's interpreter can still read it.
+	binary, err := unix.Open(spec.Binary, unix.O_PATH, 0)
+	if err != nil {
+		return fmt.Errorf("pod-init: open %s: %w", spec.Binary, err)
+	}
 	sources := make([]int, len(spec.Mounts))
 	for i, m := range spec.Mounts {
 		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -62,7 +68,7 @@ func RunInit(specPath string) error {
 		}
 	}
 	// Exec keeps the PID, so the node's signals reach the container itself.
-	return fmt.Errorf("pod-init: exec %s: %w", spec.Binary, unix.Exec(spec.Binary, spec.Argv, spec.Env))
+	return fmt.Errorf("pod-init: exec %s: %w", spec.Binary, unix.Exec(fmt.Sprintf("/proc/self/fd/%d", binary), spec.Argv, spec.Env))
 }
 
 // bindMount binds the source, open as fd (O_PATH), at m.Target.
