@@ -100,19 +100,11 @@ func MetricsService(sts *appsv1.StatefulSet) *corev1.Service {
 // ServiceMonitor is the Prometheus Operator ServiceMonitor scraping svc (a
 // MetricsService, which owns it), with the ProxyClass's extra labels.
 func ServiceMonitor(svc *corev1.Service, pc *v1alpha1.ProxyClass) *unstructured.Unstructured {
-	labels := map[string]any{}
+	var extra map[string]string
 	if sm := pc.Spec.Metrics.ServiceMonitor; sm != nil {
-		for k, v := range sm.Labels.Strings() {
-			labels[k] = v
-		}
+		extra = sm.Labels.Strings()
 	}
-	for k, v := range svc.Labels {
-		labels[k] = v
-	}
-	matchLabels := map[string]any{}
-	for k, v := range svc.Labels {
-		matchLabels[k] = v
-	}
+	labels, matchLabels := unstructuredMap(extra, svc.Labels), unstructuredMap(svc.Labels)
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "monitoring.coreos.com/v1",
 		"kind":       "ServiceMonitor",
@@ -132,4 +124,16 @@ func ServiceMonitor(svc *corev1.Service, pc *v1alpha1.ProxyClass) *unstructured.
 			"endpoints":         []any{map[string]any{"port": "metrics"}},
 		},
 	}}
+}
+
+// unstructuredMap merges ms (later maps win) into the map[string]any an
+// unstructured object holds.
+func unstructuredMap(ms ...map[string]string) map[string]any {
+	out := map[string]any{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
 }
