@@ -23,6 +23,9 @@ func compile(ctx context.Context, r wazero.Runtime, cfg Config, module []byte) (
 		return nil, fmt.Errorf("plugin %s: %w: %d bytes without the \\0asm header", cfg.Name, ErrNotWasm, len(cfg.Module))
 	}
 	cm, err := r.CompileModule(ctx, module)
+	if err != nil && isCacheError(err) {
+		return nil, fmt.Errorf("plugin %s: %w: %v", cfg.Name, ErrCache, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w: %v", cfg.Name, ErrNotWasm, err)
 	}
