@@ -12,5 +12,5 @@
 // Handlers may import runtime/, crds/, internal/tailnet and proxy/config;
 // never the rest of proxy/. Of plugins/, only handlers/plugin imports
 // plugins/host (to compile a RoutingPlugin's module, never to run it),
-// plugins/abi and plugins/source (to fetch the module).
+// plugins/sdk/abi and plugins/source (to fetch the module).
 package handlers

@@ -94,8 +94,9 @@ func Funnel(ing *networkingv1.Ingress) bool { return boolAnnotation(ing, Annotat
 // change.
 type ServiceLookup func(name string) (*corev1.Service, error)
 
-// BackendServices lists the names of the Services an Ingress refers to, the
-// keys of the handler's "Ingresses by backend Service" index.
+// BackendServices lists the names of the Services an Ingress refers to
+// (rules, default backend and AnnotationExtraBackends), the keys of the
+// handler's "Ingresses by backend Service" index.
 func BackendServices(ing *networkingv1.Ingress) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -113,6 +114,9 @@ func BackendServices(ing *networkingv1.Ingress) []string {
 		for i := range r.HTTP.Paths {
 			add(&r.HTTP.Paths[i].Backend)
 		}
+	}
+	for _, name := range extraServices(ing) {
+		add(&networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name}})
 	}
 	return out
 }

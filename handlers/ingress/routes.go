@@ -111,6 +111,11 @@ func L7(ing *networkingv1.Ingress, lookup ServiceLookup) (*config.L7, []Problem,
 		problems = append(problems, Problem{Type: corev1.EventTypeWarning, Reason: ReasonNoValidBackends, Message: "no valid backends"})
 		return nil, problems, ErrNoValidBackends
 	}
+	extra, extraProblems, err := extraBackends(ing, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	l7.ExtraBackends, problems = extra, append(problems, extraProblems...)
 	return l7, problems, nil
 }
 

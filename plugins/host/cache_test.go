@@ -10,8 +10,8 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/tailplane/tailplane/internal/syncbuf"
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy/route"
 )
 
