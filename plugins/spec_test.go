@@ -38,7 +38,7 @@ func TestSpecFromRoutingPlugin(t *testing.T) {
 		s.MemoryLimit != 32<<20 || len(s.Capabilities) != 1 || s.Capabilities[0] != abi.CapRoute || s.SHA256 != want.SHA256 {
 		t.Errorf("spec = %+v", s.Config)
 	}
-	if string(s.PluginConfig) != `{"cookie":"canary","cookieValue":"1","header":"X-Canary","headerValue":"always"}` {
+	if string(s.PluginConfig) != `{"backend":"web-canary:80","cookie":"canary","cookieValue":"1","header":"X-Canary","headerValue":"always"}` {
 		t.Errorf("config = %s", s.PluginConfig)
 	}
 	delete(obj.Object["spec"].(map[string]any)["module"].(map[string]any), "configMapKeyRef")
