@@ -41,7 +41,9 @@ type Engine struct {
 	sources   atomic.Pointer[sourceFilter]
 	listen    map[string]*listenerHandle
 	nodeDone  chan struct{}
-	wg        sync.WaitGroup
+	// certWarmed is the node whose certificate warmCert fetched.
+	certWarmed *tsnet.Server
+	wg         sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that
 	// draining connections keep flowing until the drain deadline.
 	hard       context.Context
