@@ -43,6 +43,7 @@ func TestPluginLoaderReportsInStateSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
 	spec := `{"module":{"secretKeyRef":{"name":"plugin-canary","key":"module.wasm.gz"},"sha256":"` + strings.Repeat("ab", 32) + `"},
 	  "order":1,"failurePolicy":"Open","timeout":"100ms","capabilities":["route"]}`
 	ps := []config.Plugin{{Name: "apps/canary", Spec: json.RawMessage(spec)}}
