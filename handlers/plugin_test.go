@@ -178,7 +178,7 @@ func TestRoutingPlugin(t *testing.T) {
 
 	// A new module: status must not say Ready/Loaded next to the new
 	// sha256 while the proxy still reports the old one.
-	mod2 := append(slices.Clone(mod), 0x00, 0x04, 0x03, 'n', 'e', 'w') // a custom section: same code, new digest
+	mod2 := append(slices.Clone(mod), 0x00, 0x05, 0x03, 'n', 'e', 'w', 1) // a custom section: same code, new digest
 	sum2 := sha256.Sum256(mod2)
 	pin2 := hex.EncodeToString(sum2[:])
 	cm.BinaryData["module.wasm.gz"] = gz(mod2)
@@ -193,7 +193,8 @@ func TestRoutingPlugin(t *testing.T) {
 		st, msg, rp := h.pluginCondition("canary", "Ready")
 		sha, _, _ := unstructured.NestedString(rp.Object, "status", "sha256")
 		if sha != pin2 {
-			return fmt.Errorf("sha256 %s", sha)
+			ast, amsg, _ := h.pluginCondition("canary", "Accepted")
+			return fmt.Errorf("sha256 %s (Accepted %s: %s)", sha, ast, amsg)
 		}
 		if st != "False/WaitingForProxies" {
 			t.Fatalf("Ready = %s (%s) with the new sha256 while the proxy reports the old one", st, msg)
