@@ -139,7 +139,7 @@ func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
 	Expect(roots.AppendCertsFromPEM(pem)).To(BeTrue(), "no certificate in %s", vars["TS_CA_FILE"])
 	netns.SetEnabled(false) // as devcluster curl: devcluster's tailnet is on loopback
 	node := &tsnet.Server{ControlURL: vars["TS_CONTROL_URL"], Hostname: hostname, AuthKey: key.Key, Ephemeral: true,
-		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: func(string, ...any) {}}
+		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: func(string, ...any) {}, UserLogf: func(string, ...any) {}}
 	_, err = node.Up(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	return &tailnetClient{node: node, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
