@@ -70,6 +70,10 @@ type Operator struct {
 	startup    []Hook
 	cleanup    []Hook
 	statusSub  map[schema.GroupVersionResource]bool
+	// storages are the resources' Store options; storageStarts the
+	// storages whose Start is a startup hook.
+	storages      map[schema.GroupVersionResource]Storage
+	storageStarts []Storage
 
 	stateMu sync.Mutex // guards the maps below
 	stale   map[Key]staleMark
@@ -140,6 +144,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 	)
 	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
 	o.send = o.patchAPI
+	o.startStorage(s.Storage)
 	o.metrics = newMetrics(o)
 	o.events, o.recorder = newRecorder(kube, s.Component)
 	o.eventQueue, o.eventsDone = make(chan pending, 1000), make(chan struct{})

@@ -68,6 +68,7 @@ type handler struct {
 	indexFn  IndexFunc
 
 	optErrs []error // from options, reported at registration
+	storage Storage // the Store option
 
 	optional       bool
 	includeDeleted bool
@@ -227,6 +228,10 @@ func (o *Operator) register(h *handler, opts []Option) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err := o.validate(h); err != nil {
+		o.errs = append(o.errs, fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err))
+		return
+	}
+	if err := o.bindStorage(h); err != nil {
 		o.errs = append(o.errs, fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err))
 		return
 	}

@@ -51,13 +51,10 @@ type state struct {
 	progress map[string]progress
 }
 
-func readState(prefix string, obj *unstructured.Unstructured) state {
+// readState decodes the records a Storage kept for an object.
+func readState(records map[string]string) state {
 	st := state{progress: map[string]progress{}}
-	for k, v := range obj.GetAnnotations() {
-		id, ok := strings.CutPrefix(k, prefix+"/")
-		if !ok {
-			continue
-		}
+	for id, v := range records {
 		if id == recordKey {
 			var r lastHandled
 			if json.Unmarshal([]byte(v), &r) == nil {

@@ -22,8 +22,8 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Role is the value of kit.AnnotationProxy on Ingresses with a proxy.
-const Role = "ingress-l7"
+// Role is the role of Ingress proxies.
+const Role = kit.RoleIngressL7
 
 // Event reasons of the apply step (beyond the render step's).
 const (
@@ -93,7 +93,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
 	s := m.d.Settings
 	if !IsOurs(&ing, s.IngressClassName) {
-		return m.release(ctx, &ing, obj, patch)
+		return m.release(ctx, &ing)
 	}
 	class, err := m.d.Kube.NetworkingV1().IngressClasses().Get(ctx, s.IngressClassName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -137,9 +137,6 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		if errors.Is(err, ErrNoValidBackends) {
 			return nil // the proxy, if any, keeps serving what it had
 		}
-		return err
-	}
-	if err := m.d.SetMark(ctx, kit.Ingresses, obj, Role, patch); err != nil {
 		return err
 	}
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
@@ -267,18 +264,18 @@ func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error)
 	return nil, m.d.Apply(ctx, m.copyOf(&ing, secret, TLSSecretName(&ing)))
 }
 
-// release removes the proxy of an Ingress that left the class, its status
-// and the mark.
-func (m *module) release(ctx context.Context, ing *networkingv1.Ingress, obj *unstructured.Unstructured, patch *runtime.Patch) error {
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
-		return err
-	}
+// release removes the status of an Ingress that left the class, then its
+// proxy, whose end lets the runtime remove the finalizer.
+func (m *module) release(ctx context.Context, ing *networkingv1.Ingress) error {
 	if len(ing.Status.LoadBalancer.Ingress) > 0 {
 		if err := m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}}); err != nil {
 			return err
 		}
 	}
-	return m.d.SetMark(ctx, kit.Ingresses, obj, "", patch)
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
+		return err
+	}
+	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentIngress, ing.Namespace, ing.Name)
 }
 
 // setStatus writes status.loadBalancer.ingress (hostname and ports) when it

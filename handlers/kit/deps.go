@@ -30,12 +30,6 @@ var (
 	RoutingPlugins  = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
 )
 
-// AnnotationProxy marks a parent that has (or had) a proxy of this operator,
-// with the proxy's role as value. Handlers keep matching a marked parent
-// after it stopped asking for a proxy, so that the proxy is cleaned up
-// before the finalizer goes; the cleanup removes the mark.
-const AnnotationProxy = "tailplane.dev/proxy"
-
 // LabelHostname is put on config Secrets so that a tailnet hostname already
 // claimed by another parent is found with one list call.
 const LabelHostname = "tailplane.dev/hostname"
@@ -73,17 +67,18 @@ type Deps struct {
 	// DefaultCertRefresh; set it before Register.
 	CertRefresh time.Duration
 
-	mu        sync.Mutex
-	resync    *resyncQueue
-	syncers   map[string][]SyncFunc
-	locks     keyedLocks
-	claimLock sync.Mutex
-	applied   appliedCache
-	stateMu   sync.Mutex
-	lastState map[string]string   // state Secret -> fingerprint of its device keys
-	claims    map[string]string   // hostname -> parent key
-	claimed   map[string]string   // parent key -> hostname
-	waiters   map[string][]string // hostname -> parents refused it
+	mu         sync.Mutex
+	stateStore *runtime.ConfigMapStorage
+	resync     *resyncQueue
+	syncers    map[string][]SyncFunc
+	locks      keyedLocks
+	claimLock  sync.Mutex
+	applied    appliedCache
+	stateMu    sync.Mutex
+	lastState  map[string]string   // state Secret -> fingerprint of its device keys
+	claims     map[string]string   // hostname -> parent key
+	claimed    map[string]string   // parent key -> hostname
+	waiters    map[string][]string // hostname -> parents refused it
 }
 
 // DefaultCertRefresh is the default of Deps.CertRefresh.
@@ -97,7 +92,8 @@ type SyncFunc func(ctx context.Context, namespace, name string) error
 // NewDeps returns Deps and registers the resync queue's startup hook on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	d := &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
-		CertRefresh: DefaultCertRefresh, syncers: map[string][]SyncFunc{}}
+		CertRefresh: DefaultCertRefresh, syncers: map[string][]SyncFunc{},
+		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev"}}
 	d.resync = newResyncQueue(d)
 	op.OnStartup(func(ctx context.Context) error {
 		d.resync.start(ctx)

@@ -24,23 +24,28 @@ type ProxyParent struct {
 	// Resource and Kind are the parent's resource and, for messages, kind.
 	Resource schema.GroupVersionResource
 	Kind     string
-	// Role is the mark (AnnotationProxy value) the module leaves on parents
-	// it gave a proxy, so that cleanup still finds them after they stop
-	// asking for one.
+	// Role is the role of the module's proxies (RoleIngressL4, ...): a
+	// parent with a proxy of this role keeps the module's handlers after it
+	// stopped asking for one, until Sync released it.
 	Role string
 	// IsOurs reports whether the object asks for this module's proxy.
 	IsOurs runtime.Predicate
 	// Sync brings the proxy and the parent's status in line with the parent;
-	// patch is nil outside a handler cycle.
+	// patch is nil outside a handler cycle. A parent that no longer asks for
+	// a proxy is released (proxy and status removed, then WaitProxyGone)
+	// only inside a handler cycle.
 	Sync func(ctx context.Context, obj *unstructured.Unstructured, patch *runtime.Patch) error
 }
 
 // RegisterProxyParent adds p's handlers: create, update and resume run Sync;
 // delete removes the device, the proxy's objects, then the finalizer; and a
 // resync (proxy state or ProxyClass changed) runs Sync again. Objects that
-// neither ask for a proxy nor carry p's mark match no handler.
+// neither ask for a proxy nor have one of p's role match no handler. The
+// runtime keeps its state of the parents in the operator namespace
+// (ForUsersObjects): the only writes to a parent are the finalizer and
+// status.
 func (d *Deps) RegisterProxyParent(op *runtime.Operator, p ProxyParent) {
-	ours := d.Scope(runtime.When(runtime.Or(p.IsOurs, HasMark(p.Role))))
+	ours := d.ForUsersObjects(runtime.When(runtime.Or(p.IsOurs, d.HasProxy(p.Role, p.Type))))
 	handle := func(ctx context.Context, ev *runtime.Event) (any, error) {
 		defer d.Lock(p.Type, ev.Object.GetNamespace(), ev.Object.GetName())()
 		return nil, Retry(p.Sync(ctx, ev.Object, ev.Patch), ev.Retry)
@@ -62,7 +67,9 @@ func (d *Deps) RegisterProxyParent(op *runtime.Operator, p ProxyParent) {
 		if err != nil {
 			return fmt.Errorf("read %s %s/%s: %w", p.Kind, namespace, name, err)
 		}
-		if obj.GetDeletionTimestamp() != nil || !(p.IsOurs(obj) || HasMark(p.Role)(obj)) {
+		// A parent that stopped asking is released by its update handler:
+		// the cycle that follows removes the finalizer.
+		if obj.GetDeletionTimestamp() != nil || !p.IsOurs(obj) {
 			return nil
 		}
 		return p.Sync(ctx, obj, nil)

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
@@ -13,10 +12,12 @@ import (
 )
 
 // WatchProxyState re-handles a parent whenever its proxy's state Secret
-// changes (the proxy wrote device_id, device_fqdn or device_ips): the watch
-// covers only managed state Secrets in the operator namespace.
+// changes (the proxy wrote device_id, device_fqdn or device_ips), and
+// indexes the state Secrets by role (HasProxy): the watch covers only
+// managed state Secrets in the operator namespace.
 func (d *Deps) WatchProxyState() {
-	sel := labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", proxyset.LabelSecretType: proxyset.SecretTypeState}).String()
+	sel := stateSelector()
+	d.indexProxies(sel)
 	d.Op.OnEvent(Secrets, "proxy-state", func(_ context.Context, typ watch.EventType, obj *unstructured.Unstructured) error {
 		l := obj.GetLabels()
 		if l[proxyset.LabelParentType] == "" || l[proxyset.LabelParentName] == "" || !d.stateChanged(typ, obj) {

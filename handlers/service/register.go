@@ -17,8 +17,8 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Role is the value of kit.AnnotationProxy on Services with an L4 proxy.
-const Role = "ingress-l4"
+// Role is the role of the L4 proxies of exposed Services.
+const Role = kit.RoleIngressL4
 
 // ReasonInvalidService is the official Warning Event reason for refused
 // Services.
@@ -61,7 +61,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	s := m.d.Settings
 	kind := Classify(&svc, s.DefaultLoadBalancer)
 	if kind == NotOurs {
-		return m.release(ctx, &svc, obj, patch)
+		return m.release(ctx, &svc)
 	}
 	if problems := Validate(&svc, s); len(problems) > 0 {
 		msg := "unable to provision proxy resources: invalid Service: " + strings.Join(problems, " ")
@@ -76,9 +76,6 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	}
 	if waiting != "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, waiting, proxyset.Device{})
-	}
-	if err := m.d.SetMark(ctx, kit.Services, obj, Role, patch); err != nil {
-		return err
 	}
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
@@ -114,15 +111,13 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	return m.setStatus(ctx, &svc, kind, ReasonProxyCreated, ReasonProxyCreated, ps.Device)
 }
 
-// release removes the proxy of a Service that no longer asks for one
-// (annotation removed, class switched away), with its condition and the
-// LoadBalancer addresses it had written, then the mark.
-func (m *module) release(ctx context.Context, svc *corev1.Service, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+// release removes the condition and the LoadBalancer addresses of a Service
+// that no longer asks for a proxy (annotation removed, class switched away),
+// then its proxy: once the proxy is gone, the Service matches no handler and
+// the runtime removes the finalizer.
+func (m *module) release(ctx context.Context, svc *corev1.Service) error {
 	ps, err := m.d.ReadProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name)
 	if err != nil {
-		return err
-	}
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		return err
 	}
 	status := map[string]any{}
@@ -143,7 +138,10 @@ func (m *module) release(ctx context.Context, svc *corev1.Service, obj *unstruct
 			return err
 		}
 	}
-	return m.d.SetMark(ctx, kit.Services, obj, "", patch)
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
+		return err
+	}
+	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentService, svc.Namespace, svc.Name)
 }
 
 // setStatus writes TailscaleProxyReady and, for a tailscale LoadBalancer,
