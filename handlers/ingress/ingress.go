@@ -24,6 +24,10 @@ const (
 	ReasonInvalidIngressBackend = "InvalidIngressBackend"
 	ReasonPathUndefined         = "PathUndefined"
 	ReasonNoValidBackends       = "NoValidBackends"
+	// ReasonInvalidIngressConfiguration is the official reason for Ingress
+	// settings the operator cannot honour (spec.tls beyond one entry with
+	// one host).
+	ReasonInvalidIngressConfiguration = "InvalidIngressConfiguration"
 )
 
 // Problem is something to tell the user about through an Event on the
