@@ -23,6 +23,9 @@ const (
 	recordKey     = "last-handled"
 	maxMessage    = 200
 	maxFieldValue = 256
+	// maxEventMessage bounds the error in a failure's Event, which is not
+	// kept on the object: long enough for an API server's refusal.
+	maxEventMessage = 1000
 )
 
 // lastHandled is the compact last-handled state: the essence hash and the values

@@ -111,7 +111,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		return runtime.Permanent(err)
 	}
 	if err := m.d.ApplyProxy(ctx, objs.Objects, pc, proxyclass.Egress, cfg.Hostname, objs.HeadlessService); err != nil {
-		return err
+		return errors.Join(err, m.setCondition(ctx, &svc, reasonProxyFailed, "failed to provision proxy: "+err.Error()))
 	}
 	if err := m.rewrite(ctx, &svc, ExternalName(objs.HeadlessService, m.d.ClusterDomain)); err != nil {
 		return err

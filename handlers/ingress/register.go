@@ -32,7 +32,8 @@ const (
 	ReasonInvalidIngress = "InvalidIngressConfiguration"
 	// ReasonProxyPending says the Ingress waits for its ProxyClass.
 	ReasonProxyPending = "ProxyPending"
-	// ReasonProxyFailed says the tailnet API refused the proxy's key.
+	// ReasonProxyFailed says the tailnet API refused the proxy's key, or the
+	// API server the proxy's objects.
 	ReasonProxyFailed = "ProxyFailed"
 	// ReasonTLSSecretMissing says the tls secretName names no Secret.
 	ReasonTLSSecretMissing = "TLSSecretMissing"
@@ -173,6 +174,8 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		}
 	}
 	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L7, hostname, extra...); err != nil {
+		// Ingresses have no conditions: the whole refusal goes in an Event.
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, "failed to provision proxy: "+err.Error())
 		return err
 	}
 	return m.setStatus(ctx, &ing, ps.Device)

@@ -100,7 +100,10 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		return runtime.Permanent(err)
 	}
 	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L4, hostname); err != nil {
-		return err
+		// Shown on the Service, whole: the API server's refusal (a
+		// ProxyClass value it rejects, say) is what the user must fix.
+		msg := "failed to provision proxy: " + err.Error()
+		return errors.Join(err, m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, proxyset.Device{}))
 	}
 	if msg := kit.ConfigError(ps); msg != "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, ps.Device)
