@@ -177,7 +177,9 @@ func (s *ConfigMapStorage) Fetch(k Key, obj *unstructured.Unstructured) map[stri
 }
 
 // Patch returns nil: nothing is written on the object.
-func (s *ConfigMapStorage) Patch(*unstructured.Unstructured, map[string]*string) map[string]any { return nil }
+func (s *ConfigMapStorage) Patch(*unstructured.Unstructured, map[string]*string) map[string]any {
+	return nil
+}
 
 // Save applies changes to obj's records and writes its ConfigMap (deletes
 // it when no record is left).

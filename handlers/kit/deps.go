@@ -61,6 +61,11 @@ type Deps struct {
 	// sets it at startup, before any handler runs; it is empty when the
 	// operator runs without a device (tests).
 	OperatorNodeID string
+	// Resolver checks that the names ExternalName proxies forward to
+	// resolve (default net.DefaultResolver); ResolveRetry is how often a
+	// name that did not is looked up again (default DefaultResolveRetry).
+	Resolver     Resolver
+	ResolveRetry time.Duration
 	// CertRefresh is how often the copy of an Ingress's own TLS Secret is
 	// compared with the user's Secret (renewed by cert-manager, say); the
 	// operator may read user Secrets by name but not watch them. Default
@@ -92,7 +97,7 @@ type SyncFunc func(ctx context.Context, namespace, name string) error
 // NewDeps returns Deps and registers the resync queue's startup hook on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	d := &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
-		CertRefresh: DefaultCertRefresh, syncers: map[string][]SyncFunc{},
+		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry, syncers: map[string][]SyncFunc{},
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev"}}
 	d.resync = newResyncQueue(d)
 	op.OnStartup(func(ctx context.Context) error {

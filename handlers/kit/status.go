@@ -12,7 +12,6 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
 )
 
 // SetCondition returns conds with c set (LastTransitionTime kept when the

@@ -111,6 +111,14 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	if ps.Device.FQDN == "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, messagePending, proxyset.Device{})
 	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		// The proxy is up but would reset every connection: not Ready
+		// until the name resolves, checked again meanwhile.
+		if err := m.d.CheckResolves(ctx, svc.Spec.ExternalName); err != nil {
+			m.d.ResyncAfter(proxyset.ParentService, svc.Namespace, svc.Name, m.d.ResolveRetry)
+			return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, err.Error(), proxyset.Device{})
+		}
+	}
 	return m.setStatus(ctx, &svc, kind, ReasonProxyCreated, ReasonProxyCreated, ps.Device)
 }
 
