@@ -1,8 +1,10 @@
 // Package runtime is a Kopf-style handler runtime on client-go's dynamic
 // client: plain functions registered for a resource and a cause (create,
 // update, delete, resume, field change, timer, daemon), dispatched by shared
-// informers and a rate-limited workqueue, with per-handler progress kept on
-// the object.
+// informers and a rate-limited workqueue, with per-handler progress kept in
+// a Storage chosen per resource: on the object (AnnotationStorage, the
+// default) or in ConfigMaps the operator owns (ConfigMapStorage, for objects
+// it must not or should not write).
 //
 // Register handlers on an Operator, then Run it:
 //
@@ -22,9 +24,11 @@
 //   - Semantics: each cycle detects the causes from a compact last-handled
 //     record (a hash plus watched field values), the finalizer and
 //     deletionTimestamp, runs every due matching handler, then writes ONE
-//     merge patch: progress annotations (<Prefix>/<id>), results
-//     (<ResultsPath>.<id>), the handlers' own Event.Patch and finalizer
-//     changes. The one exception: an object that needs our finalizer (a
+//     merge patch: progress annotations (<Prefix>/<id>, with
+//     AnnotationStorage), results (<ResultsPath>.<id>), the handlers' own
+//     Event.Patch and finalizer changes; state kept elsewhere is written
+//     right after it. An object that matched and no longer matches any
+//     handler loses the finalizer and its state. The one exception: an object that needs our finalizer (a
 //     non-optional delete handler or a daemon matches it) gets it in a patch
 //     of its own before its first handler runs, so that an object deleted
 //     right after a create handler still reaches its delete handler.
