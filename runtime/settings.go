@@ -114,7 +114,10 @@ func (s Settings) withDefaults() Settings {
 	str(&s.Prefix, "runtime.tailplane.io")
 	str(&s.Finalizer, s.Prefix+"/finalizer")
 	if s.Storage == nil {
-		s.Storage = &AnnotationStorage{Prefix: s.Prefix}
+		s.Storage = &AnnotationStorage{}
+	}
+	if a, ok := s.Storage.(*AnnotationStorage); ok && a.Prefix == "" {
+		a.Prefix = s.Prefix
 	}
 	str(&s.ResultsPath, "status")
 	str(&s.FieldManager, "tailplane")
