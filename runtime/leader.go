@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,9 +44,15 @@ func (o *Operator) term(ctx context.Context, le *LeaderElection, lock *resourcel
 	// handlers still run. A replica that is not leading stops at once.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElecting()
-	var started atomic.Bool
+	// started records whether the active phase began; client-go starts it
+	// in a goroutine that may run only after elector.Run returned, so once
+	// term has looked (over) it may no longer begin.
+	var mu sync.Mutex
+	var started, over bool
 	stopStandby := context.AfterFunc(ctx, func() {
-		if !started.Load() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
 			stopElecting()
 		}
 	})
@@ -69,9 +74,15 @@ func (o *Operator) term(ctx context.Context, le *LeaderElection, lock *resourcel
 		Name:            le.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
+				mu.Lock()
+				if over {
+					mu.Unlock()
+					return
+				}
+				started = true
+				mu.Unlock()
 				defer close(activeDone)
 				defer stopElecting()
-				started.Store(true)
 				active, cancel := context.WithCancel(leadCtx)
 				defer cancel()
 				stopWithCtx := context.AfterFunc(ctx, cancel)
@@ -91,7 +102,11 @@ func (o *Operator) term(ctx context.Context, le *LeaderElection, lock *resourcel
 		return false, fmt.Errorf("runtime: leader election: %w", err)
 	}
 	elector.Run(electCtx)
-	if !started.Load() {
+	mu.Lock()
+	over = true
+	led := started
+	mu.Unlock()
+	if !led {
 		return false, nil
 	}
 	<-activeDone
