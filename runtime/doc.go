@@ -36,8 +36,10 @@
 //     retries; Events are posted through client-go's recorder.
 //     Objects no handler matches are never patched.
 //
-// Operating: optional Lease leader election (ReleaseOnCancel for a fast
-// hand-over), /healthz with probes, /readyz, Prometheus /metrics from the
+// Operating: optional Lease leader election (the Lease is released after a
+// graceful shutdown for a fast hand-over; a replica that loses it cancels its
+// handlers, stands by and campaigns again instead of exiting, and each term
+// of leadership runs the startup and cleanup hooks), /healthz with probes, /readyz, Prometheus /metrics from the
 // Operator's own registry, and a graceful shutdown bounded by
 // Settings.ShutdownTimeout. Logs go through charmbracelet/log with the
 // object's key on every line.

@@ -204,10 +204,12 @@ func (o *Operator) Index(gvr schema.GroupVersionResource, id string, fn IndexFun
 	o.register(&handler{kind: kindIndex, gvr: gvr, id: id, indexFn: fn}, opts)
 }
 
-// OnStartup runs fn before any watch starts; an error stops Run.
+// OnStartup runs fn before any watch starts; an error stops Run. With
+// leader election it runs at the start of every term of leadership.
 func (o *Operator) OnStartup(fn Hook) { o.mu.Lock(); o.startup = append(o.startup, fn); o.mu.Unlock() }
 
-// OnCleanup runs fn during a graceful shutdown, within ShutdownTimeout.
+// OnCleanup runs fn during a graceful shutdown, within ShutdownTimeout,
+// and at the end of every term of leadership.
 func (o *Operator) OnCleanup(fn Hook) { o.mu.Lock(); o.cleanup = append(o.cleanup, fn); o.mu.Unlock() }
 
 // OnProbe adds a value to /healthz; a probe that errors makes it fail.

@@ -11,66 +11,82 @@ import (
 )
 
 // resyncQueue re-handles parents on changes of other objects. It is a
-// client-go rate-limited workqueue: one key is never on two workers.
+// client-go rate-limited workqueue: one key is never on two workers. Each
+// term of leadership runs its own queue (start), since a shut-down
+// workqueue cannot be restarted.
 type resyncQueue struct {
 	d     *Deps
+	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[string]
-	once  sync.Once
 }
 
 const resyncWorkers = 4
 
 func newResyncQueue(d *Deps) *resyncQueue {
-	return &resyncQueue{d: d, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "tailplane-resync"})}
+	return &resyncQueue{d: d, queue: newResyncWorkqueue()}
 }
 
-func (q *resyncQueue) add(key string) { q.queue.Add(key) }
+func newResyncWorkqueue() workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "tailplane-resync"})
+}
+
+func (q *resyncQueue) current() workqueue.TypedRateLimitingInterface[string] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.queue
+}
+
+func (q *resyncQueue) add(key string) { q.current().Add(key) }
 
 func (q *resyncQueue) addAfter(key string, d time.Duration) {
 	if d <= 0 {
-		q.queue.Add(key)
+		q.current().Add(key)
 		return
 	}
-	q.queue.AddAfter(key, d)
+	q.current().AddAfter(key, d)
 }
 
-// start runs the workers until ctx ends (the leader's context).
+// start runs the workers until ctx ends (the leader's context of one term).
 func (q *resyncQueue) start(ctx context.Context) {
-	q.once.Do(func() {
-		for range resyncWorkers {
-			go q.work(ctx)
-		}
-		go func() { <-ctx.Done(); q.queue.ShutDown() }()
-	})
+	q.mu.Lock()
+	if q.queue.ShuttingDown() {
+		q.queue = newResyncWorkqueue()
+	}
+	wq := q.queue
+	q.mu.Unlock()
+	for range resyncWorkers {
+		go q.work(ctx, wq)
+	}
+	go func() { <-ctx.Done(); wq.ShutDown() }()
 }
 
-func (q *resyncQueue) work(ctx context.Context) {
+func (q *resyncQueue) work(ctx context.Context, wq workqueue.TypedRateLimitingInterface[string]) {
 	for {
-		key, quit := q.queue.Get()
+		key, quit := wq.Get()
 		if quit {
 			return
 		}
-		q.handle(ctx, key)
-		q.queue.Done(key)
+		q.handle(ctx, wq, key)
+		wq.Done(key)
 	}
 }
 
-func (q *resyncQueue) handle(ctx context.Context, key string) {
+func (q *resyncQueue) handle(ctx context.Context, wq workqueue.TypedRateLimitingInterface[string], key string) {
 	parts := strings.SplitN(key, "/", 3)
 	if len(parts) != 3 {
-		q.queue.Forget(key)
+		wq.Forget(key)
 		return
 	}
 	for _, fn := range q.d.syncer(parts[0]) {
 		if err := safeCall(ctx, fn, parts[1], parts[2]); err != nil {
 			q.d.Log.Warn("resync failed, will retry", "key", key, "err", err)
-			q.queue.AddRateLimited(key)
+			wq.AddRateLimited(key)
 			return
 		}
 	}
-	q.queue.Forget(key)
+	wq.Forget(key)
 }
 
 // keyedLocks is a mutex per key, created on first use and dropped when
