@@ -35,7 +35,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 	defer cancel()
 	ev := &Event{
 		Cause: s.cause, HandlerID: h.id, Resource: c.key.Resource, Object: c.obj,
-		Old: s.old, New: s.new, Retry: p.Retries, Started: started,
+		Old: s.old, New: s.new, Diff: s.diff, Retry: p.Retries, Started: started,
 		Log: logger, Patch: &c.patch, op: o, key: c.key,
 	}
 	result, err := call(hctx, h.fn, ev)
