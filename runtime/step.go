@@ -56,7 +56,9 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 		}
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "success").Inc()
 		logger.Info("handler succeeded", "cause", s.cause.String())
-		if !o.settings.QuietSuccess {
+		// An enqueue is not a change of the object's own: its successes
+		// (often many, one per change of what it depends on) post nothing.
+		if !o.settings.QuietSuccess && s.cause != CauseEnqueue {
 			o.post(c.obj, corev1.EventTypeNormal, ReasonHandled, "Handler %q succeeded (%s).", h.id, s.cause)
 		}
 	case ctx.Err() != nil:

@@ -72,7 +72,8 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 				return err
 			}
 		}
-		return m.d.SetMark(ctx, kit.Services, obj, "", patch)
+		kit.SetMark(obj, "", patch)
+		return nil
 	}
 	if problems := Validate(&svc, s); len(problems) > 0 {
 		msg := "unable to provision proxy resources: invalid Service: " + strings.Join(problems, " ")
@@ -90,9 +91,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	if err != nil {
 		return runtime.Permanent(err)
 	}
-	if err := m.d.SetMark(ctx, kit.Services, obj, Role, patch); err != nil {
-		return err
-	}
+	kit.SetMark(obj, Role, patch)
 	if err := m.d.ClaimHostname(ctx, cfg.Hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
 		m.d.Post(&svc, corev1.EventTypeWarning, reasonInvalidService, msg)

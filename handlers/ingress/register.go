@@ -70,9 +70,8 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 			var ing networkingv1.Ingress
 			return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 		}))...)
-	op.OnEvent(kit.Services, "ingress-backends", func(_ context.Context, _ watch.EventType, obj *unstructured.Unstructured) error {
-		d.ResyncIndexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), proxyset.ParentIngress)
-		return nil
+	op.Watch(kit.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
+		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), kit.Ingresses)
 	}, d.Scope()...)
 }
 
@@ -139,9 +138,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		}
 		return err
 	}
-	if err := m.d.SetMark(ctx, kit.Ingresses, obj, Role, patch); err != nil {
-		return err
-	}
+	kit.SetMark(obj, Role, patch)
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
 		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
 		return runtime.Temporary(err, kit.HostnameRetry)
@@ -255,7 +252,6 @@ func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error)
 	if err := kit.FromUnstructured(ev.Object, &ing); err != nil {
 		return nil, err
 	}
-	defer m.d.Lock(proxyset.ParentIngress, ing.Namespace, ing.Name)()
 	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
 	if err != nil || ps.Config == nil {
 		return nil, err
@@ -278,7 +274,8 @@ func (m *module) release(ctx context.Context, ing *networkingv1.Ingress, obj *un
 			return err
 		}
 	}
-	return m.d.SetMark(ctx, kit.Ingresses, obj, "", patch)
+	kit.SetMark(obj, "", patch)
+	return nil
 }
 
 // setStatus writes status.loadBalancer.ingress (hostname and ports) when it

@@ -49,31 +49,17 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 	return nil
 }
 
-// SetMark sets or removes (role "") AnnotationProxy on a parent. Inside the
-// parent's own handler (p non-nil) it goes into the cycle's patch, written
-// when the handler ends; otherwise it is patched at once.
-func (d *Deps) SetMark(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, role string, p *runtime.Patch) error {
+// SetMark sets or removes (role "") AnnotationProxy on a parent through
+// the cycle's patch of the parent's own handler, written when it ends.
+func SetMark(obj *unstructured.Unstructured, role string, p *runtime.Patch) {
 	cur, has := obj.GetAnnotations()[AnnotationProxy]
-	if (role == "" && !has) || (role != "" && cur == role) {
-		return nil
+	switch {
+	case (role == "" && !has) || (role != "" && cur == role):
+	case role == "":
+		p.RemoveAnnotation(AnnotationProxy)
+	default:
+		p.SetAnnotation(AnnotationProxy, role)
 	}
-	if p != nil {
-		if role == "" {
-			p.RemoveAnnotation(AnnotationProxy)
-		} else {
-			p.SetAnnotation(AnnotationProxy, role)
-		}
-		return nil
-	}
-	var value any = role
-	if role == "" {
-		value = nil
-	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationProxy: value}}})
-	if _, err := d.Dyn.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("mark %s/%s: %w", obj.GetNamespace(), obj.GetName(), ignoreNotFound(err))
-	}
-	return nil
 }
 
 // Post records an Event about a typed or unstructured object (TypeMeta set).

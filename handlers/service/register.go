@@ -77,9 +77,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	if waiting != "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, waiting, proxyset.Device{})
 	}
-	if err := m.d.SetMark(ctx, kit.Services, obj, Role, patch); err != nil {
-		return err
-	}
+	kit.SetMark(obj, Role, patch)
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
 		m.d.Post(&svc, corev1.EventTypeWarning, ReasonInvalidService, msg)
@@ -143,7 +141,8 @@ func (m *module) release(ctx context.Context, svc *corev1.Service, obj *unstruct
 			return err
 		}
 	}
-	return m.d.SetMark(ctx, kit.Services, obj, "", patch)
+	kit.SetMark(obj, "", patch)
+	return nil
 }
 
 // setStatus writes TailscaleProxyReady and, for a tailscale LoadBalancer,
