@@ -59,9 +59,9 @@ func essence(prefix string, obj *unstructured.Unstructured) map[string]any {
 	if len(ann) > 0 {
 		meta["annotations"] = ann
 	}
-	if len(meta) > 0 {
-		out["metadata"] = meta
-	}
+	// Always present, so that a diff names the label or annotation maps
+	// rather than all of metadata.
+	out["metadata"] = meta
 	return out
 }
 

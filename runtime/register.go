@@ -270,16 +270,20 @@ func (o *Operator) validate(h *handler) error {
 	case o.ran.Load():
 		return fmt.Errorf("registered after Run started: register every handler before Run")
 	}
-	if h.kind == kindChange && h.causes == 0 {
+	if len(h.optErrs) > 0 {
+		return h.optErrs[0]
+	}
+	switch {
+	case h.kind == kindChange && h.causes == 0:
 		return fmt.Errorf("no cause: On needs Causes(...)")
+	case h.kind != kindChange && h.causes != 0,
+		h.causes.has(CauseField) && h.causes != causesOf(CauseField):
+		return fmt.Errorf("the Causes option applies to On, OnCreate, OnUpdate, OnDelete and OnResume only")
 	}
 	if h.causes.has(CauseField) {
 		if err := validPath(h.field); err != nil {
 			return err
 		}
-	}
-	if len(h.optErrs) > 0 {
-		return h.optErrs[0]
 	}
 	if h.src.selector != "" {
 		if _, err := labels.Parse(h.src.selector); err != nil {
