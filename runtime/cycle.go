@@ -16,6 +16,7 @@ type step struct {
 	h        *handler
 	cause    Cause
 	old, new any
+	diff     []DiffItem
 }
 
 // cycle is the work for one key: what was read, what ran, what to write.
@@ -35,6 +36,11 @@ type cycle struct {
 	patch    Patch
 	wait     time.Duration // earliest delayed step
 	stopped  bool          // shutdown interrupted the cycle
+	enq      enqueueTake   // Enqueue requests taken by this cycle
+	essence  oldNew        // see essenceChange
+	// keepEssence: a matching handler needs the essence in the record
+	// (update, resume or field).
+	keepEssence bool
 }
 
 func (c *cycle) done() bool {
@@ -74,12 +80,14 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 	if len(changes) == 0 && !c.needFin && !slices.Contains(cached.GetFinalizers(), o.settings.Finalizer) {
 		// Stealth: an object no handler matches is never touched; state kept
 		// elsewhere from when it matched is forgotten.
+		o.enqueueDone(key, true)
 		return 0, store.Purge(ctx, key)
 	}
 	c.obj = cached.DeepCopy()
 	c.records = store.Fetch(key, c.obj)
 	c.st = readState(c.records)
 	c.hasFin = slices.Contains(c.obj.GetFinalizers(), o.settings.Finalizer)
+	c.enq = o.takeEnqueued(key)
 	o.plan(c, changes)
 	if err := o.finalizeFirst(ctx, c); err != nil {
 		return 0, err
@@ -88,10 +96,16 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 	if err := o.finish(ctx, c); err != nil {
 		return 0, err
 	}
-	if !c.done() && c.wait > 0 {
-		return c.wait, nil
+	wait := c.enq.next // a later Enqueue request
+	switch {
+	case c.deleting:
+		o.enqueueDone(key, true)
+	case c.done():
+		o.enqueueDone(key, false)
+	case c.wait > 0 && (wait == 0 || c.wait < wait):
+		wait = c.wait
 	}
-	return 0, nil
+	return wait, nil
 }
 
 // matching returns the change handlers and spawners that match obj, and
@@ -104,7 +118,7 @@ func (o *Operator) matching(gvr schema.GroupVersionResource, obj *unstructured.U
 		switch h.kind {
 		case kindChange:
 			changes = append(changes, h)
-			needFin = needFin || (h.cause == CauseDelete && !h.optional)
+			needFin = needFin || (h.causes.has(CauseDelete) && !h.optional)
 		case kindDaemon:
 			spawners = append(spawners, h)
 			needFin = true
@@ -122,14 +136,29 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 	o.stateMu.Lock()
 	resume := rec != nil && o.resumed[c.key] != uid
 	o.stateMu.Unlock()
-	add := func(h *handler, cause Cause) { c.steps = append(c.steps, step{h: h, cause: cause}) }
+	add := func(h *handler, cause Cause) {
+		s := step{h: h, cause: cause}
+		if cause == CauseUpdate || cause == CauseResume {
+			// Typed nil maps would make non-nil interfaces.
+			if e := c.essenceChange(o.settings.Prefix); e.new != nil {
+				s.new, s.diff = e.new, e.diff
+				if e.old != nil {
+					s.old = e.old
+				}
+			}
+		}
+		c.steps = append(c.steps, s)
+	}
 	if c.deleting {
 		if !c.hasFin && rec == nil {
 			return
 		}
 		for _, h := range changes {
-			if h.cause == CauseDelete || (h.cause == CauseResume && resume && h.includeDeleted) {
-				add(h, h.cause)
+			switch {
+			case h.causes.has(CauseDelete):
+				add(h, CauseDelete)
+			case h.causes.has(CauseResume) && resume && h.includeDeleted:
+				add(h, CauseResume)
 			}
 		}
 		return
@@ -143,8 +172,9 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 		cause = CauseUpdate
 	}
 	for _, h := range changes {
+		c.keepEssence = c.keepEssence || h.causes.has(CauseUpdate) || h.causes.has(CauseResume) || h.causes.has(CauseField)
 		switch {
-		case h.cause == CauseField:
+		case h.causes.has(CauseField):
 			raw, val, present := fieldValue(c.obj, h.field)
 			if c.last.Fields == nil {
 				c.last.Fields = map[string]json.RawMessage{}
@@ -157,13 +187,19 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 				prev = rec.Fields[h.field]
 			}
 			if cause != 0 && !bytes.Equal(prev, raw) {
-				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val})
+				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val,
+					diff: under(c.essenceChange(o.settings.Prefix).diff, h.field)})
 			}
-		case h.cause == cause && cause != 0:
+		case cause != 0 && h.causes.has(cause):
 			add(h, cause)
-		case h.cause == CauseResume && resume:
+		case resume && h.causes.has(CauseResume):
 			add(h, CauseResume)
+		case c.enq.active && h.causes.has(CauseEnqueue):
+			add(h, CauseEnqueue)
 		}
+	}
+	if c.enq.fresh {
+		wake(c)
 	}
 }
 
@@ -227,7 +263,11 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 		}
 		// Hash what the object will be after this patch, so that the
 		// handlers' own changes do not look like an update.
-		c.last.Hash = essenceHash(o.settings.Prefix, afterPatch(c.obj, c.patch.obj))
+		after := afterPatch(c.obj, c.patch.obj)
+		c.last.Hash = essenceHash(o.settings.Prefix, after)
+		if c.keepEssence {
+			c.last.Essence = c.keptEssence(o.settings.Prefix, after)
+		}
 		if rec := encode(c.last); c.records[recordKey] != rec {
 			changes[recordKey] = &rec
 		}

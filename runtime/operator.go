@@ -79,6 +79,8 @@ type Operator struct {
 	stale   map[Key]staleMark
 	resumed map[Key]types.UID // objects whose resume handlers ran in this process
 	spawned map[Key]*spawned
+	// enqueued holds the Enqueue requests not yet finished.
+	enqueued map[Key]*enqueued
 
 	ctx      atomic.Pointer[context.Context] // the active run's context
 	ran      atomic.Bool
@@ -136,6 +138,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		stale:     map[Key]staleMark{},
 		resumed:   map[Key]types.UID{},
 		spawned:   map[Key]*spawned{},
+		enqueued:  map[Key]*enqueued{},
 	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](s.MinBackoff, s.MaxBackoff),

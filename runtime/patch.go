@@ -198,6 +198,7 @@ func (o *Operator) isStale(k Key, obj *unstructured.Unstructured) (time.Duration
 // gone forgets an object that left the cache.
 func (o *Operator) gone(k Key) {
 	o.stopSpawned(k, false)
+	o.enqueueDone(k, true)
 	o.stateMu.Lock()
 	delete(o.stale, k)
 	delete(o.resumed, k)

@@ -28,12 +28,15 @@ const (
 	maxEventMessage = 1000
 )
 
-// lastHandled is the compact last-handled state: the essence hash and the values
+// lastHandled is the compact last-handled state: the essence hash, the values
 // of the fields OnField handlers watch (values longer than maxFieldValue are
-// replaced by their hash, which still detects a change).
+// replaced by their hash, which still detects a change) and, for objects
+// with update, resume or field handlers, the essence itself up to
+// MaxEssence (what their Old and Diff come from).
 type lastHandled struct {
-	Hash   string                     `json:"h"`
-	Fields map[string]json.RawMessage `json:"f,omitempty"`
+	Hash    string                     `json:"h"`
+	Fields  map[string]json.RawMessage `json:"f,omitempty"`
+	Essence json.RawMessage            `json:"e,omitempty"`
 }
 
 // progress is one handler's state within the current cycle.

@@ -71,9 +71,8 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 			var ing networkingv1.Ingress
 			return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 		}))...)
-	op.OnEvent(kit.Services, "ingress-backends", func(_ context.Context, _ watch.EventType, obj *unstructured.Unstructured) error {
-		d.ResyncIndexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), proxyset.ParentIngress)
-		return nil
+	op.Watch(kit.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
+		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), kit.Ingresses)
 	}, d.Scope()...)
 }
 
@@ -255,7 +254,6 @@ func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error)
 	if err := kit.FromUnstructured(ev.Object, &ing); err != nil {
 		return nil, err
 	}
-	defer m.d.Lock(proxyset.ParentIngress, ing.Namespace, ing.Name)()
 	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
 	if err != nil || ps.Config == nil {
 		return nil, err

@@ -152,7 +152,7 @@ func (d *Deps) waitFor(hostname, parent string) {
 // (claimLock held).
 func (d *Deps) wake(hostname string, delay time.Duration) {
 	for _, p := range d.waiters[hostname] {
-		d.resync.addAfter(p, delay)
+		d.enqueueParentKey(p, delay)
 	}
 	delete(d.waiters, hostname)
 }

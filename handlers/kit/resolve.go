@@ -39,8 +39,3 @@ func (d *Deps) CheckResolves(ctx context.Context, name string) error {
 	}
 	return nil
 }
-
-// ResyncAfter handles parent (type, namespace, name) again after delay.
-func (d *Deps) ResyncAfter(parentType, namespace, name string, delay time.Duration) {
-	d.resync.addAfter(fmt.Sprintf("%s/%s/%s", parentType, namespace, name), delay)
-}

@@ -175,7 +175,7 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 		return
 	}
 	for _, ing := range list.Items {
-		m.d.Resync(proxyset.ParentIngress, ing.Namespace, ing.Name)
+		m.d.Op.Enqueue(kit.Ingresses, ing.Namespace+"/"+ing.Name, 0)
 	}
 }
 

@@ -115,7 +115,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		// The proxy is up but would reset every connection: not Ready
 		// until the name resolves, checked again meanwhile.
 		if err := m.d.CheckResolves(ctx, svc.Spec.ExternalName); err != nil {
-			m.d.ResyncAfter(proxyset.ParentService, svc.Namespace, svc.Name, m.d.ResolveRetry)
+			m.d.EnqueueParent(proxyset.ParentService, svc.Namespace, svc.Name, m.d.ResolveRetry)
 			return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, err.Error(), proxyset.Device{})
 		}
 	}
