@@ -36,7 +36,7 @@ type ProxyParent struct {
 // enqueue (the parent's proxy state, ProxyClass, IngressClass or backends
 // changed; see EnqueueParent and WatchProxyState) runs Sync; delete removes
 // the device, the proxy's objects, then the finalizer. Objects that neither
-// ask for a proxy nor carry p's mark match no handler.
+// ask for a proxy nor have a proxy of p's role match no handler.
 func (d *Deps) RegisterProxyParent(op *runtime.Operator, p ProxyParent) {
 	ours := d.ForUsersObjects(runtime.When(runtime.Or(p.IsOurs, d.HasProxy(p.Role, p.Type))))
 	handle := func(ctx context.Context, ev *runtime.Event) (any, error) {
