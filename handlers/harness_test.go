@@ -300,9 +300,12 @@ func (h *harness) proxyGone(parentType, name string) error {
 
 // simulateLogin does what the proxy does once logged in: it writes the
 // device keys into its state Secret (and the control plane knows the
-// device).
+// device, and counts the config's auth key as used).
 func (h *harness) simulateLogin(parentType, name, id, fqdn string, ips ...string) {
 	h.t.Helper()
+	if cfg, err := h.proxyConfig(parentType, name); err == nil && cfg.AuthKey != "" {
+		h.api.UseKey(cfg.AuthKey)
+	}
 	h.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: ips})
 	ipsJSON, _ := json.Marshal(ips)
 	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{

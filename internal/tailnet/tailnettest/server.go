@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Credentials the server accepts unless changed.
@@ -24,11 +26,13 @@ const (
 	ClientSecret = "test-client-secret"
 )
 
-// KeyRequest is an auth key request the server received.
+// KeyRequest is an auth key request the server received, with the key it
+// minted (ID and secret).
 type KeyRequest struct {
 	Tags                               []string
 	Reusable, Ephemeral, Preauthorized bool
-	Key                                string
+	Description                        string
+	ID, Key                            string
 }
 
 // Device is a device the server knows.
@@ -57,6 +61,11 @@ type Server struct {
 	clientSecret string
 	tokens       map[string]bool
 	keys         []KeyRequest
+	created      map[string]time.Time // key ID -> minted
+	used         map[string]bool      // key ID -> a device logged in with it
+	revoked      map[string]bool      // key ID -> revoked through the API
+	dropMints    int                  // mint, then answer nothing, this many times
+	onMint       func(KeyRequest)
 	devices      map[string]Device
 	deleted      []string
 	fail         map[string]Failure
@@ -64,10 +73,12 @@ type Server struct {
 
 // Endpoint names for Fail.
 const (
-	EndpointToken   = "token"
-	EndpointKeys    = "keys"
-	EndpointDevices = "devices"
-	EndpointDelete  = "delete"
+	EndpointToken     = "token"
+	EndpointKeys      = "keys" // create an auth key
+	EndpointListKeys  = "list-keys"
+	EndpointRevokeKey = "revoke-key"
+	EndpointDevices   = "devices"
+	EndpointDelete    = "delete"
 )
 
 // NewServer starts a server; stop it with Close.
@@ -75,10 +86,14 @@ func NewServer() *Server {
 	s := &Server{
 		clientID: ClientID, clientSecret: ClientSecret,
 		tokens: map[string]bool{}, devices: map[string]Device{}, fail: map[string]Failure{},
+		created: map[string]time.Time{}, used: map[string]bool{}, revoked: map[string]bool{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v2/oauth/token", s.token)
 	mux.HandleFunc("POST /api/v2/tailnet/{tailnet}/keys", s.authorized(EndpointKeys, s.createKey))
+	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/keys", s.authorized(EndpointListKeys, s.listKeys))
+	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/keys/{id}", s.authorized(EndpointListKeys, s.getKey))
+	mux.HandleFunc("DELETE /api/v2/tailnet/{tailnet}/keys/{id}", s.authorized(EndpointRevokeKey, s.revokeKey))
 	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/devices", s.authorized(EndpointDevices, s.listDevices))
 	mux.HandleFunc("DELETE /api/v2/device/{id}", s.authorized(EndpointDelete, s.deleteDevice))
 	s.Server = httptest.NewServer(mux)
@@ -97,6 +112,72 @@ func (s *Server) Recover(endpoint string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.fail, endpoint)
+}
+
+// DropMintResponses makes the next n key creations mint the key and then
+// close the connection without an answer, as if the caller died right after
+// the API minted it: the key exists, the caller never learns it.
+func (s *Server) DropMintResponses(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropMints = n
+}
+
+// OnMint calls fn (from the request's goroutine) after each key is minted,
+// before the answer is sent; nil removes it.
+func (s *Server) OnMint(fn func(KeyRequest)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onMint = fn
+}
+
+// UseKey marks the key with this secret as used by a device logging in, as
+// control does: a single-use key then stops working. It reports whether the
+// key was known and still valid.
+func (s *Server) UseKey(secret string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.keys {
+		if k.Key == secret {
+			if s.revoked[k.ID] || (s.used[k.ID] && !k.Reusable) {
+				return false
+			}
+			s.used[k.ID] = true
+			return true
+		}
+	}
+	return false
+}
+
+// ValidUnusedKeys returns the keys that could still create a device:
+// neither revoked nor (single-use keys) used.
+func (s *Server) ValidUnusedKeys() []KeyRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []KeyRequest
+	for _, k := range s.keys {
+		if !s.invalidLocked(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Revoked returns the IDs of the keys revoked so far.
+func (s *Server) Revoked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, k := range s.keys {
+		if s.revoked[k.ID] {
+			out = append(out, k.ID)
+		}
+	}
+	return out
+}
+
+func (s *Server) invalidLocked(k KeyRequest) bool {
+	return s.revoked[k.ID] || (s.used[k.ID] && !k.Reusable)
 }
 
 // AddDevice adds a device, as if a proxy had logged in.
@@ -209,6 +290,7 @@ func (s *Server) authorized(endpoint string, next http.HandlerFunc) http.Handler
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	var req struct {
+		Description  string `json:"description"`
 		Capabilities struct {
 			Devices struct {
 				Create struct {
@@ -229,11 +311,91 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	key := "tskey-auth-" + randomHex()
+	if len(req.Description) > 50 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "description must be at most 50 characters"})
+		return
+	}
+	id := "k" + randomHex()[:10]
+	kr := KeyRequest{Tags: c.Tags, Reusable: c.Reusable, Ephemeral: c.Ephemeral, Preauthorized: c.Preauthorized,
+		Description: req.Description, ID: id, Key: "tskey-auth-" + id + "-" + randomHex()}
 	s.mu.Lock()
-	s.keys = append(s.keys, KeyRequest{Tags: c.Tags, Reusable: c.Reusable, Ephemeral: c.Ephemeral, Preauthorized: c.Preauthorized, Key: key})
+	s.keys = append(s.keys, kr)
+	s.created[id] = time.Now().UTC()
+	drop := s.dropMints > 0
+	if drop {
+		s.dropMints--
+	}
+	onMint := s.onMint
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"id": randomHex()[:8], "key": key, "capabilities": req.Capabilities})
+	if onMint != nil {
+		onMint(kr)
+	}
+	if drop {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	writeJSON(w, http.StatusOK, s.keyJSON(kr, true))
+}
+
+// keyJSON is the API's key object.
+func (s *Server) keyJSON(k KeyRequest, withSecret bool) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	caps := map[string]any{"devices": map[string]any{"create": map[string]any{
+		"reusable": k.Reusable, "ephemeral": k.Ephemeral, "preauthorized": k.Preauthorized, "tags": k.Tags}}}
+	out := map[string]any{"id": k.ID, "keyType": "auth", "description": k.Description, "created": s.created[k.ID],
+		"expires": s.created[k.ID].Add(90 * 24 * time.Hour), "invalid": s.invalidLocked(k), "capabilities": caps}
+	if withSecret {
+		out["key"] = k.Key
+	}
+	return out
+}
+
+func (s *Server) findKey(id string) (KeyRequest, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.keys, func(k KeyRequest) bool { return k.ID == id })
+	if i < 0 || s.revoked[id] {
+		return KeyRequest{}, false
+	}
+	return s.keys[i], true
+}
+
+// listKeys lists the keys not revoked, as the API does.
+func (s *Server) listKeys(w http.ResponseWriter, _ *http.Request) {
+	out := []map[string]any{}
+	for _, k := range s.Keys() {
+		if _, ok := s.findKey(k.ID); ok {
+			out = append(out, s.keyJSON(k, false))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.findKey(r.PathValue("id"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "key not found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.keyJSON(k, false))
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, ok := s.findKey(id); !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "key not found"})
+		return
+	}
+	s.mu.Lock()
+	s.revoked[id] = true
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, _ *http.Request) {
