@@ -16,14 +16,16 @@ import (
 )
 
 // No auth key outlives its use: 20 Services are created and deleted while
-// the operator is killed (stopped mid-work and started afresh) at random
-// points, and while the API mints three keys whose answer never reaches
+// the operator is killed (its handlers cancelled mid-cycle, then a fresh
+// operator started) at random points, and while the API mints three keys whose answer never reaches
 // the operator (as if it had died right after the API minted them). Once
 // everything settles, the only valid unused keys are those in the configs
 // of proxies that have not logged in yet, and after the deletes there are
 // none.
 func TestAuthKeysNeverLeak(t *testing.T) {
 	h := newHarness(t, nil)
+	h.hardStop = true
+	h.restart()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))

@@ -55,6 +55,10 @@ type harness struct {
 	// asOperator runs the operator with the identity and RBAC of
 	// deploy/manifests (ServiceAccount tailscale/operator).
 	asOperator bool
+	// hardStop makes stop a kill rather than a graceful stop: handlers in
+	// flight are cancelled at once instead of finishing their cycle. Set
+	// it before the operator (re)starts.
+	hardStop bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -114,11 +118,15 @@ func (h *harness) start() {
 			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:tailscale", "system:authenticated"},
 		}
 	}
-	op, err := runtime.New(cfg, runtime.Settings{
+	rs := runtime.Settings{
 		HealthAddress: "-", MetricsAddress: "-", Finalizer: "tailscale.com/finalizer",
 		MinBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second,
 		Logger: runtime.NewLogger(testLogWriter(), false),
-	})
+	}
+	if h.hardStop {
+		rs.ShutdownTimeout = time.Millisecond
+	}
+	op, err := runtime.New(cfg, rs)
 	if err != nil {
 		h.t.Fatal(err)
 	}

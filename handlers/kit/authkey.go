@@ -17,10 +17,19 @@ import (
 // Before minting, the keys minted for the proxy earlier that still work are
 // revoked: with no key in the config and no device, nothing can use them
 // (the operator died, or writing the config failed, right after minting),
-// and they would otherwise stay valid until they expire.
+// and they would otherwise stay valid until they expire. The same is done
+// once the device logged in (its key, now spent, leaves the config), and
+// DeleteProxy does it too.
 func (d *Deps) AuthKey(ctx context.Context, ps *ProxyState, tags []string) (string, error) {
 	key, mint := proxyset.AuthKeyFor(ps.Config, ps.State)
 	if !mint {
+		if inConfig, _ := proxyset.AuthKeyFor(ps.Config, nil); key == "" && inConfig != "" {
+			// The device just logged in and its key leaves the config:
+			// no other key minted for this proxy is needed any more.
+			if err := d.revokeUnusedKeys(ctx, ps.Names); err != nil {
+				return "", err
+			}
+		}
 		return key, nil
 	}
 	if err := d.revokeUnusedKeys(ctx, ps.Names); err != nil {
