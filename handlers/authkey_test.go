@@ -78,7 +78,7 @@ func TestAuthKeysNeverLeak(t *testing.T) {
 	}
 	// Half the proxies log in with their key.
 	for i := 0; i < n; i += 2 {
-		h.simulateLogin("svc", fmt.Sprintf("k%02d", i), fmt.Sprintf("nK%02d", i), fmt.Sprintf("k%02d.tail1.ts.net", i), "100.64.1.1")
+		h.simulateLogin("svc", fmt.Sprintf("k%02d", i), fmt.Sprintf("nK%02d", i), fmt.Sprintf("%s-k%02d.tail1.ts.net", h.ns, i), "100.64.1.1")
 	}
 	// On retry: every key minted and never recorded was revoked; the valid
 	// unused keys are exactly those the other half's configs carry.
