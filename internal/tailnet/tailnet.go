@@ -21,8 +21,9 @@ type Backend interface {
 	CreateAuthKey(ctx context.Context, tags []string, preauthorized, reusable, ephemeral bool) (string, error)
 	// MintAuthKey mints an auth key as asked and returns it with its ID.
 	MintAuthKey(ctx context.Context, req KeyRequest) (AuthKey, error)
-	// ListAuthKeys lists the tailnet's auth keys (secrets left out), with
-	// their descriptions, creation times and whether they still work.
+	// ListAuthKeys lists the auth keys the caller minted (secrets left
+	// out), with their descriptions, creation times and whether they still
+	// work.
 	ListAuthKeys(ctx context.Context) ([]AuthKey, error)
 	// RevokeAuthKey revokes an auth key by ID. A key that does not exist
 	// (404) counts as revoked.

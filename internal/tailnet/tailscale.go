@@ -126,11 +126,12 @@ func (t *Tailscale) MintAuthKey(ctx context.Context, r KeyRequest) (AuthKey, err
 	return out, nil
 }
 
-// ListAuthKeys lists the tailnet's auth keys. An API that lists only key
-// IDs (the client library documents that it may) is asked for each key's
-// details.
+// ListAuthKeys lists the auth keys of the caller (the OAuth client): all
+// the keys it minted, with no scope beyond Auth Keys (listing other users'
+// keys too would need more). An API that lists only key IDs (the client
+// library documents that it may) is asked for each key's details.
 func (t *Tailscale) ListAuthKeys(ctx context.Context) ([]AuthKey, error) {
-	keys, err := t.client.Keys().List(ctx, true)
+	keys, err := t.client.Keys().List(ctx, false)
 	if err != nil {
 		return nil, apiError("list auth keys", err)
 	}

@@ -100,6 +100,13 @@ func TestMintListAndRevokeAuthKeys(t *testing.T) {
 			t.Errorf("unknown key %+v", l)
 		}
 	}
+	// An API that lists IDs only: the details are fetched key by key.
+	srv.ListIDsOnly(true)
+	ids, err := b.ListAuthKeys(ctx(t))
+	if err != nil || !reflect.DeepEqual(ids, list) {
+		t.Fatalf("with IDs only: %+v %v, want %+v", ids, err, list)
+	}
+	srv.ListIDsOnly(false)
 	if err := b.RevokeAuthKey(ctx(t), k.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -153,11 +153,27 @@ func (s *Server) findKey(id string) (KeyRequest, bool) {
 	return s.keys[i], true
 }
 
+// ListIDsOnly makes the key list carry only the keys' IDs, as the client
+// library documents the API may answer.
+func (s *Server) ListIDsOnly(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listIDsOnly = on
+}
+
 // listKeys lists the keys not revoked, as the API does.
 func (s *Server) listKeys(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	idsOnly := s.listIDsOnly
+	s.mu.Unlock()
 	out := []map[string]any{}
 	for _, k := range s.Keys() {
-		if _, ok := s.findKey(k.ID); ok {
+		if _, ok := s.findKey(k.ID); !ok {
+			continue
+		}
+		if idsOnly {
+			out = append(out, map[string]any{"id": k.ID})
+		} else {
 			out = append(out, s.keyJSON(k, false))
 		}
 	}

@@ -63,6 +63,7 @@ type Server struct {
 	used         map[string]bool      // key ID -> a device logged in with it
 	revoked      map[string]bool      // key ID -> revoked through the API
 	dropMints    int                  // mint, then answer nothing, this many times
+	listIDsOnly  bool
 	onMint       func(KeyRequest)
 	devices      map[string]Device
 	deleted      []string
