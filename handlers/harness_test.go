@@ -58,6 +58,10 @@ type harness struct {
 	asOperator bool
 	// dns answers the operator's lookups of ExternalNames.
 	dns *fakeDNS
+	// hardStop makes stop a kill rather than a graceful stop: handlers in
+	// flight are cancelled at once instead of finishing their cycle. Set
+	// it before the operator (re)starts.
+	hardStop bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -117,11 +121,15 @@ func (h *harness) start() {
 			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:tailscale", "system:authenticated"},
 		}
 	}
-	op, err := runtime.New(cfg, runtime.Settings{
+	rs := runtime.Settings{
 		HealthAddress: "-", MetricsAddress: "-", Finalizer: "tailscale.com/finalizer",
 		MinBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second,
 		Logger: runtime.NewLogger(testLogWriter(), false),
-	})
+	}
+	if h.hardStop {
+		rs.ShutdownTimeout = time.Millisecond
+	}
+	op, err := runtime.New(cfg, rs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -304,9 +312,12 @@ func (h *harness) proxyGone(parentType, name string) error {
 
 // simulateLogin does what the proxy does once logged in: it writes the
 // device keys into its state Secret (and the control plane knows the
-// device).
+// device, and counts the config's auth key as used).
 func (h *harness) simulateLogin(parentType, name, id, fqdn string, ips ...string) {
 	h.t.Helper()
+	if cfg, err := h.proxyConfig(parentType, name); err == nil && cfg.AuthKey != "" {
+		h.api.UseKey(cfg.AuthKey)
+	}
 	h.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: ips})
 	ipsJSON, _ := json.Marshal(ips)
 	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{

@@ -37,6 +37,9 @@ const (
 	ReasonProxyFailed = "ProxyFailed"
 	// ReasonTLSSecretMissing says the tls secretName names no Secret.
 	ReasonTLSSecretMissing = "TLSSecretMissing"
+	// ReasonProxyRenaming says the hostname changed and the device does
+	// not have the new name yet.
+	ReasonProxyRenaming = "ProxyRenaming"
 )
 
 type module struct{ d *kit.Deps }
@@ -177,7 +180,14 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, "failed to provision proxy: "+err.Error())
 		return err
 	}
-	return m.setStatus(ctx, &ing, ps.Device)
+	dev := ps.Device
+	if dev.FQDN != "" && !dev.Named(hostname) {
+		// Renamed: no address until control gave the device its new
+		// name, since the old one stops resolving.
+		m.d.Post(&ing, corev1.EventTypeNormal, ReasonProxyRenaming, kit.RenamePending(dev, hostname))
+		dev = proxyset.Device{}
+	}
+	return m.setStatus(ctx, &ing, dev)
 }
 
 // plugins are the accepted RoutingPlugins of the Ingress's namespace that

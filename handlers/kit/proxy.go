@@ -65,22 +65,6 @@ func (d *Deps) getSecret(ctx context.Context, name string) (*corev1.Secret, erro
 	return s, nil
 }
 
-// AuthKey returns the auth key the proxy's config must carry: none once the
-// proxy has a device, the unused key already in its config, or a fresh one
-// minted through the tailnet API with tags (preauthorized, non-reusable,
-// non-ephemeral, as the official operator mints them).
-func (d *Deps) AuthKey(ctx context.Context, ps *ProxyState, tags []string) (string, error) {
-	key, mint := proxyset.AuthKeyFor(ps.Config, ps.State)
-	if !mint {
-		return key, nil
-	}
-	key, err := d.Backend.CreateAuthKey(ctx, tags, true, false, false)
-	if err != nil {
-		return "", fmt.Errorf("tailnet API: %w", err)
-	}
-	return key, nil
-}
-
 // ClaimHostname claims a tailnet hostname for a parent. It fails, naming the
 // other parent, when another parent's proxy already uses it (its config
 // Secret carries the hostname label) or claimed it in this process and has
@@ -299,6 +283,11 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 			return fmt.Errorf("tailnet API: %w", err)
 		}
 	}
+	// Before the config Secret goes: its key, if never used, and any key
+	// minted for this proxy and never recorded must not stay valid.
+	if err := d.revokeUnusedKeys(ctx, names); err != nil {
+		return err
+	}
 	sel := labels.SelectorFromSet(proxyset.ChildLabels(parentType, namespace, name)).String()
 	secrets, err := d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -370,6 +359,16 @@ func trimMessage(s string) string {
 
 // HostnameRetry is how often a parent whose hostname is taken checks again.
 const HostnameRetry = 30 * time.Second
+
+// RenamePending is the condition message of a proxy whose device does not
+// have its new hostname yet (the proxy renamed it; control has not).
+func RenamePending(dev proxyset.Device, hostname string) string {
+	want := hostname
+	if _, domain, ok := strings.Cut(dev.FQDN, "."); ok {
+		want += "." + domain
+	}
+	return fmt.Sprintf("waiting for the device to be renamed: it is still %s, not yet %s", dev.FQDN, want)
+}
 
 // KeyConfigError is where a proxy reports why it refused its config.
 const KeyConfigError = "config_error"

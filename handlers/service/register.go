@@ -111,6 +111,11 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	if ps.Device.FQDN == "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, messagePending, proxyset.Device{})
 	}
+	if !ps.Device.Named(hostname) {
+		// Renamed: the proxy renames its device, and until control has
+		// done so the old name serves and the new one does not resolve.
+		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, kit.RenamePending(ps.Device, hostname), proxyset.Device{})
+	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		// The proxy is up but would reset every connection: not Ready
 		// until the name resolves, checked again meanwhile.
