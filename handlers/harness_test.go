@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -55,6 +56,8 @@ type harness struct {
 	// asOperator runs the operator with the identity and RBAC of
 	// deploy/manifests (ServiceAccount tailscale/operator).
 	asOperator bool
+	// dns answers the operator's lookups of ExternalNames.
+	dns *fakeDNS
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -69,7 +72,7 @@ func newHarness(t *testing.T, adjust func(*settings.Settings)) *harness {
 
 func newHarnessOpts(t *testing.T, asOperator bool, adjust func(*settings.Settings)) *harness {
 	t.Helper()
-	h := &harness{asOperator: asOperator, t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
+	h := &harness{asOperator: asOperator, dns: &fakeDNS{}, t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
 	t.Cleanup(h.api.Close)
 	installCRDs.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -125,6 +128,7 @@ func (h *harness) start() {
 	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), backend, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
 	d.CertRefresh = 500 * time.Millisecond
+	d.Resolver, d.ResolveRetry = h.dns, 300*time.Millisecond
 	handlers.Register(op, d)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -356,6 +360,30 @@ func (h *harness) wantEvent(namespace, objName, eventType, reason, msgPart strin
 		}
 		return fmt.Errorf("not found among %q", seen)
 	})
+}
+
+// fakeDNS resolves the names added to it, and no other.
+type fakeDNS struct {
+	mu    sync.Mutex
+	hosts map[string][]string
+}
+
+func (f *fakeDNS) add(host string, addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hosts == nil {
+		f.hosts = map[string][]string{}
+	}
+	f.hosts[host] = addrs
+}
+
+func (f *fakeDNS) LookupHost(_ context.Context, host string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a, ok := f.hosts[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // testLogWriter is stderr when HANDLERS_TEST_LOG is set, for debugging.

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
 )
@@ -46,8 +45,8 @@ func TestExposedServiceLifecycle(t *testing.T) {
 		t.Fatalf("keys minted: %+v", keys)
 	}
 	h.wantCondition("web", "False", "ProxyPending", "no Tailscale hostname known yet")
-	if svc := h.service("web"); !slices.Contains(svc.Finalizers, "tailscale.com/finalizer") || svc.Annotations[kit.AnnotationProxy] == "" {
-		t.Fatalf("finalizer/mark missing: %v %v", svc.Finalizers, svc.Annotations)
+	if svc := h.service("web"); !slices.Equal(svc.Finalizers, []string{"tailscale.com/finalizer"}) || len(svc.Annotations) != 1 {
+		t.Fatalf("want the finalizer and only the user's annotation: %v %v", svc.Finalizers, svc.Annotations)
 	}
 
 	h.simulateLogin("svc", "web", "nWEB", "web.tail1.ts.net", "100.64.0.7", "fd7a:115c:a1e0::7")
@@ -137,8 +136,11 @@ func TestServiceSwitchedBetweenClasses(t *testing.T) {
 	h.patchService("sw", `{"spec":{"type":"LoadBalancer","loadBalancerClass":"example.com/lb"}}`)
 	eventually(t, "cleaned up", func() error {
 		svc := h.service("sw")
-		if len(svc.Finalizers) > 0 || svc.Annotations[kit.AnnotationProxy] != "" || len(svc.Status.Conditions) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 {
+		if len(svc.Finalizers) > 0 || len(svc.Annotations) > 0 || len(svc.Status.Conditions) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 {
 			return fmt.Errorf("left: %v %v %+v", svc.Finalizers, svc.Annotations, svc.Status)
+		}
+		if s := h.stateOf("services", "sw"); s != nil {
+			return fmt.Errorf("state ConfigMap %s left", s.Name)
 		}
 		return h.proxyGone("svc", "sw")
 	})

@@ -1,8 +1,10 @@
 // Package runtime is a Kopf-style handler runtime on client-go's dynamic
 // client: plain functions registered for a resource and a cause (create,
 // update, delete, resume, field change, timer, daemon), dispatched by shared
-// informers and a rate-limited workqueue, with per-handler progress kept on
-// the object.
+// informers and a rate-limited workqueue, with per-handler progress kept in
+// a Storage chosen per resource: on the object (AnnotationStorage, the
+// default) or in ConfigMaps the operator owns (ConfigMapStorage, for objects
+// it must not or should not write).
 //
 // Register handlers on an Operator, then Run it:
 //
@@ -49,9 +51,11 @@
 //   - Semantics: each cycle detects the causes from a compact last-handled
 //     record (a hash plus watched field values), the finalizer and
 //     deletionTimestamp, runs every due matching handler, then writes ONE
-//     merge patch: progress annotations (<Prefix>/<id>), results
-//     (<ResultsPath>.<id>), the handlers' own Event.Patch and finalizer
-//     changes. The one exception: an object that needs our finalizer (a
+//     merge patch: progress annotations (<Prefix>/<id>, with
+//     AnnotationStorage), results (<ResultsPath>.<id>), the handlers' own
+//     Event.Patch and finalizer changes; state kept elsewhere is written
+//     right after it. An object that matched and no longer matches any
+//     handler loses the finalizer and its state. The one exception: an object that needs our finalizer (a
 //     non-optional delete handler or a daemon matches it) gets it in a patch
 //     of its own before its first handler runs, so that an object deleted
 //     right after a create handler still reaches its delete handler.
@@ -59,8 +63,10 @@
 //     retries; Events are posted through client-go's recorder.
 //     Objects no handler matches are never patched.
 //
-// Operating: optional Lease leader election (ReleaseOnCancel for a fast
-// hand-over), /healthz with probes, /readyz, Prometheus /metrics from the
+// Operating: optional Lease leader election (the Lease is released after a
+// graceful shutdown for a fast hand-over; a replica that loses it cancels its
+// handlers, stands by and campaigns again instead of exiting, and each term
+// of leadership runs the startup and cleanup hooks), /healthz with probes, /readyz, Prometheus /metrics from the
 // Operator's own registry, and a graceful shutdown bounded by
 // Settings.ShutdownTimeout. Logs go through charmbracelet/log with the
 // object's key on every line.

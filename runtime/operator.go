@@ -51,7 +51,7 @@ type Operator struct {
 	dyn      dynamic.Interface
 	kube     kubernetes.Interface
 	log      *log.Logger
-	queue    workqueue.TypedRateLimitingInterface[Key]
+	queue    *termQueue
 	metrics  *metrics
 	recorder record.EventRecorder
 	// eventQueue feeds postEvents; eventsDone stops it.
@@ -70,6 +70,10 @@ type Operator struct {
 	startup    []Hook
 	cleanup    []Hook
 	statusSub  map[schema.GroupVersionResource]bool
+	// storages are the resources' Store options; storageStarts the
+	// storages whose Start is a startup hook.
+	storages      map[schema.GroupVersionResource]Storage
+	storageStarts []Storage
 
 	stateMu sync.Mutex // guards the maps below
 	stale   map[Key]staleMark
@@ -141,8 +145,11 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		// An overall bucket so that a storm of failures cannot flood the API server.
 		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 200)},
 	)
-	o.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
+	o.queue = newTermQueue(func() workqueue.TypedRateLimitingInterface[Key] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
+	})
 	o.send = o.patchAPI
+	o.startStorage(s.Storage)
 	o.metrics = newMetrics(o)
 	o.events, o.recorder = newRecorder(kube, s.Component)
 	o.eventQueue, o.eventsDone = make(chan pending, 1000), make(chan struct{})

@@ -70,6 +70,7 @@ type handler struct {
 	mapFn    MapFunc
 
 	optErrs []error // from options, reported at registration
+	storage Storage // the Store option
 
 	optional       bool
 	includeDeleted bool
@@ -210,10 +211,12 @@ func (o *Operator) Index(gvr schema.GroupVersionResource, id string, fn IndexFun
 	return o.register(&handler{kind: kindIndex, gvr: gvr, id: id, indexFn: fn}, opts)
 }
 
-// OnStartup runs fn before any watch starts; an error stops Run.
+// OnStartup runs fn before any watch starts; an error stops Run. With
+// leader election it runs at the start of every term of leadership.
 func (o *Operator) OnStartup(fn Hook) { o.mu.Lock(); o.startup = append(o.startup, fn); o.mu.Unlock() }
 
-// OnCleanup runs fn during a graceful shutdown, within ShutdownTimeout.
+// OnCleanup runs fn during a graceful shutdown, within ShutdownTimeout,
+// and at the end of every term of leadership.
 func (o *Operator) OnCleanup(fn Hook) { o.mu.Lock(); o.cleanup = append(o.cleanup, fn); o.mu.Unlock() }
 
 // OnProbe adds a value to /healthz; a probe that errors makes it fail.
@@ -239,6 +242,11 @@ func (o *Operator) register(h *handler, opts []Option) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err := o.validate(h); err != nil {
+		err = fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err)
+		o.errs = append(o.errs, err)
+		return err
+	}
+	if err := o.bindStorage(h); err != nil {
 		err = fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err)
 		o.errs = append(o.errs, err)
 		return err

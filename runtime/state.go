@@ -23,6 +23,9 @@ const (
 	recordKey     = "last-handled"
 	maxMessage    = 200
 	maxFieldValue = 256
+	// maxEventMessage bounds the error in a failure's Event, which is not
+	// kept on the object: long enough for an API server's refusal.
+	maxEventMessage = 1000
 )
 
 // lastHandled is the compact last-handled state: the essence hash, the values
@@ -54,13 +57,10 @@ type state struct {
 	progress map[string]progress
 }
 
-func readState(prefix string, obj *unstructured.Unstructured) state {
+// readState decodes the records a Storage kept for an object.
+func readState(records map[string]string) state {
 	st := state{progress: map[string]progress{}}
-	for k, v := range obj.GetAnnotations() {
-		id, ok := strings.CutPrefix(k, prefix+"/")
-		if !ok {
-			continue
-		}
+	for id, v := range records {
 		if id == recordKey {
 			var r lastHandled
 			if json.Unmarshal([]byte(v), &r) == nil {

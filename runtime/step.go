@@ -86,7 +86,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 		o.metrics.retries.WithLabelValues(res, h.id).Inc()
 		logger.Warn("handler failed, will retry", "retry", p.Retries, "delay", delay, "err", err)
 		o.post(c.obj, corev1.EventTypeWarning, ReasonRetry, "Handler %q failed, retry %d in %s: %s",
-			h.id, p.Retries, delay, p.Message)
+			h.id, p.Retries, delay, truncate(err.Error(), maxEventMessage))
 	}
 	return true
 }
@@ -96,7 +96,7 @@ func (o *Operator) fail(c *cycle, s step, p *progress, err error, logger *log.Lo
 	*p = progress{Failure: true, Started: p.Started, Retries: p.Retries, Message: truncate(err.Error(), maxMessage)}
 	o.metrics.handlerOutcomes.WithLabelValues(c.key.Resource.String(), s.h.id, "permanent").Inc()
 	logger.Error("handler failed permanently", "cause", s.cause.String(), "err", err)
-	o.post(c.obj, corev1.EventTypeWarning, ReasonFailed, "Handler %q failed permanently: %s", s.h.id, p.Message)
+	o.post(c.obj, corev1.EventTypeWarning, ReasonFailed, "Handler %q failed permanently: %s", s.h.id, truncate(err.Error(), maxEventMessage))
 }
 
 // backoff is the delay before retry n (1-based) after a plain error.

@@ -22,8 +22,8 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Role is the value of kit.AnnotationProxy on Ingresses with a proxy.
-const Role = "ingress-l7"
+// Role is the role of Ingress proxies.
+const Role = kit.RoleIngressL7
 
 // Event reasons of the apply step (beyond the render step's).
 const (
@@ -32,7 +32,8 @@ const (
 	ReasonInvalidIngress = "InvalidIngressConfiguration"
 	// ReasonProxyPending says the Ingress waits for its ProxyClass.
 	ReasonProxyPending = "ProxyPending"
-	// ReasonProxyFailed says the tailnet API refused the proxy's key.
+	// ReasonProxyFailed says the tailnet API refused the proxy's key, or the
+	// API server the proxy's objects.
 	ReasonProxyFailed = "ProxyFailed"
 	// ReasonTLSSecretMissing says the tls secretName names no Secret.
 	ReasonTLSSecretMissing = "TLSSecretMissing"
@@ -92,7 +93,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
 	s := m.d.Settings
 	if !IsOurs(&ing, s.IngressClassName) {
-		return m.release(ctx, &ing, obj, patch)
+		return m.release(ctx, &ing)
 	}
 	class, err := m.d.Kube.NetworkingV1().IngressClasses().Get(ctx, s.IngressClassName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -138,7 +139,6 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		}
 		return err
 	}
-	kit.SetMark(obj, Role, patch)
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
 		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
 		return runtime.Temporary(err, kit.HostnameRetry)
@@ -173,6 +173,8 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		}
 	}
 	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L7, hostname, extra...); err != nil {
+		// Ingresses have no conditions: the whole refusal goes in an Event.
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, "failed to provision proxy: "+err.Error())
 		return err
 	}
 	return m.setStatus(ctx, &ing, ps.Device)
@@ -263,19 +265,18 @@ func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error)
 	return nil, m.d.Apply(ctx, m.copyOf(&ing, secret, TLSSecretName(&ing)))
 }
 
-// release removes the proxy of an Ingress that left the class, its status
-// and the mark.
-func (m *module) release(ctx context.Context, ing *networkingv1.Ingress, obj *unstructured.Unstructured, patch *runtime.Patch) error {
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
-		return err
-	}
+// release removes the status of an Ingress that left the class, then its
+// proxy, whose end lets the runtime remove the finalizer.
+func (m *module) release(ctx context.Context, ing *networkingv1.Ingress) error {
 	if len(ing.Status.LoadBalancer.Ingress) > 0 {
 		if err := m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}}); err != nil {
 			return err
 		}
 	}
-	kit.SetMark(obj, "", patch)
-	return nil
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
+		return err
+	}
+	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentIngress, ing.Namespace, ing.Name)
 }
 
 // setStatus writes status.loadBalancer.ingress (hostname and ports) when it

@@ -30,12 +30,6 @@ var (
 	RoutingPlugins  = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
 )
 
-// AnnotationProxy marks a parent that has (or had) a proxy of this operator,
-// with the proxy's role as value. Handlers keep matching a marked parent
-// after it stopped asking for a proxy, so that the proxy is cleaned up
-// before the finalizer goes; the cleanup removes the mark.
-const AnnotationProxy = "tailplane.dev/proxy"
-
 // LabelHostname is put on config Secrets so that a tailnet hostname already
 // claimed by another parent is found with one list call.
 const LabelHostname = "tailplane.dev/hostname"
@@ -67,17 +61,23 @@ type Deps struct {
 	// sets it at startup, before any handler runs; it is empty when the
 	// operator runs without a device (tests).
 	OperatorNodeID string
+	// Resolver checks that the names ExternalName proxies forward to
+	// resolve (default net.DefaultResolver); ResolveRetry is how often a
+	// name that did not is looked up again (default DefaultResolveRetry).
+	Resolver     Resolver
+	ResolveRetry time.Duration
 	// CertRefresh is how often the copy of an Ingress's own TLS Secret is
 	// compared with the user's Secret (renewed by cert-manager, say); the
 	// operator may read user Secrets by name but not watch them. Default
 	// DefaultCertRefresh; set it before Register.
 	CertRefresh time.Duration
 
-	claimLock sync.Mutex
-	applied   appliedCache
-	claims    map[string]string   // hostname -> parent key
-	claimed   map[string]string   // parent key -> hostname
-	waiters   map[string][]string // hostname -> parents refused it
+	stateStore *runtime.ConfigMapStorage
+	claimLock  sync.Mutex
+	applied    appliedCache
+	claims     map[string]string   // hostname -> parent key
+	claimed    map[string]string   // parent key -> hostname
+	waiters    map[string][]string // hostname -> parents refused it
 }
 
 // DefaultCertRefresh is the default of Deps.CertRefresh.
@@ -86,7 +86,8 @@ const DefaultCertRefresh = time.Minute
 // NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	return &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
-		CertRefresh: DefaultCertRefresh}
+		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
+		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev"}}
 }
 
 // parentResource is the resource of a proxyset parent type.

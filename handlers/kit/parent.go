@@ -21,9 +21,9 @@ type ProxyParent struct {
 	// Resource and Kind are the parent's resource and, for messages, kind.
 	Resource schema.GroupVersionResource
 	Kind     string
-	// Role is the mark (AnnotationProxy value) the module leaves on parents
-	// it gave a proxy, so that cleanup still finds them after they stop
-	// asking for one.
+	// Role is the role of the module's proxies (RoleIngressL4, ...): a
+	// parent with a proxy of this role keeps the module's handlers after it
+	// stopped asking for one, until Sync released it.
 	Role string
 	// IsOurs reports whether the object asks for this module's proxy.
 	IsOurs runtime.Predicate
@@ -36,9 +36,9 @@ type ProxyParent struct {
 // enqueue (the parent's proxy state, ProxyClass, IngressClass or backends
 // changed; see EnqueueParent and WatchProxyState) runs Sync; delete removes
 // the device, the proxy's objects, then the finalizer. Objects that neither
-// ask for a proxy nor carry p's mark match no handler.
+// ask for a proxy nor have a proxy of p's role match no handler.
 func (d *Deps) RegisterProxyParent(op *runtime.Operator, p ProxyParent) {
-	ours := d.Scope(runtime.When(runtime.Or(p.IsOurs, HasMark(p.Role))))
+	ours := d.ForUsersObjects(runtime.When(runtime.Or(p.IsOurs, d.HasProxy(p.Role, p.Type))))
 	handle := func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, Retry(p.Sync(ctx, ev.Object, ev.Patch), ev.Retry)
 	}

@@ -190,7 +190,8 @@ func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyC
 
 // ApplyProxy applies a proxy's objects with server-side apply, after
 // applying the ProxyClass (nil: none) to the StatefulSet. The config Secret
-// gets the hostname label used by CheckHostname. A ProxyClass with
+// gets the hostname label used by CheckHostname, the state Secret the role
+// label of kind (LabelProxyRole). A ProxyClass with
 // metrics.enable also gets the proxy a metrics Service (and ServiceMonitor).
 func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind, hostname string, extra ...any) error {
 	sts := objs.StatefulSet
@@ -201,7 +202,13 @@ func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alp
 		objs.ConfigSecret.Labels = map[string]string{}
 	}
 	objs.ConfigSecret.Labels[LabelHostname] = hostname
-	list := []any{objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.ConfigSecret, objs.StateSecret}
+	if objs.StateSecret.Labels == nil {
+		objs.StateSecret.Labels = map[string]string{}
+	}
+	objs.StateSecret.Labels[LabelProxyRole] = roleOf(kind)
+	// The state Secret first: its role label is what makes the parent keep
+	// its handlers (HasProxy) until DeleteProxy removed it, last.
+	list := []any{objs.StateSecret, objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.ConfigSecret}
 	list = append(list, extra...)
 	list = append(list, sts)
 	for _, o := range list {
@@ -273,8 +280,8 @@ var resourceOf = map[string]schema.GroupVersionResource{
 
 // DeleteProxy removes a parent's proxy: the StatefulSet first (so the proxy
 // stops), then its device through the tailnet API (404 counts as done), then
-// every other object. It is idempotent; extraServices are further Services
-// of the proxy (egress headless Service).
+// every other object, the state Secret last (see LabelProxyRole). It is
+// idempotent; the proxy's Services (egress headless, metrics) go too.
 func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name string) error {
 	ns := d.Settings.Namespace
 	names := proxyset.NamesFor(parentType, namespace, name)
@@ -299,7 +306,9 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 	}
 	var errs []error
 	for _, s := range secrets.Items {
-		errs = append(errs, ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, opts)))
+		if s.Name != names.StateSecret {
+			errs = append(errs, ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, opts)))
+		}
 	}
 	services, err := d.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -315,6 +324,9 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 	d.applied.forgetProxy(ns, names.Base)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("delete proxy %s: %w", names.Base, err)
+	}
+	if err := ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, names.StateSecret, opts)); err != nil {
+		return fmt.Errorf("delete state Secret %s/%s: %w", ns, names.StateSecret, err)
 	}
 	d.releaseHostname(parentType, namespace, name)
 	return nil
@@ -345,13 +357,6 @@ func Retry(err error, attempt int) error {
 		return runtime.Temporary(err, min(delay, 5*time.Minute))
 	}
 	return runtime.Temporary(err, 5*time.Minute)
-}
-
-// HasMark reports whether obj carries AnnotationProxy with the given role.
-func HasMark(role string) runtime.Predicate {
-	return func(obj *unstructured.Unstructured) bool {
-		return obj.GetAnnotations()[AnnotationProxy] == role
-	}
 }
 
 // trimMessage keeps conditions readable.

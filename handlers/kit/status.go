@@ -12,8 +12,6 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/tailplane/tailplane/runtime"
 )
 
 // SetCondition returns conds with c set (LastTransitionTime kept when the
@@ -47,19 +45,6 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, ignoreNotFound(err))
 	}
 	return nil
-}
-
-// SetMark sets or removes (role "") AnnotationProxy on a parent through
-// the cycle's patch of the parent's own handler, written when it ends.
-func SetMark(obj *unstructured.Unstructured, role string, p *runtime.Patch) {
-	cur, has := obj.GetAnnotations()[AnnotationProxy]
-	switch {
-	case (role == "" && !has) || (role != "" && cur == role):
-	case role == "":
-		p.RemoveAnnotation(AnnotationProxy)
-	default:
-		p.SetAnnotation(AnnotationProxy, role)
-	}
 }
 
 // Post records an Event about a typed or unstructured object (TypeMeta set).

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
@@ -12,10 +11,12 @@ import (
 )
 
 // WatchProxyState re-handles a parent whenever its proxy's state Secret
-// changes (the proxy wrote device_id, device_fqdn or device_ips): the watch
-// covers only managed state Secrets in the operator namespace.
+// changes (the proxy wrote device_id, device_fqdn or device_ips), and
+// indexes the state Secrets by role (HasProxy): the watch covers only
+// managed state Secrets in the operator namespace.
 func (d *Deps) WatchProxyState() {
-	sel := labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", proxyset.LabelSecretType: proxyset.SecretTypeState}).String()
+	sel := stateSelector()
+	d.indexProxies(sel)
 	d.Op.Watch(Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		l := obj.GetLabels()
 		res, ok := parentResource(l[proxyset.LabelParentType])
