@@ -89,8 +89,8 @@ func TestNothingWrittenOnUsersObjects(t *testing.T) {
 	}
 
 	h.restart()
-	h.wantEvent(h.ns, "exp", corev1.EventTypeNormal, "Handled", `"service-resume" succeeded (resume)`)
-	h.wantEvent(h.ns, "site", corev1.EventTypeNormal, "Handled", `"ingress-resume" succeeded (resume)`)
+	h.wantEvent(h.ns, "exp", corev1.EventTypeNormal, "Handled", `"service-sync" succeeded (resume)`)
+	h.wantEvent(h.ns, "site", corev1.EventTypeNormal, "Handled", `"ingress-sync" succeeded (resume)`)
 	if err := onlyOurs(); err != nil {
 		t.Fatal(err)
 	}
