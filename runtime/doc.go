@@ -33,8 +33,9 @@
 // Old, new and diff: update and resume handlers get the last handled and the
 // current essence and their differences (Event.Old, New, Diff); OnField
 // handlers the field's values and the differences below it. The essence is
-// stored in the last-handled annotation as JSON, only for objects with such
-// handlers, and only up to MaxEssence (32 KiB): a bigger essence keeps just
+// kept as JSON in the object's last-handled record (its annotation, or its
+// ConfigMap with ConfigMapStorage), only for objects with such handlers,
+// and only up to MaxEssence (32 KiB): a bigger essence keeps just
 // its hash, and Old and Diff are then nil. The record is written when a
 // cycle finishes, so after a restart an update handler that was still
 // retrying sees the same Old as before, and a resume handler compares with

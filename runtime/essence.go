@@ -14,7 +14,8 @@ import (
 // whose essence encodes to more bytes keeps only the hash, and its update
 // and resume handlers get Old and Diff nil. Annotations of one object share
 // 256 KiB; a record that outgrew them would block every later patch of the
-// object, its finalizer included (Kopf's #1087).
+// object, its finalizer included (Kopf's #1087). ConfigMapStorage keeps
+// every record in memory too, so the bound is also its memory per object.
 const MaxEssence = 32 << 10
 
 // DiffOp is the kind of one difference.
