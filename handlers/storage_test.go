@@ -120,7 +120,7 @@ func TestExternalNameNotReadyUntilItResolves(t *testing.T) {
 	svc.Spec.Type, svc.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.test"
 	h.createService(svc)
 	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "ext") })
-	h.simulateLogin("svc", "ext", "nEXT", "ext.tail1.ts.net", "100.64.0.21")
+	h.simulateLogin("svc", "ext", "nEXT", h.ns+"-ext.tail1.ts.net", "100.64.0.21")
 	h.wantCondition("ext", "False", "ProxyFailed", `spec.externalName "db.example.test" does not resolve`)
 	h.dns.add("db.example.test", "192.0.2.10")
 	h.wantCondition("ext", "True", "ProxyCreated", "ProxyCreated")
