@@ -254,3 +254,51 @@ func gaugeValue(t *testing.T, e *Engine, name, label string) float64 {
 	}
 	return 0
 }
+
+// A UDP flow has no end the proxy could wait for: at shutdown it must end
+// with its listener, so that the engine stops well within the drain bound
+// rather than being killed at the end of the pod's grace period.
+func TestShutdownEndsLiveUDPFlows(t *testing.T) {
+	tn := tailnettest.New(t)
+	udpAddr := udpEchoServer(t)
+	cfg := newConfig(tn, "udp-drain-proxy", config.RoleIngressL4)
+	cfg.L4 = &config.L4{UDPIdleTimeoutSeconds: 600, Ports: []config.PortMap{{Protocol: config.UDP, Port: 5353, Target: udpAddr}}}
+	const drain = 20 * time.Second
+	r := start(t, tn, cfg, Options{DrainTimeout: drain})
+	c, err := r.client.Dial(context.Background(), "udp", r.proxyAddr(5353))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, 20*time.Second, "live udp flow", func() error {
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.WriteString(c, "ping"); err != nil {
+			return err
+		}
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != "echo:ping" {
+			return fmt.Errorf("got %q, %v", buf[:n], err)
+		}
+		return nil
+	})
+	if v := gaugeValue(t, r.engine, "tailplane_proxy_active_connections", "l4"); v != 1 {
+		t.Fatalf("%v open L4 flows, want the live one", v)
+	}
+	began := time.Now()
+	r.cancel() // what SIGTERM does in cmd/tailplane-proxy
+	select {
+	case <-r.done:
+	case <-time.After(drain + 10*time.Second):
+		t.Fatal("Run did not return after the drain bound")
+	}
+	if took := time.Since(began); took > drain/2 {
+		t.Fatalf("shutdown with a live UDP flow took %s, want well under the %s drain bound", took.Round(time.Millisecond), drain)
+	}
+	if r.runErr != nil {
+		t.Fatalf("Run: %v", r.runErr)
+	}
+	if v := gaugeValue(t, r.engine, "tailplane_proxy_active_connections", "l4"); v != 0 {
+		t.Fatalf("%v L4 flows still open after shutdown", v)
+	}
+}

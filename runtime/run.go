@@ -6,22 +6,20 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // Run serves health and metrics, waits for leadership when leader election
 // is configured, then watches and handles until ctx ends. On return every
 // in-flight handler has finished or was cancelled after ShutdownTimeout.
-// Losing leadership ends Run with an error, so that the process restarts
-// clean.
+// Losing leadership does not end Run: the replica cancels its handlers at
+// once, runs the cleanup hooks, stands by and campaigns again; each new term
+// starts like a fresh process (startup hooks, informers, resume handlers).
 func (o *Operator) Run(ctx context.Context) error {
 	if !o.ran.CompareAndSwap(false, true) {
 		return errors.New("runtime: Run called twice")
@@ -42,70 +40,26 @@ func (o *Operator) Run(ctx context.Context) error {
 	le := o.settings.LeaderElection
 	if le == nil {
 		o.leading.Store(true)
-		return o.runActive(ctx)
+		return o.runActive(ctx, ctx)
 	}
 	if le.Namespace == "" || le.Name == "" {
 		return errors.New("runtime: leader election needs a Lease namespace and name")
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1ObjectMeta(le.Namespace, le.Name),
-		Client:     o.kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	}
-	// The elector keeps renewing until its context ends, so it gets one that
-	// also ends when the active phase does: a startup hook that fails then
-	// releases the Lease and ends Run instead of leaving it leading idle.
-	electCtx, stopElecting := context.WithCancel(ctx)
-	defer stopElecting()
-	var runErr error
-	var lost atomic.Bool
-	// client-go runs OnStartedLeading in a goroutine of its own and does not
-	// wait for it: activeDone lets Run return only after the shutdown.
-	activeDone := make(chan struct{})
-	var started atomic.Bool
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
-		ReleaseOnCancel: true, // hand over at once on a graceful shutdown
-		Name:            le.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				defer close(activeDone)
-				defer stopElecting()
-				started.Store(true)
-				o.log.Info("leading", "identity", le.Identity)
-				o.leading.Store(true)
-				runErr = o.runActive(ctx)
-			},
-			OnStoppedLeading: func() {
-				lost.Store(o.leading.Swap(false))
-				o.log.Info("stopped leading", "identity", le.Identity)
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("runtime: leader election: %w", err)
-	}
-	elector.Run(electCtx)
-	if started.Load() {
-		<-activeDone
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if lost.Load() && ctx.Err() == nil {
-		return errors.New("runtime: leadership lost")
-	}
-	return nil
+	return o.lead(ctx, le)
 }
 
-// runActive is the leader's work: hooks, informers, workers, shutdown.
-func (o *Operator) runActive(ctx context.Context) error {
+// runActive is the leader's work: hooks, informers, workers, shutdown. It
+// runs until ctx ends; when run (the whole Run's context) is still alive
+// then, leadership was lost and handlers are cancelled at once rather than
+// given ShutdownTimeout, since another replica may soon lead.
+func (o *Operator) runActive(ctx, run context.Context) error {
+	o.beginTerm()
 	o.ctx.Store(&ctx)
 	for _, hook := range o.startup {
 		if err := hook(ctx); err != nil {
+			if ctx.Err() != nil && run.Err() == nil {
+				return o.shutdown(nil, nil, 0) // lost leadership while starting
+			}
 			return fmt.Errorf("runtime: startup hook: %w", err)
 		}
 	}
@@ -117,7 +71,7 @@ func (o *Operator) runActive(ctx context.Context) error {
 		syncs = append(syncs, s.hasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
-		return o.shutdown(nil, nil)
+		return o.shutdown(nil, nil, o.settings.ShutdownTimeout)
 	}
 	o.synced.Store(true)
 	o.log.Info("informers synced, handling", "sources", len(o.sourceList), "workers", o.settings.Workers)
@@ -134,7 +88,11 @@ func (o *Operator) runActive(ctx context.Context) error {
 		workers.Go(func() { o.worker(work) })
 	}
 	<-ctx.Done()
-	return o.shutdown(&workers, cancelWork)
+	grace := o.settings.ShutdownTimeout
+	if run.Err() == nil {
+		grace = 0
+	}
+	return o.shutdown(&workers, cancelWork, grace)
 }
 
 func (o *Operator) worker(ctx context.Context) {
@@ -162,9 +120,9 @@ func (o *Operator) worker(ctx context.Context) {
 	}
 }
 
-// shutdown stops taking keys, gives in-flight handlers ShutdownTimeout,
-// stops daemons and runs cleanup hooks within the same bound.
-func (o *Operator) shutdown(workers *sync.WaitGroup, cancelWork context.CancelFunc) error {
+// shutdown stops taking keys, gives in-flight handlers grace, stops
+// daemons and runs cleanup hooks within ShutdownTimeout.
+func (o *Operator) shutdown(workers *sync.WaitGroup, cancelWork context.CancelFunc, grace time.Duration) error {
 	o.stopping.Store(true)
 	o.synced.Store(false)
 	o.queue.ShutDown()
@@ -172,10 +130,15 @@ func (o *Operator) shutdown(workers *sync.WaitGroup, cancelWork context.CancelFu
 	if workers != nil {
 		finished := make(chan struct{})
 		go func() { workers.Wait(); close(finished) }()
+		if grace <= 0 {
+			cancelWork()
+		}
 		select {
 		case <-finished:
-		case <-time.After(bound):
-			o.log.Warn("handlers still running after the shutdown bound, cancelling them", "bound", bound)
+		case <-time.After(grace):
+			if grace > 0 {
+				o.log.Warn("handlers still running after the shutdown bound, cancelling them", "bound", grace)
+			}
 			cancelWork()
 			<-finished // cancelled cycles still write what finished, bounded by the patch timeout
 		}

@@ -341,11 +341,16 @@ func (d *device) probe(context.Context) (any, error) {
 	return out, nil
 }
 
-// close stops the node and removes the scratch folder.
+// close stops the node and removes the scratch folder; up may start it
+// again (the next term of leadership).
 func (d *device) close() {
 	d.mu.Lock()
 	srv, dir := d.srv, d.dir
 	d.srv, d.dir = nil, ""
+	if srv != nil {
+		d.state, d.running = "Stopped", nil
+		d.info.Reset()
+	}
 	d.mu.Unlock()
 	if srv != nil {
 		if err := srv.Close(); err != nil {

@@ -226,11 +226,13 @@ func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tail
 	}), nil
 }
 
-// startDeviceFirst registers the device's metrics, its /healthz entry and
-// the startup hook that brings it up. Call it before the modules register
-// their hooks: as in the official operator nothing is handled before the
-// device runs, and setID runs before any handler can read the ID. Hooks run
-// on the leader only, so two replicas never run one device. A failed hook
+// startDeviceFirst registers the device's metrics, its /healthz entry, the
+// startup hook that brings it up and the cleanup hook that stops it. Call it
+// before the modules register their hooks: as in the official operator
+// nothing is handled before the device runs, and setID runs before any
+// handler can read the ID. Hooks run on the leader only, once per term of
+// leadership, so two replicas never run one device: a replica that loses
+// the Lease stops its device before it stands by. A failed startup hook
 // ends Run (the runtime releases the Lease); fail records the device's error
 // as the cause, so that run returns it without the runtime's wrapping.
 func startDeviceFirst(op *runtime.Operator, dev *device, fail context.CancelCauseFunc, setID func(string)) error {
@@ -250,6 +252,10 @@ func startDeviceFirst(op *runtime.Operator, dev *device, fail context.CancelCaus
 			return err
 		}
 		setID(info.NodeID)
+		return nil
+	})
+	op.OnCleanup(func(context.Context) error {
+		dev.close()
 		return nil
 	})
 	return nil

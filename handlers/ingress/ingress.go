@@ -24,6 +24,10 @@ const (
 	ReasonInvalidIngressBackend = "InvalidIngressBackend"
 	ReasonPathUndefined         = "PathUndefined"
 	ReasonNoValidBackends       = "NoValidBackends"
+	// ReasonInvalidIngressConfiguration is the official reason for Ingress
+	// settings the operator cannot honour (spec.tls beyond one entry with
+	// one host).
+	ReasonInvalidIngressConfiguration = "InvalidIngressConfiguration"
 )
 
 // Problem is something to tell the user about through an Event on the
@@ -66,11 +70,13 @@ func tlsHost(ing *networkingv1.Ingress) string {
 // It must be a DNS label.
 func Hostname(ing *networkingv1.Ingress) (string, error) {
 	h := ing.Namespace + "-" + ing.Name + "-ingress"
+	source := "the default <namespace>-<name>-ingress; set spec.tls[0].hosts[0] to override"
 	if host := tlsHost(ing); host != "" {
 		h, _, _ = strings.Cut(host, ".")
+		source = fmt.Sprintf("the first label of spec.tls[0].hosts[0] %q", host)
 	}
 	if err := proxyset.ValidHostname(h); err != nil {
-		return "", fmt.Errorf("invalid Tailscale hostname %q: %s", h, err)
+		return "", fmt.Errorf("invalid Tailscale hostname %q (%s): %s", h, source, err)
 	}
 	return strings.ToLower(h), nil
 }

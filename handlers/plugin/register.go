@@ -58,7 +58,10 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.engine != nil {
-			return m.engine.Close(ctx)
+			// A later term of leadership compiles into a new engine.
+			e := m.engine
+			m.engine = nil
+			return e.Close(ctx)
 		}
 		return nil
 	})
@@ -182,7 +185,7 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 		return
 	}
 	for _, ing := range list.Items {
-		m.d.Resync(proxyset.ParentIngress, ing.Namespace, ing.Name)
+		m.d.Op.Enqueue(kit.Ingresses, ing.Namespace+"/"+ing.Name, 0)
 	}
 }
 

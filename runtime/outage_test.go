@@ -1,0 +1,259 @@
+package runtime_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// apiCut is a TCP relay in front of the real API server that a test cuts
+// the way an outage or a network partition does: while cut, open
+// connections are dropped and new ones are accepted but never answered, so
+// requests hang until their deadlines.
+type apiCut struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+// newAPICut starts a relay and returns a client config that goes through it.
+func newAPICut(t *testing.T) (*apiCut, *rest.Config) {
+	t.Helper()
+	cfg := env.Config(t)
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &apiCut{ln: ln, target: u.Host, conns: map[net.Conn]bool{}}
+	go c.serve()
+	t.Cleanup(func() { ln.Close(); c.cut() })
+	if cfg.TLSClientConfig.ServerName == "" {
+		cfg.TLSClientConfig.ServerName = u.Hostname()
+	}
+	u.Host = ln.Addr().String()
+	cfg.Host = u.String()
+	return c, cfg
+}
+
+func (c *apiCut) serve() {
+	for {
+		conn, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		c.conns[conn] = true
+		down := c.down
+		c.mu.Unlock()
+		if down {
+			continue // held open, unanswered, until restore or the next cut
+		}
+		go c.relay(conn)
+	}
+}
+
+func (c *apiCut) relay(conn net.Conn) {
+	up, err := net.Dial("tcp", c.target)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	c.mu.Lock()
+	if c.down {
+		c.mu.Unlock()
+		up.Close()
+		return
+	}
+	c.conns[up] = true
+	c.mu.Unlock()
+	go func() { _, _ = io.Copy(up, conn); up.Close() }()
+	_, _ = io.Copy(conn, up)
+	conn.Close()
+}
+
+// cut starts the outage.
+func (c *apiCut) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = true
+	c.dropLocked()
+}
+
+// restore ends it; connections held meanwhile are closed so clients dial
+// again.
+func (c *apiCut) restore() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = false
+	c.dropLocked()
+}
+
+func (c *apiCut) dropLocked() {
+	for conn := range c.conns {
+		conn.Close()
+	}
+	clear(c.conns)
+}
+
+// Short Lease timings keep the outage tests quick; the outage outlasts
+// RenewDeadline + RetryPeriod, so leadership is really lost (the default
+// 10 s + 2 s is what a 20 s outage exceeded).
+func quickLease(ns, name, id string) *runtime.LeaderElection {
+	return &runtime.LeaderElection{Namespace: ns, Name: name, Identity: id,
+		LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 250 * time.Millisecond}
+}
+
+func alive(r *running) bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// An API server outage longer than RenewDeadline costs a single replica its
+// leadership, not its process: it stops handling, campaigns again while the
+// API server is away, and when it is back leads again, with its startup
+// hooks run anew and its handlers working.
+func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	cut, cfg := newAPICut(t)
+	s := testSettings()
+	s.LeaderElection = quickLease(ns, "outage", "only")
+	op, err := runtime.New(cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var startups, cleanups atomic.Int32
+	op.OnStartup(func(context.Context) error { startups.Add(1); return nil })
+	op.OnCleanup(func(context.Context) error { cleanups.Add(1); return nil })
+	var handled counter
+	op.OnCreate(gvr, "h", func(_ context.Context, ev *runtime.Event) (any, error) {
+		handled.inc(ev.Object.GetName())
+		return nil, nil
+	})
+	r := start(t, op)
+	create(t, gvr, widget(ns, "w1", nil, nil))
+	eventually(t, 20*time.Second, "w1 handled", func() bool { return handled.get("w1") == 1 })
+
+	cut.cut()
+	eventually(t, 20*time.Second, "leadership lost during the outage", func() bool { return !op.Leading() || !alive(r) })
+	consistently(t, 3*time.Second, "standing by, Run alive, while the API server is away", func() bool {
+		return alive(r) && !op.Leading()
+	})
+	if cleanups.Load() != 1 {
+		t.Fatalf("cleanup hooks ran %d times at the end of the term, want 1", cleanups.Load())
+	}
+	cut.restore()
+	eventually(t, 30*time.Second, "leading again after the outage", func() bool {
+		if !alive(r) {
+			t.Fatalf("Run returned: %v", r.err)
+		}
+		return op.Leading() && op.Ready()
+	})
+	if startups.Load() != 2 {
+		t.Fatalf("startup hooks ran %d times, want 2 (one per term)", startups.Load())
+	}
+	create(t, gvr, widget(ns, "w2", nil, nil))
+	eventually(t, 20*time.Second, "w2 handled after the outage", func() bool { return handled.get("w2") == 1 })
+	if handled.get("w1") != 1 {
+		t.Fatalf("w1 created once but handled %d times", handled.get("w1"))
+	}
+}
+
+// Of two replicas, the leader cut off from the API server loses the Lease
+// to the other and stands by without crashing; at no moment do both lead;
+// when the new leader goes, the old one takes over again.
+func TestPartitionedLeaderStandsBy(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	var handledBy [2]atomic.Int32
+	ops := make([]*runtime.Operator, 2)
+	runs := make([]*running, 2)
+	cut, cfgA := newAPICut(t)
+	for i, cfg := range []*rest.Config{cfgA, env.Config(t)} {
+		s := testSettings()
+		s.LeaderElection = quickLease(ns, "partition", []string{"a", "b"}[i])
+		op, err := runtime.New(cfg, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		op.OnCreate(gvr, "h", func(context.Context, *runtime.Event) (any, error) {
+			if !ops[i].Leading() {
+				t.Errorf("replica %d handled while not leading", i)
+			}
+			handledBy[i].Add(1)
+			return nil, nil
+		})
+		ops[i] = op
+		if i == 0 {
+			runs[i] = start(t, op)
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &running{cancel: cancel, done: make(chan struct{})}
+		go func() { r.err = op.Run(ctx); close(r.done) }()
+		t.Cleanup(func() { cancel(); <-r.done })
+		runs[i] = r
+	}
+	// Sample both replicas all along: two leaders at once is the failure
+	// leader election exists to prevent.
+	var both atomic.Bool
+	watch, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for watch.Err() == nil {
+			if ops[0].Leading() && ops[1].Leading() {
+				both.Store(true)
+			}
+			<-tick.C
+		}
+	}()
+	consistently(t, time.Second, "a leads, b stands by", func() bool { return ops[0].Leading() && !ops[1].Leading() && ops[1].Ready() })
+	create(t, gvr, widget(ns, "w1", nil, nil))
+	eventually(t, 20*time.Second, "w1 handled by a", func() bool { return handledBy[0].Load() == 1 })
+
+	cut.cut()
+	eventually(t, 30*time.Second, "b leads once a's Lease expired", func() bool { return ops[1].Leading() && ops[1].Ready() })
+	create(t, gvr, widget(ns, "w2", nil, nil))
+	eventually(t, 20*time.Second, "w2 handled by b", func() bool { return handledBy[1].Load() == 1 })
+	cut.restore()
+	consistently(t, 3*time.Second, "a stands by after the partition, Run alive and ready", func() bool {
+		return alive(runs[0]) && !ops[0].Leading() && ops[0].Ready() && ops[1].Leading()
+	})
+
+	runs[1].cancel()
+	<-runs[1].done
+	if runs[1].err != nil {
+		t.Fatalf("b's Run: %v", runs[1].err)
+	}
+	eventually(t, 20*time.Second, "a leads again once b released the Lease", func() bool { return ops[0].Leading() && ops[0].Ready() })
+	create(t, gvr, widget(ns, "w3", nil, nil))
+	eventually(t, 20*time.Second, "w3 handled by a", func() bool { return handledBy[0].Load() == 2 })
+	stopWatch()
+	if both.Load() {
+		t.Fatal("both replicas led at the same moment")
+	}
+	if !alive(runs[0]) {
+		t.Fatalf("a's Run returned: %v", runs[0].err)
+	}
+}
