@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -133,6 +135,20 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 		return nil
 	}
 	eventually(t, "old annotations moved into the operator namespace", migrated)
+	// The record written then hashes the Service without the mark: its
+	// removal is no update.
+	consistently(t, "no update", 2*time.Second, func() error {
+		list, err := h.kube.CoreV1().Events(h.ns).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=old"})
+		if err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if strings.Contains(e.Message, "(update)") {
+				return errors.New(e.Message)
+			}
+		}
+		return nil
+	})
 	if n := len(h.api.Keys()); n != keys || len(h.api.Deleted()) > 0 {
 		t.Fatalf("auth keys minted %d -> %d, devices deleted %v", keys, n, h.api.Deleted())
 	}
