@@ -88,10 +88,10 @@ func (h *harness) asOldRelease(objs ...oldObject) {
 // A Service and an Ingress handled by the previous release (state in
 // annotations on them, the proxy mark, an unlabelled state Secret) are
 // resumed after the upgrade, not created again: no new auth key, no device
-// deleted, and the old annotations are removed from them, once.
+// deleted, and the old annotations are removed from them, once. The
+// operator runs with the chart's RBAC.
 func TestUpgradeResumesOldReleaseParents(t *testing.T) {
-	h := newHarness(t, nil)
-	h.createIngressClass(false)
+	h := newHarnessOpts(t, true, nil)
 	h.backend("web", 8080)
 	h.createService(exposed("old", nil))
 	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 8080)})
