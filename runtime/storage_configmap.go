@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,13 @@ type ConfigMapStorage struct {
 	// Prefix of the ConfigMaps' label and annotation (default
 	// Settings.Prefix).
 	Prefix string
+	// Legacy is the prefix of the annotations an earlier version kept the
+	// records in (AnnotationStorage), for upgrades: an object that has no
+	// ConfigMap yet has its records read from them, and the first cycle
+	// that writes the object's ConfigMap removes them in the object's
+	// patch. Use Settings.Prefix (which the essence hash ignores), else the
+	// removal looks like an update once. Empty: no migration.
+	Legacy string
 
 	mu      sync.Mutex
 	env     StorageEnv // as given to Start
@@ -171,30 +179,61 @@ func (s *ConfigMapStorage) Fetch(k Key, obj *unstructured.Unstructured) map[stri
 	defer s.mu.Unlock()
 	e := s.entries[k]
 	if e == nil || e.uid != obj.GetUID() {
-		return nil
+		return s.legacy(obj)
 	}
 	return e.records
 }
 
-// Patch returns nil: nothing is written on the object.
-func (s *ConfigMapStorage) Patch(*unstructured.Unstructured, map[string]*string) map[string]any {
-	return nil
+// legacy returns the records an earlier version kept on obj (see Legacy).
+func (s *ConfigMapStorage) legacy(obj *unstructured.Unstructured) map[string]string {
+	if s.Legacy == "" {
+		return nil
+	}
+	var out map[string]string
+	for k, v := range obj.GetAnnotations() {
+		if id, ok := strings.CutPrefix(k, s.Legacy+"/"); ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[id] = v
+		}
+	}
+	return out
+}
+
+// Patch removes the records an earlier version kept on obj (see Legacy);
+// Save moves them into the ConfigMap after this patch.
+func (s *ConfigMapStorage) Patch(obj *unstructured.Unstructured, _ map[string]*string) map[string]any {
+	old := s.legacy(obj)
+	if len(old) == 0 {
+		return nil
+	}
+	ann := make(map[string]any, len(old))
+	for id := range old {
+		ann[s.Legacy+"/"+id] = nil
+	}
+	return map[string]any{"metadata": map[string]any{"annotations": ann}}
 }
 
 // Save applies changes to obj's records and writes its ConfigMap (deletes
 // it when no record is left).
 func (s *ConfigMapStorage) Save(ctx context.Context, k Key, obj *unstructured.Unstructured, changes map[string]*string) error {
-	if len(changes) == 0 {
-		return nil
-	}
 	s.mu.Lock()
 	e := s.entries[k]
 	records := map[string]string{}
+	moving := false
 	if e != nil && e.uid == obj.GetUID() {
 		records = maps.Clone(e.records)
+	} else if old := s.legacy(obj); len(old) > 0 {
+		// Patch removed them from the object: they move here even when
+		// nothing changed.
+		records, moving = maps.Clone(old), true
 	}
 	env := s.env
 	s.mu.Unlock()
+	if len(changes) == 0 && !moving {
+		return nil
+	}
 	for id, v := range changes {
 		if v == nil {
 			delete(records, id)

@@ -111,6 +111,51 @@ func TestConfigMapStorage(t *testing.T) {
 	})
 }
 
+// Upgrading from AnnotationStorage to a ConfigMapStorage with Legacy: an
+// object handled before is resumed, not created again, and its records move
+// from its annotations into its ConfigMap.
+func TestConfigMapStorageMigratesAnnotations(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns, stateNS := env.Namespace(t), env.Namespace(t)
+	var runs counter
+	build := func(opts ...runtime.Option) *runtime.Operator {
+		op := newOperator(t, testSettings())
+		opts = append(opts, runtime.Label("app", "x"))
+		op.OnCreate(gvr, "make", func(context.Context, *runtime.Event) (any, error) {
+			runs.inc("create")
+			return nil, nil
+		}, opts...)
+		op.OnResume(gvr, "again", func(context.Context, *runtime.Event) (any, error) {
+			runs.inc("resume")
+			return nil, nil
+		}, opts...)
+		return op
+	}
+	old := start(t, build())
+	create(t, gvr, widget(ns, "w1", nil, map[string]string{"app": "x"}))
+	eventually(t, 20*time.Second, "handled, state in annotations", func() bool {
+		return runs.get("create") == 1 && get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
+	})
+	old.stop(t)
+
+	start(t, build(runtime.Store(&runtime.ConfigMapStorage{Namespace: stateNS, Legacy: "runtime.tailplane.io"})))
+	eventually(t, 20*time.Second, "resumed, state moved", func() bool {
+		cms := stateConfigMaps(t, stateNS)
+		return runs.get("resume") == 1 && len(get(t, gvr, ns, "w1").GetAnnotations()) == 0 &&
+			len(cms) == 1 && nested(firstOf(cms), "data.last-handled") != nil
+	})
+	if runs.get("create") != 1 {
+		t.Fatalf("runs = %v: created again", &runs)
+	}
+}
+
+func firstOf(m map[string]*unstructured.Unstructured) *unstructured.Unstructured {
+	for _, v := range m {
+		return v
+	}
+	return nil
+}
+
 // Two handlers of one resource cannot name different storages.
 func TestConflictingStorageRefused(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}

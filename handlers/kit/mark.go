@@ -74,10 +74,11 @@ func (d *Deps) hasProxy(role, parentType, namespace, name string) bool {
 
 // HasProxy matches parents of parentType that have a proxy of role: the
 // handlers keep matching a parent that stopped asking for a proxy until its
-// proxy is gone.
+// proxy is gone. A parent with the previous release's mark (LegacyMark) has
+// one too: that release's state Secrets have no role label.
 func (d *Deps) HasProxy(role, parentType string) runtime.Predicate {
 	return func(obj *unstructured.Unstructured) bool {
-		return d.hasProxy(role, parentType, obj.GetNamespace(), obj.GetName())
+		return obj.GetAnnotations()[LegacyMark] == role || d.hasProxy(role, parentType, obj.GetNamespace(), obj.GetName())
 	}
 }
 

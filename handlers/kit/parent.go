@@ -40,7 +40,7 @@ type ProxyParent struct {
 func (d *Deps) RegisterProxyParent(op *runtime.Operator, p ProxyParent) {
 	ours := d.ForUsersObjects(runtime.When(runtime.Or(p.IsOurs, d.HasProxy(p.Role, p.Type))))
 	handle := func(ctx context.Context, ev *runtime.Event) (any, error) {
-		return nil, Retry(p.Sync(ctx, ev.Object, ev.Patch), ev.Retry)
+		return nil, Retry(d.syncLegacy(ctx, p, ev), ev.Retry)
 	}
 	cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, Retry(d.DeleteProxy(ctx, p.Type, ev.Object.GetNamespace(), ev.Object.GetName()), ev.Retry)
