@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/log"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -33,17 +34,7 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 func TestPluginLoaderReportsInStateSecret(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kube := env.Clientset(t)
-	ns := env.Namespace(t)
-	state, err := kubestate.New(ctx, kube, ns, "proxy-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	loader, err := newPluginLoader(kube, ns, t.TempDir(), state, log.New(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
+	kube, ns, loader := newTestLoader(ctx, t)
 	spec := `{"module":{"secretKeyRef":{"name":"plugin-canary","key":"module.wasm.gz"},"sha256":"` + strings.Repeat("ab", 32) + `"},
 	  "order":1,"failurePolicy":"Open","timeout":"100ms","capabilities":["route"]}`
 	ps := []config.Plugin{{Name: "apps/canary", Spec: json.RawMessage(spec)}}
@@ -97,17 +88,7 @@ var noopModule = []byte("\x00asm\x01\x00\x00\x00" +
 func TestPluginLoaderRetriesFailedLoads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kube := env.Clientset(t)
-	ns := env.Namespace(t)
-	state, err := kubestate.New(ctx, kube, ns, "proxy-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	loader, err := newPluginLoader(kube, ns, t.TempDir(), state, log.New(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
+	kube, ns, loader := newTestLoader(ctx, t)
 	sum := sha256.Sum256(noopModule)
 	digest := hex.EncodeToString(sum[:])
 	spec := `{"module":{"secretKeyRef":{"name":"plugin-gate","key":"module.wasm"},"sha256":"` + digest + `"},
@@ -159,4 +140,21 @@ func TestPluginLoaderRetriesFailedLoads(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// newTestLoader starts a plugin loader for proxy-0 in a fresh namespace.
+func newTestLoader(ctx context.Context, t *testing.T) (kubernetes.Interface, string, *pluginLoader) {
+	t.Helper()
+	kube := env.Clientset(t)
+	ns := env.Namespace(t)
+	state, err := kubestate.New(ctx, kube, ns, "proxy-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader, err := newPluginLoader(kube, ns, t.TempDir(), state, log.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
+	return kube, ns, loader
 }
