@@ -147,11 +147,11 @@ func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
 	var handled counter
 	op.OnCreate(gvr, "h", func(_ context.Context, ev *runtime.Event) (any, error) {
 		handled.inc(ev.Object.GetName())
-		return nil, nil
+		return "done", nil
 	})
 	r := start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "w1 handled", func() bool { return handled.get("w1") == 1 })
+	eventually(t, 20*time.Second, "w1 handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "done" })
 
 	cut.cut()
 	eventually(t, 20*time.Second, "leadership lost during the outage", func() bool { return !op.Leading() || !alive(r) })
@@ -172,7 +172,7 @@ func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
 		t.Fatalf("startup hooks ran %d times, want 2 (one per term)", startups.Load())
 	}
 	create(t, gvr, widget(ns, "w2", nil, nil))
-	eventually(t, 20*time.Second, "w2 handled after the outage", func() bool { return handled.get("w2") == 1 })
+	eventually(t, 20*time.Second, "w2 handled after the outage", func() bool { return nested(get(t, gvr, ns, "w2"), "status.h") == "done" })
 	if handled.get("w1") != 1 {
 		t.Fatalf("w1 created once but handled %d times", handled.get("w1"))
 	}
@@ -184,7 +184,7 @@ func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
 func TestPartitionedLeaderStandsBy(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
-	var handledBy [2]atomic.Int32
+	var handledBy [2]counter // by object name
 	ops := make([]*runtime.Operator, 2)
 	runs := make([]*running, 2)
 	cut, cfgA := newAPICut(t)
@@ -195,12 +195,12 @@ func TestPartitionedLeaderStandsBy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		op.OnCreate(gvr, "h", func(context.Context, *runtime.Event) (any, error) {
+		op.OnCreate(gvr, "h", func(_ context.Context, ev *runtime.Event) (any, error) {
 			if !ops[i].Leading() {
 				t.Errorf("replica %d handled while not leading", i)
 			}
-			handledBy[i].Add(1)
-			return nil, nil
+			handledBy[i].inc(ev.Object.GetName())
+			return []string{"a", "b"}[i], nil
 		})
 		ops[i] = op
 		if i == 0 {
@@ -230,12 +230,14 @@ func TestPartitionedLeaderStandsBy(t *testing.T) {
 	}()
 	consistently(t, time.Second, "a leads, b stands by", func() bool { return ops[0].Leading() && !ops[1].Leading() && ops[1].Ready() })
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "w1 handled by a", func() bool { return handledBy[0].Load() == 1 })
+	// Cut only once the result is stored, or a retry while a still leads
+	// (at-least-once) would count as a second handling.
+	eventually(t, 20*time.Second, "w1 handled by a", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "a" })
 
 	cut.cut()
 	eventually(t, 30*time.Second, "b leads once a's Lease expired", func() bool { return ops[1].Leading() && ops[1].Ready() })
 	create(t, gvr, widget(ns, "w2", nil, nil))
-	eventually(t, 20*time.Second, "w2 handled by b", func() bool { return handledBy[1].Load() == 1 })
+	eventually(t, 20*time.Second, "w2 handled by b", func() bool { return nested(get(t, gvr, ns, "w2"), "status.h") == "b" })
 	cut.restore()
 	consistently(t, 3*time.Second, "a stands by after the partition, Run alive and ready", func() bool {
 		return alive(runs[0]) && !ops[0].Leading() && ops[0].Ready() && ops[1].Leading()
@@ -248,7 +250,10 @@ func TestPartitionedLeaderStandsBy(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "a leads again once b released the Lease", func() bool { return ops[0].Leading() && ops[0].Ready() })
 	create(t, gvr, widget(ns, "w3", nil, nil))
-	eventually(t, 20*time.Second, "w3 handled by a", func() bool { return handledBy[0].Load() == 2 })
+	eventually(t, 20*time.Second, "w3 handled by a", func() bool { return nested(get(t, gvr, ns, "w3"), "status.h") == "a" })
+	if a, b := handledBy[0].String(), handledBy[1].String(); a != "map[w1:1 w3:1]" || b != "map[w2:1]" {
+		t.Fatalf("each object must be handled once, by the leader of the moment: a handled %s, b handled %s", a, b)
+	}
 	stopWatch()
 	if both.Load() {
 		t.Fatal("both replicas led at the same moment")
