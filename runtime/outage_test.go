@@ -155,12 +155,12 @@ func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
 
 	cut.cut()
 	eventually(t, 20*time.Second, "leadership lost during the outage", func() bool { return !op.Leading() || !alive(r) })
-	consistently(t, 3*time.Second, "standing by, Run alive, while the API server is away", func() bool {
-		return alive(r) && !op.Leading()
+	// The term ends with its cleanup hooks once in-flight writes gave up
+	// (each is bounded by the runtime's 30 s patch timeout).
+	eventually(t, 40*time.Second, "the term's cleanup hooks", func() bool { return cleanups.Load() == 1 || !alive(r) })
+	consistently(t, 2*time.Second, "standing by, Run alive, while the API server is away", func() bool {
+		return alive(r) && !op.Leading() && cleanups.Load() == 1
 	})
-	if cleanups.Load() != 1 {
-		t.Fatalf("cleanup hooks ran %d times at the end of the term, want 1", cleanups.Load())
-	}
 	cut.restore()
 	eventually(t, 30*time.Second, "leading again after the outage", func() bool {
 		if !alive(r) {
