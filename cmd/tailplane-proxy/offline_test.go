@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -260,14 +263,17 @@ func TestBinarySIGTERMWithLiveUDPFlow(t *testing.T) {
 	cfg := &config.Config{Version: config.Version, Hostname: "udp-proxy", LoginServer: tn.ControlURL, Role: config.RoleIngressL4,
 		L4: &config.L4{Ports: []config.PortMap{{Protocol: config.UDP, Port: 5353, Target: echo.LocalAddr().String()}}}}
 	doc, _ := json.Marshal(cfg)
-	cfgPath := filepath.Join(dir, "proxy-config.json")
-	if err := os.WriteFile(cfgPath, doc, 0o600); err != nil {
+	// As in a pod: config and state in Secrets.
+	ns := env.Namespace(t)
+	if _, err := env.Clientset(t).CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "udp-proxy-config"}, Data: map[string][]byte{config.SecretKey: doc}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const drain = 20 * time.Second
 	var logs syncbuf.Buffer
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "TAILPLANE_CONFIG_FILE="+cfgPath, "TAILPLANE_STATE_DIR="+filepath.Join(dir, "state"),
+	cmd.Env = append(os.Environ(), "TAILPLANE_CONFIG_SECRET=udp-proxy-config", "TS_KUBE_SECRET=udp-proxy-0", "POD_NAMESPACE="+ns,
+		"KUBECONFIG="+filepath.Join(env.Dir(), "kubeconfig"), "TAILPLANE_STATE_DIR="+filepath.Join(dir, "state"),
 		"TAILPLANE_LOCAL_ADDR=127.0.0.1:0", "TAILPLANE_DRAIN_TIMEOUT="+drain.String())
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
