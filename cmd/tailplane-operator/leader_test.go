@@ -20,10 +20,15 @@ func TestOperatorSurvivesAPIOutage(t *testing.T) {
 	probe := h.waitReady(t, op)
 	nodeID := probe["nodeID"]
 
+	hc := &http.Client{Timeout: 5 * time.Second}
 	device := func() map[string]any {
-		_, body := get(h.env["TAILPLANE_HEALTH_ADDR"], "/healthz")
+		resp, err := hc.Get("http://" + h.env["TAILPLANE_HEALTH_ADDR"] + "/healthz")
+		if err != nil {
+			return map[string]any{"error": err.Error()}
+		}
+		defer resp.Body.Close()
 		var out map[string]map[string]any
-		_ = json.Unmarshal([]byte(body), &out)
+		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return out["tailnetDevice"]
 	}
 	cut.Start()
