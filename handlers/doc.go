@@ -7,10 +7,10 @@
 //
 // Register (register.go) adds every module to a runtime.Operator; handlers/kit
 // holds the apply plumbing the modules share (server-side apply of proxies,
-// auth keys, cleanup, conditions, the resync queue).
+// auth keys, cleanup, conditions, re-handling parents through the runtime's Enqueue).
 //
 // Handlers may import runtime/, crds/, internal/tailnet and proxy/config;
 // never the rest of proxy/. Of plugins/, only handlers/plugin imports
 // plugins/host (to compile a RoutingPlugin's module, never to run it),
-// plugins/abi and plugins/source (to fetch the module).
+// plugins/sdk/abi and plugins/source (to fetch the module).
 package handlers

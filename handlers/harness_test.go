@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -55,6 +56,12 @@ type harness struct {
 	// asOperator runs the operator with the identity and RBAC of
 	// deploy/manifests (ServiceAccount tailscale/operator).
 	asOperator bool
+	// dns answers the operator's lookups of ExternalNames.
+	dns *fakeDNS
+	// hardStop makes stop a kill rather than a graceful stop: handlers in
+	// flight are cancelled at once instead of finishing their cycle. Set
+	// it before the operator (re)starts.
+	hardStop bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -69,7 +76,7 @@ func newHarness(t *testing.T, adjust func(*settings.Settings)) *harness {
 
 func newHarnessOpts(t *testing.T, asOperator bool, adjust func(*settings.Settings)) *harness {
 	t.Helper()
-	h := &harness{asOperator: asOperator, t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
+	h := &harness{asOperator: asOperator, dns: &fakeDNS{}, t: t, kube: env.Clientset(t), dyn: dynamic.NewForConfigOrDie(env.Config(t)), api: tailnettest.NewServer()}
 	t.Cleanup(h.api.Close)
 	installCRDs.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -114,17 +121,22 @@ func (h *harness) start() {
 			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:tailscale", "system:authenticated"},
 		}
 	}
-	op, err := runtime.New(cfg, runtime.Settings{
+	rs := runtime.Settings{
 		HealthAddress: "-", MetricsAddress: "-", Finalizer: "tailscale.com/finalizer",
 		MinBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second,
 		Logger: runtime.NewLogger(testLogWriter(), false),
-	})
+	}
+	if h.hardStop {
+		rs.ShutdownTimeout = time.Millisecond
+	}
+	op, err := runtime.New(cfg, rs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), backend, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
 	d.CertRefresh = 500 * time.Millisecond
+	d.Resolver, d.ResolveRetry = h.dns, 300*time.Millisecond
 	handlers.Register(op, d)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -300,9 +312,12 @@ func (h *harness) proxyGone(parentType, name string) error {
 
 // simulateLogin does what the proxy does once logged in: it writes the
 // device keys into its state Secret (and the control plane knows the
-// device).
+// device, and counts the config's auth key as used).
 func (h *harness) simulateLogin(parentType, name, id, fqdn string, ips ...string) {
 	h.t.Helper()
+	if cfg, err := h.proxyConfig(parentType, name); err == nil && cfg.AuthKey != "" {
+		h.api.UseKey(cfg.AuthKey)
+	}
 	h.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: ips})
 	ipsJSON, _ := json.Marshal(ips)
 	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{
@@ -356,6 +371,30 @@ func (h *harness) wantEvent(namespace, objName, eventType, reason, msgPart strin
 		}
 		return fmt.Errorf("not found among %q", seen)
 	})
+}
+
+// fakeDNS resolves the names added to it, and no other.
+type fakeDNS struct {
+	mu    sync.Mutex
+	hosts map[string][]string
+}
+
+func (f *fakeDNS) add(host string, addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hosts == nil {
+		f.hosts = map[string][]string{}
+	}
+	f.hosts[host] = addrs
+}
+
+func (f *fakeDNS) LookupHost(_ context.Context, host string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a, ok := f.hosts[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
 // testLogWriter is stderr when HANDLERS_TEST_LOG is set, for debugging.

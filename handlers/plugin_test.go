@@ -176,6 +176,47 @@ func TestRoutingPlugin(t *testing.T) {
 		return nil
 	})
 
+	// A new module: status must not say Ready/Loaded next to the new
+	// sha256 while the proxy still reports the old one.
+	mod2 := append(slices.Clone(mod), 0x00, 0x05, 0x03, 'n', 'e', 'w', 1) // a custom section: same code, new digest
+	sum2 := sha256.Sum256(mod2)
+	pin2 := hex.EncodeToString(sum2[:])
+	cm.BinaryData["module.wasm.gz"] = gz(mod2)
+	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Update(h.ctx(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pinPatch, _ := json.Marshal(map[string]any{"spec": map[string]any{"module": map[string]any{"sha256": pin2}}})
+	if _, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Patch(h.ctx(), "canary", types.MergePatchType, pinPatch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new module accepted", func() error {
+		st, msg, rp := h.pluginCondition("canary", "Ready")
+		sha, _, _ := unstructured.NestedString(rp.Object, "status", "sha256")
+		if sha != pin2 {
+			ast, amsg, _ := h.pluginCondition("canary", "Accepted")
+			return fmt.Errorf("sha256 %s (Accepted %s: %s)", sha, ast, amsg)
+		}
+		if st != "False/WaitingForProxies" {
+			t.Fatalf("Ready = %s (%s) with the new sha256 while the proxy reports the old one", st, msg)
+		}
+		lb, _, _ := unstructured.NestedSlice(rp.Object, "status", "loadedBy")
+		if len(lb) != 1 || lb[0].(map[string]any)["sha256"] != pin {
+			t.Fatalf("loadedBy %v, want the proxy with the old sha256", lb)
+		}
+		return nil
+	})
+	report, _ = json.Marshal([]plugin.ProxyReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin2}})
+	patch, _ = json.Marshal(map[string]any{"data": map[string][]byte{plugin.KeyPluginStatus: report}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Ready with the new module", func() error {
+		if st, msg, _ := h.pluginCondition("canary", "Ready"); st != "True/Loaded" {
+			return fmt.Errorf("%s %s", st, msg)
+		}
+		return nil
+	})
+
 	// Deleting the plugin removes it from the proxy and deletes the copy.
 	if err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Delete(h.ctx(), "canary", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
 )
@@ -46,11 +45,11 @@ func TestExposedServiceLifecycle(t *testing.T) {
 		t.Fatalf("keys minted: %+v", keys)
 	}
 	h.wantCondition("web", "False", "ProxyPending", "no Tailscale hostname known yet")
-	if svc := h.service("web"); !slices.Contains(svc.Finalizers, "tailscale.com/finalizer") || svc.Annotations[kit.AnnotationProxy] == "" {
-		t.Fatalf("finalizer/mark missing: %v %v", svc.Finalizers, svc.Annotations)
+	if svc := h.service("web"); !slices.Equal(svc.Finalizers, []string{"tailscale.com/finalizer"}) || len(svc.Annotations) != 1 {
+		t.Fatalf("want the finalizer and only the user's annotation: %v %v", svc.Finalizers, svc.Annotations)
 	}
 
-	h.simulateLogin("svc", "web", "nWEB", "web.tail1.ts.net", "100.64.0.7", "fd7a:115c:a1e0::7")
+	h.simulateLogin("svc", "web", "nWEB", h.ns+"-web.tail1.ts.net", "100.64.0.7", "fd7a:115c:a1e0::7")
 	h.wantCondition("web", "True", "ProxyCreated", "ProxyCreated")
 	eventually(t, "auth key dropped from config", func() error {
 		cfg, err := h.proxyConfig("svc", "web")
@@ -88,10 +87,10 @@ func TestLoadBalancerStatus(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(loadBalancer("lb", "tailscale"))
 	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "lb") })
-	h.simulateLogin("svc", "lb", "nLB", "lb.tail1.ts.net", "100.64.0.8", "fd7a:115c:a1e0::8")
+	h.simulateLogin("svc", "lb", "nLB", h.ns+"-lb.tail1.ts.net", "100.64.0.8", "fd7a:115c:a1e0::8")
 	eventually(t, "LB status", func() error {
 		got := h.service("lb").Status.LoadBalancer.Ingress
-		if len(got) != 2 || got[0].Hostname != "lb.tail1.ts.net" || got[1].IP != "100.64.0.8" {
+		if len(got) != 2 || got[0].Hostname != h.ns+"-lb.tail1.ts.net" || got[1].IP != "100.64.0.8" {
 			return fmt.Errorf("got %+v", got)
 		}
 		return nil
@@ -128,7 +127,7 @@ func TestServiceSwitchedBetweenClasses(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(loadBalancer("sw", "tailscale"))
 	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "sw") })
-	h.simulateLogin("svc", "sw", "nSW", "sw.tail1.ts.net", "100.64.0.9")
+	h.simulateLogin("svc", "sw", "nSW", h.ns+"-sw.tail1.ts.net", "100.64.0.9")
 	h.wantCondition("sw", "True", "ProxyCreated", "")
 
 	// loadBalancerClass is immutable: switch by turning the Service into a
@@ -137,8 +136,11 @@ func TestServiceSwitchedBetweenClasses(t *testing.T) {
 	h.patchService("sw", `{"spec":{"type":"LoadBalancer","loadBalancerClass":"example.com/lb"}}`)
 	eventually(t, "cleaned up", func() error {
 		svc := h.service("sw")
-		if len(svc.Finalizers) > 0 || svc.Annotations[kit.AnnotationProxy] != "" || len(svc.Status.Conditions) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 {
+		if len(svc.Finalizers) > 0 || len(svc.Annotations) > 0 || len(svc.Status.Conditions) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 {
 			return fmt.Errorf("left: %v %v %+v", svc.Finalizers, svc.Annotations, svc.Status)
+		}
+		if s := h.stateOf("services", "sw"); s != nil {
+			return fmt.Errorf("state ConfigMap %s left", s.Name)
 		}
 		return h.proxyGone("svc", "sw")
 	})
@@ -267,7 +269,7 @@ func TestWorksWithManifestRBAC(t *testing.T) {
 	h := newHarnessOpts(t, true, nil)
 	h.createService(loadBalancer("rbac", "tailscale"))
 	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "rbac") })
-	h.simulateLogin("svc", "rbac", "nRBAC", "rbac.tail1.ts.net", "100.64.0.11")
+	h.simulateLogin("svc", "rbac", "nRBAC", h.ns+"-rbac.tail1.ts.net", "100.64.0.11")
 	h.wantCondition("rbac", "True", "ProxyCreated", "")
 	eventually(t, "LB status", func() error {
 		if lb := h.service("rbac").Status.LoadBalancer.Ingress; len(lb) != 2 {

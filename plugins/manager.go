@@ -59,6 +59,13 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Kube fetches Spec.Source modules; may be nil if every Spec has Module.
 	Kube kubernetes.Interface
+	// OnStatus, when set, receives the statuses after every Apply and after
+	// every retry, in order (it is called with the Manager locked): the
+	// proxy reports them in its state Secret.
+	OnStatus func(ctx context.Context, st []Status)
+	// RetryMin and RetryMax bound the backoff between retries of plugins
+	// that failed to load (defaults 1 s and 1 min).
+	RetryMin, RetryMax time.Duration
 }
 
 // Manager is the plugin chain: a route.Router that runs every loaded plugin
@@ -67,10 +74,13 @@ type Manager struct {
 	engine *host.Engine
 	log    *log.Logger
 	kube   kubernetes.Interface
+	opts   Options
 	chain  atomic.Pointer[[]*link]
-	mu     sync.Mutex // serialises Apply
-	status map[string]Status
 	closed sync.WaitGroup
+
+	mu     sync.Mutex // serialises Apply, retries and Close
+	status map[string]Status
+	retry  retrier
 }
 
 // link is one plugin in the chain: a loaded generation, or a stand-in for a
@@ -89,10 +99,11 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{engine: e, log: opts.Logger, kube: opts.Kube, status: map[string]Status{}}
+	m := &Manager{engine: e, log: opts.Logger, kube: opts.Kube, opts: opts, status: map[string]Status{}}
 	if m.log == nil {
 		m.log = log.Default()
 	}
+	m.retry.init(opts.RetryMin, opts.RetryMax)
 	m.chain.Store(&[]*link{})
 	return m, nil
 }
@@ -104,10 +115,19 @@ func (m *Manager) Registry() *prometheus.Registry { return m.engine.Registry() }
 // ones load (before the swap, off the request path), removed ones close once
 // their in-flight requests finish. A plugin that fails to load keeps its
 // previous generation if it had one; otherwise it answers 503 if fail-closed
-// and is skipped if fail-open. The statuses are sorted by name.
+// and is skipped if fail-open. Failed plugins are retried in the background
+// with backoff until they load or the specs change (see retry.go). The
+// statuses are sorted by name.
 func (m *Manager) Apply(ctx context.Context, specs []Spec) []Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	st := m.apply(ctx, specs)
+	m.retry.after(m, specs, st, true)
+	return st
+}
+
+// apply is Apply with m.mu held, without scheduling retries.
+func (m *Manager) apply(ctx context.Context, specs []Spec) []Status {
 	old := map[string]*link{}
 	for _, l := range *m.chain.Load() {
 		old[l.name] = l
@@ -138,7 +158,11 @@ func (m *Manager) Apply(ctx context.Context, specs []Spec) []Status {
 		}
 	}
 	m.status = statuses
-	return m.statuses()
+	st := m.statuses()
+	if m.opts.OnStatus != nil {
+		m.opts.OnStatus(ctx, st)
+	}
+	return st
 }
 
 // prepare returns the link for s: the old one if nothing changed, else a
@@ -268,6 +292,7 @@ func (m *Manager) run(ctx context.Context, req *route.Request, d route.Decision)
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.retry.stop()
 	chain := *m.chain.Load()
 	m.chain.Store(&[]*link{})
 	var errs []error

@@ -26,9 +26,9 @@ import (
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/plugins"
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/plugins/source"
 )
 

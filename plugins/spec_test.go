@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tailplane/tailplane/plugins"
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/plugins/source"
 )
 
@@ -38,7 +38,7 @@ func TestSpecFromRoutingPlugin(t *testing.T) {
 		s.MemoryLimit != 32<<20 || len(s.Capabilities) != 1 || s.Capabilities[0] != abi.CapRoute || s.SHA256 != want.SHA256 {
 		t.Errorf("spec = %+v", s.Config)
 	}
-	if string(s.PluginConfig) != `{"cookie":"canary","cookieValue":"1","header":"X-Canary","headerValue":"always"}` {
+	if string(s.PluginConfig) != `{"backend":"web-canary:80","cookie":"canary","cookieValue":"1","header":"X-Canary","headerValue":"always"}` {
 		t.Errorf("config = %s", s.PluginConfig)
 	}
 	delete(obj.Object["spec"].(map[string]any)["module"].(map[string]any), "configMapKeyRef")

@@ -27,6 +27,7 @@ type Engine struct {
 	metrics *metrics.Metrics
 
 	node     *tsnet.Server
+	hostname string         // the name the node presents to control; Run goroutine only
 	current  *config.Config // last applied config; only the Run goroutine touches it
 	active   atomic.Bool    // a config is being served
 	loggedIn atomic.Bool
@@ -41,7 +42,10 @@ type Engine struct {
 	sources   atomic.Pointer[sourceFilter]
 	listen    map[string]*listenerHandle
 	nodeDone  chan struct{}
-	wg        sync.WaitGroup
+	renamed   chan struct{} // wakes reportDevice after a rename (buffered, 1)
+	// certWarmed is the hostname whose certificate warmCert fetches.
+	certWarmed string
+	wg         sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that
 	// draining connections keep flowing until the drain deadline.
 	hard       context.Context
@@ -62,7 +66,7 @@ func New(opts Options) (*Engine, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	e := &Engine{opts: opts, log: opts.Logger, metrics: opts.Metrics, listen: map[string]*listenerHandle{}}
+	e := &Engine{opts: opts, log: opts.Logger, metrics: opts.Metrics, listen: map[string]*listenerHandle{}, renamed: make(chan struct{}, 1)}
 	e.hard, e.hardCancel = context.WithCancel(context.Background())
 	e.targets.Store(&map[string]string{})
 	e.sources.Store(&sourceFilter{})
@@ -162,6 +166,9 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	if err == nil {
 		err = e.apply(ctx, cfg)
 	}
+	if err == nil {
+		err = e.rename(ctx, cfg.Hostname)
+	}
 	if err != nil {
 		e.metrics.ConfigReloads.WithLabelValues("refused").Inc()
 		e.log.Error("config refused; the previous config keeps serving", "err", err)
@@ -176,14 +183,12 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	return false
 }
 
-// checkIdentity refuses changes that would need a new tailnet node.
+// checkIdentity refuses changes that would need a new tailnet node. A new
+// hostname does not: rename applies it to the running node.
 func (e *Engine) checkIdentity(cfg *config.Config) error {
 	cur := e.current
 	if cur == nil || e.node == nil {
 		return nil
-	}
-	if cfg.Hostname != cur.Hostname {
-		return fmt.Errorf("hostname: cannot change from %q to %q while running; restart the proxy to rename the device", cur.Hostname, cfg.Hostname)
 	}
 	if cfg.LoginServer != cur.LoginServer {
 		return fmt.Errorf("loginServer: cannot change from %q to %q while running; restart the proxy", cur.LoginServer, cfg.LoginServer)

@@ -184,7 +184,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func() erro
 func echoBackend(t *testing.T, name string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", name)
-		_ = json.NewEncoder(w).Encode(map[string]any{"backend": name, "path": r.URL.Path, "host": r.Host, "header": r.Header})
+		_ = json.NewEncoder(w).Encode(map[string]any{"backend": name, "method": r.Method, "path": r.URL.Path, "query": r.URL.RawQuery, "host": r.Host, "header": r.Header})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -192,7 +192,9 @@ func echoBackend(t *testing.T, name string) *httptest.Server {
 
 type echoed struct {
 	Backend string      `json:"backend"`
+	Method  string      `json:"method"`
 	Path    string      `json:"path"`
+	Query   string      `json:"query"`
 	Host    string      `json:"host"`
 	Header  http.Header `json:"header"`
 }

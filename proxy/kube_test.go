@@ -142,7 +142,7 @@ func TestSecretConfigAndState(t *testing.T) {
 		{func() []byte { c := *cfg; l := *c.L7; l.TLS.SecretName = "nope"; c.L7 = &l; return mustJSON(t, &c) }(),
 			fmt.Sprintf("l7.tls.secretName: TLS Secret %s/nope not found", ns)},
 		{func() []byte { c := *cfg; c.AllowedSourceRanges = []string{"10.0.0.0/40"}; return mustJSON(t, &c) }(), `allowedSourceRanges[0]: bad CIDR "10.0.0.0/40"`},
-		{func() []byte { c := *cfg; c.Hostname = "renamed"; return mustJSON(t, &c) }(), `hostname: cannot change from "kube-proxy" to "renamed"`},
+		{func() []byte { c := *cfg; c.LoginServer = "http://127.0.0.1:1"; return mustJSON(t, &c) }(), `loginServer: cannot change from`},
 	}
 	for _, ref := range refusals {
 		putConfig(t, cs, ns, "kube-proxy-0", ref.doc)

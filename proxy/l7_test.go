@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -27,7 +28,7 @@ import (
 // the :80 redirect.
 func TestL7RoutingTLSIdentity(t *testing.T) {
 	tn := tailnettest.New(t, tailnettest.WithAuthKey("tskey-l7"))
-	api, web, def := echoBackend(t, "api"), echoBackend(t, "web"), echoBackend(t, "default")
+	api, web, def, canary := echoBackend(t, "api"), echoBackend(t, "web"), echoBackend(t, "default"), echoBackend(t, "canary")
 	cert := newTestCert(t, "app.example.com", "*.example.com", "other.example.org")
 	cfg := newConfig(tn, "web-proxy", config.RoleIngressL7)
 	defBackend := backendOf("default", def)
@@ -37,11 +38,24 @@ func TestL7RoutingTLSIdentity(t *testing.T) {
 			{Path: "/", PathType: config.PathExact, Backend: backendOf("web", web)},
 		}},
 		{Host: "*.example.com", Paths: []config.Path{{Path: "/", Backend: backendOf("web", web)}}},
-	}}
+	}, ExtraBackends: []config.Backend{backendOf("canary", canary)}}
 	// An extra router after the table: proves the chain runs and sees the table's decision.
 	extra := route.RouterFunc(func(_ context.Context, req *route.Request, prev route.Decision) (route.Decision, error) {
-		if req.Path == "/api/blocked" {
+		switch req.Path {
+		case "/api/blocked":
 			return route.Decision{Action: route.Deny, Status: http.StatusTeapot, Body: "blocked by plugin"}, nil
+		case "/api/answered":
+			return route.Decision{Action: route.Deny, Status: http.StatusOK, Body: "answered by plugin"}, nil
+		case "/api/odd-status":
+			return route.Decision{Action: route.Deny, Status: 99, Body: "odd"}, nil
+		case "/api/rewrite":
+			prev.RewriteURI, prev.Method = "/v2/users%2Fme?x=1", http.MethodPut
+		case "/api/canary":
+			// The extra backend is on every route's allowlist, after the route's own.
+			if len(req.Route.Backends) != 2 || req.Route.Backends[1].Name != "canary" {
+				return prev, fmt.Errorf("route backends %+v, want api then the extra canary", req.Route.Backends)
+			}
+			prev.Backend = &req.Route.Backends[1]
 		}
 		prev.SetResponseHeaders = http.Header{"X-Chain": {"saw-" + prev.Backend.Name}}
 		return prev, nil
@@ -106,6 +120,29 @@ func TestL7RoutingTLSIdentity(t *testing.T) {
 	resp, body, err := get(c, "https://app.example.com/api/blocked", nil)
 	if err != nil || resp.StatusCode != http.StatusTeapot || !strings.Contains(string(body), "blocked by plugin") {
 		t.Errorf("extra router deny: %v %v %q", err, resp, body)
+	}
+
+	// A router's local answer keeps its status when it is 2xx, 4xx or 5xx;
+	// anything else is 403.
+	resp, body, err = get(c, "https://app.example.com/api/answered", nil)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "answered by plugin") {
+		t.Errorf("local 200 answer: %v %v %q", err, resp, body)
+	}
+	resp, _, err = get(c, "https://app.example.com/api/odd-status", nil)
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("local answer with status 99: %v %v, want 403", err, resp)
+	}
+	// RewriteURI and Method reach the backend.
+	_, body, err = get(c, "https://app.example.com/api/rewrite?orig=1", nil)
+	e = echoed{}
+	if err != nil || json.Unmarshal(body, &e) != nil || e.Backend != "api" || e.Method != http.MethodPut || e.Path != "/v2/users/me" || e.Query != "x=1" {
+		t.Errorf("rewritten request reached the backend as %+v (%v); want PUT /v2/users%%2Fme?x=1 on api", e, err)
+	}
+	// A router may pick the config's extra backend.
+	_, body, err = get(c, "https://app.example.com/api/canary", nil)
+	e = echoed{}
+	if err != nil || json.Unmarshal(body, &e) != nil || e.Backend != "canary" || e.Path != "/api/canary" {
+		t.Errorf("extra backend: %+v %v %q", e, err, body)
 	}
 
 	resp, _, err = get(r.plainClient(), "http://app.example.com/some/page?q=1", nil)

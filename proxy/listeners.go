@@ -101,6 +101,7 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 	if routes != nil {
 		e.l7.SetRoutes(routes)
 		e.plainHTTP.Store(cfg.L7.PlainHTTP)
+		e.warmCert(cfg)
 	}
 	for k, h := range opened {
 		e.listen[k] = h

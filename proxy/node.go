@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"tailscale.com/ipn"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
@@ -46,12 +47,49 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		return fmt.Errorf("tailnet login as %q failed (check authKey and loginServer): %w", cfg.Hostname, err)
 	}
 	e.node = node
+	e.hostname = cfg.Hostname
 	e.loggedIn.Store(true)
 	e.nodeDone = make(chan struct{})
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.reportDevice() }()
 	return nil
 }
+
+// rename gives the running node a new hostname, as tailscaled does when its
+// config file's Hostname changes in the official proxy: the node tells
+// control, which renames the device, and its MagicDNS name follows (the old
+// name stops resolving). A node restarted with saved state presents the
+// hostname it is started with, so the rename also survives restarts.
+func (e *Engine) rename(ctx context.Context, hostname string) error {
+	if e.node == nil || hostname == e.hostname {
+		return nil
+	}
+	lc, err := e.node.LocalClient()
+	if err != nil {
+		return fmt.Errorf("hostname: rename the device from %q to %q: %w", e.hostname, hostname, err)
+	}
+	mp := &ipn.MaskedPrefs{Prefs: ipn.Prefs{Hostname: hostname}, HostnameSet: true}
+	if _, err := lc.EditPrefs(ctx, mp); err != nil {
+		return fmt.Errorf("hostname: rename the device from %q to %q: %w", e.hostname, hostname, err)
+	}
+	e.log.Info("device renamed; control gives it the new MagicDNS name", "from", e.hostname, "to", hostname)
+	e.hostname = hostname
+	select {
+	case e.renamed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Reporting intervals of reportDevice: the usual one, and a short one for a
+// while after a rename, so that the new MagicDNS name reaches the state
+// Secret (and the operator's Ready) within a second of control renaming the
+// device.
+const (
+	reportInterval       = 5 * time.Second
+	renameReportInterval = 250 * time.Millisecond
+	renameReportWindow   = 30 * time.Second
+)
 
 // reportDevice writes device_id, device_fqdn and device_ips after login and
 // whenever they change.
@@ -61,9 +99,18 @@ func (e *Engine) reportDevice() {
 		e.log.Error("no local client; device info will not be reported", "err", err)
 		return
 	}
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
+	var fastUntil time.Time
+	wait := time.NewTimer(0)
+	defer wait.Stop()
 	for {
+		select {
+		case <-e.nodeDone:
+			return
+		case <-e.renamed:
+			fastUntil = time.Now().Add(renameReportWindow)
+			wait.Stop()
+		case <-wait.C:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		st, err := lc.Status(ctx)
 		if err == nil && st.Self != nil && len(st.TailscaleIPs) > 0 {
@@ -78,11 +125,11 @@ func (e *Engine) reportDevice() {
 			}
 		}
 		cancel()
-		select {
-		case <-e.nodeDone:
-			return
-		case <-tick.C:
+		next := reportInterval
+		if time.Now().Before(fastUntil) {
+			next = renameReportInterval
 		}
+		wait.Reset(next)
 	}
 }
 

@@ -32,6 +32,9 @@ func (e *Engine) buildRoutes(ctx context.Context, cfg *config.Config) (*l7.Route
 	if c.DefaultBackend != nil {
 		add(*c.DefaultBackend)
 	}
+	for _, b := range c.ExtraBackends {
+		add(b)
+	}
 	for _, r := range c.Rules {
 		for _, p := range r.Paths {
 			add(p.Backend)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // step is one handler to run in a cycle, with the cause it runs for.
@@ -15,12 +16,15 @@ type step struct {
 	h        *handler
 	cause    Cause
 	old, new any
+	diff     []DiffItem
 }
 
 // cycle is the work for one key: what was read, what ran, what to write.
 type cycle struct {
 	key      Key
 	obj      *unstructured.Unstructured // private copy of the cached object
+	store    Storage
+	records  map[string]string // what store kept for obj
 	st       state
 	steps    []step
 	deleting bool
@@ -32,6 +36,11 @@ type cycle struct {
 	patch    Patch
 	wait     time.Duration // earliest delayed step
 	stopped  bool          // shutdown interrupted the cycle
+	enq      enqueueTake   // Enqueue requests taken by this cycle
+	essence  oldNew        // see essenceChange
+	// keepEssence: a matching handler needs the essence in the record
+	// (update, resume or field).
+	keepEssence bool
 }
 
 func (c *cycle) done() bool {
@@ -50,31 +59,18 @@ func (c *cycle) done() bool {
 // order, then writes one merged patch. It returns how long to wait before
 // the key must be handled again (0: only on the next change).
 func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) {
+	store := o.storageFor(key)
 	cached := o.lookup(key)
 	if cached == nil {
 		o.gone(key)
-		return 0, nil
+		return 0, store.Purge(ctx, key)
 	}
 	if wait, stale := o.isStale(key, cached); stale {
 		return wait, nil
 	}
-	c := &cycle{key: key, changed: map[string]bool{}, results: map[string]any{}}
-	var changes, spawners []*handler
-	for _, h := range o.handlers {
-		if h.gvr != key.Resource || !h.matches(cached) {
-			continue
-		}
-		switch h.kind {
-		case kindChange:
-			changes = append(changes, h)
-			c.needFin = c.needFin || (h.cause == CauseDelete && !h.optional)
-		case kindDaemon:
-			spawners = append(spawners, h)
-			c.needFin = true
-		case kindTimer:
-			spawners = append(spawners, h)
-		}
-	}
+	c := &cycle{key: key, store: store, changed: map[string]bool{}, results: map[string]any{}}
+	changes, spawners, needFin := o.matching(key.Resource, cached)
+	c.needFin = needFin
 	c.deleting = cached.GetDeletionTimestamp() != nil
 	if c.deleting {
 		o.stopSpawned(key, true)
@@ -82,11 +78,16 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 		o.syncSpawned(key, cached, spawners)
 	}
 	if len(changes) == 0 && !c.needFin && !slices.Contains(cached.GetFinalizers(), o.settings.Finalizer) {
-		return 0, nil // stealth: an object no handler matches is never touched
+		// Stealth: an object no handler matches is never touched; state kept
+		// elsewhere from when it matched is forgotten.
+		o.enqueueDone(key, true)
+		return 0, store.Purge(ctx, key)
 	}
 	c.obj = cached.DeepCopy()
-	c.st = readState(o.settings.Prefix, c.obj)
+	c.records = store.Fetch(key, c.obj)
+	c.st = readState(c.records)
 	c.hasFin = slices.Contains(c.obj.GetFinalizers(), o.settings.Finalizer)
+	c.enq = o.takeEnqueued(key)
 	o.plan(c, changes)
 	if err := o.finalizeFirst(ctx, c); err != nil {
 		return 0, err
@@ -95,10 +96,37 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 	if err := o.finish(ctx, c); err != nil {
 		return 0, err
 	}
-	if !c.done() && c.wait > 0 {
-		return c.wait, nil
+	wait := c.enq.next // a later Enqueue request
+	switch {
+	case c.deleting:
+		o.enqueueDone(key, true)
+	case c.done():
+		o.enqueueDone(key, false)
+	case c.wait > 0 && (wait == 0 || c.wait < wait):
+		wait = c.wait
 	}
-	return 0, nil
+	return wait, nil
+}
+
+// matching returns the change handlers and spawners that match obj, and
+// whether one of them needs the finalizer.
+func (o *Operator) matching(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) (changes, spawners []*handler, needFin bool) {
+	for _, h := range o.handlers {
+		if h.gvr != gvr || !h.matches(obj) {
+			continue
+		}
+		switch h.kind {
+		case kindChange:
+			changes = append(changes, h)
+			needFin = needFin || (h.causes.has(CauseDelete) && !h.optional)
+		case kindDaemon:
+			spawners = append(spawners, h)
+			needFin = true
+		case kindTimer:
+			spawners = append(spawners, h)
+		}
+	}
+	return changes, spawners, needFin
 }
 
 // plan picks the steps of the cycle from the object's state.
@@ -108,14 +136,29 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 	o.stateMu.Lock()
 	resume := rec != nil && o.resumed[c.key] != uid
 	o.stateMu.Unlock()
-	add := func(h *handler, cause Cause) { c.steps = append(c.steps, step{h: h, cause: cause}) }
+	add := func(h *handler, cause Cause) {
+		s := step{h: h, cause: cause}
+		if cause == CauseUpdate || cause == CauseResume {
+			// Typed nil maps would make non-nil interfaces.
+			if e := c.essenceChange(o.settings.Prefix); e.new != nil {
+				s.new, s.diff = e.new, e.diff
+				if e.old != nil {
+					s.old = e.old
+				}
+			}
+		}
+		c.steps = append(c.steps, s)
+	}
 	if c.deleting {
 		if !c.hasFin && rec == nil {
 			return
 		}
 		for _, h := range changes {
-			if h.cause == CauseDelete || (h.cause == CauseResume && resume && h.includeDeleted) {
-				add(h, h.cause)
+			switch {
+			case h.causes.has(CauseDelete):
+				add(h, CauseDelete)
+			case h.causes.has(CauseResume) && resume && h.includeDeleted:
+				add(h, CauseResume)
 			}
 		}
 		return
@@ -129,8 +172,9 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 		cause = CauseUpdate
 	}
 	for _, h := range changes {
+		c.keepEssence = c.keepEssence || h.causes.has(CauseUpdate) || h.causes.has(CauseResume) || h.causes.has(CauseField)
 		switch {
-		case h.cause == CauseField:
+		case h.causes.has(CauseField):
 			raw, val, present := fieldValue(c.obj, h.field)
 			if c.last.Fields == nil {
 				c.last.Fields = map[string]json.RawMessage{}
@@ -143,13 +187,19 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 				prev = rec.Fields[h.field]
 			}
 			if cause != 0 && !bytes.Equal(prev, raw) {
-				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val})
+				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val,
+					diff: under(c.essenceChange(o.settings.Prefix).diff, h.field)})
 			}
-		case h.cause == cause && cause != 0:
+		case cause != 0 && h.causes.has(cause):
 			add(h, cause)
-		case h.cause == CauseResume && resume:
+		case resume && h.causes.has(CauseResume):
 			add(h, CauseResume)
+		case c.enq.active && h.causes.has(CauseEnqueue):
+			add(h, CauseEnqueue)
 		}
+	}
+	if c.enq.fresh {
+		wake(c)
 	}
 }
 
@@ -184,30 +234,50 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 	}
 }
 
-// finish writes the cycle's single merged patch, if anything changed.
+// finish writes the cycle's single merged patch, if anything changed, then
+// the state kept outside the object.
 func (o *Operator) finish(ctx context.Context, c *cycle) error {
 	done := c.done()
-	ann := map[string]any{}
-	pre := o.settings.Prefix + "/"
+	changes := map[string]*string{}
+	// released: the handlers made the object match none of them (a filter
+	// on what they changed, or on state they removed elsewhere); its state
+	// is forgotten and the finalizer goes, so that it is handled as new if
+	// it matches again.
+	released := false
+	if done && !c.deleting {
+		after := afterPatch(c.obj, c.patch.obj)
+		hs, spawners, needFin := o.matching(c.key.Resource, after)
+		released = len(hs) == 0 && len(spawners) == 0 && !needFin
+		c.needFin = needFin
+	}
 	switch {
+	case released:
+		for id := range c.records {
+			changes[id] = nil
+		}
 	case done && !c.deleting:
 		for id := range c.st.progress {
-			if _, ok := c.obj.GetAnnotations()[pre+id]; ok {
-				ann[pre+id] = nil
+			if _, ok := c.records[id]; ok {
+				changes[id] = nil
 			}
 		}
 		// Hash what the object will be after this patch, so that the
 		// handlers' own changes do not look like an update.
-		c.last.Hash = essenceHash(o.settings.Prefix, afterPatch(c.obj, c.patch.obj))
-		if rec := encode(c.last); c.obj.GetAnnotations()[pre+recordKey] != rec {
-			ann[pre+recordKey] = rec
+		after := afterPatch(c.obj, c.patch.obj)
+		c.last.Hash = essenceHash(o.settings.Prefix, after)
+		if c.keepEssence {
+			c.last.Essence = c.keptEssence(o.settings.Prefix, after)
+		}
+		if rec := encode(c.last); c.records[recordKey] != rec {
+			changes[recordKey] = &rec
 		}
 	default:
 		// While deleting, finished progress stays: it is what keeps delete
 		// handlers from running again once the finalizer is gone but other
 		// finalizers still hold the object.
 		for id := range c.changed {
-			ann[pre+id] = encode(c.st.progress[id])
+			v := encode(c.st.progress[id])
+			changes[id] = &v
 		}
 	}
 	if done {
@@ -224,10 +294,19 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 	case !c.deleting && !c.needFin && c.hasFin:
 		fin = finRemove
 	}
-	if len(ann) == 0 && fin == finNone && len(c.results) == 0 && c.patch.empty() {
-		return nil
+	onObject := c.store.Patch(c.obj, changes)
+	if len(onObject) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty() {
+		if err := o.write(ctx, c, onObject, fin); err != nil {
+			return err
+		}
 	}
-	return o.write(ctx, c, ann, fin)
+	// A finished deletion needs no state outside the object any more: it
+	// lasts no longer than the object (and none is left should the object
+	// stay, held by other finalizers).
+	if released || (c.deleting && done) {
+		return c.store.Purge(ctx, c.key)
+	}
+	return c.store.Save(ctx, c.key, c.obj, changes)
 }
 
 // afterPatch returns obj with a JSON merge patch applied (only what the

@@ -23,6 +23,9 @@ const (
 	CauseField
 	CauseTimer
 	CauseDaemon
+	// CauseEnqueue: the object was queued again by Operator.Enqueue or a
+	// Watch mapping, without a change of its own.
+	CauseEnqueue
 )
 
 func (c Cause) String() string {
@@ -41,6 +44,8 @@ func (c Cause) String() string {
 		return "timer"
 	case CauseDaemon:
 		return "daemon"
+	case CauseEnqueue:
+		return "enqueue"
 	}
 	return fmt.Sprintf("cause(%d)", int(c))
 }
@@ -55,9 +60,18 @@ type Event struct {
 	Resource schema.GroupVersionResource
 	// Object is a private copy of the object as cached when the cycle began.
 	Object *unstructured.Unstructured
-	// Old and New are the previous and current values of an OnField
-	// handler's field (Old is nil when the field is new).
+	// Old and New are, for an OnField handler, the previous and current
+	// values of its field (Old is nil when the field is new). For the
+	// update and resume causes they are the last handled and the current
+	// essence of the object (map[string]any of everything but status and
+	// system metadata, see MaxEssence); Old is nil when the record holds no
+	// essence. Create, delete and enqueue causes leave both nil.
 	Old, New any
+	// Diff lists what changed from Old to New for the update and resume
+	// causes (for OnField, only at or below its field); nil when Old is
+	// unknown. A resume after a restart compares with the essence stored
+	// before it, so it is empty unless the object changed meanwhile.
+	Diff []DiffItem
 	// Retry counts the earlier attempts of this handler for this cause.
 	Retry int
 	// Started is when the first attempt began.

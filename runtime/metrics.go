@@ -14,6 +14,7 @@ type metrics struct {
 	retries         *prometheus.CounterVec
 	patches         *prometheus.CounterVec
 	watchRestarts   *prometheus.CounterVec
+	enqueued        *prometheus.CounterVec
 }
 
 func newMetrics(o *Operator) *metrics {
@@ -40,12 +41,16 @@ func newMetrics(o *Operator) *metrics {
 			Name: "runtime_watch_restarts_total",
 			Help: "Watches restarted because they stopped delivering.",
 		}, []string{"resource"}),
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runtime_enqueued_total",
+			Help: "Objects queued again by Enqueue or a Watch mapping.",
+		}, []string{"resource"}),
 	}
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "runtime_queue_depth",
 		Help: "Keys waiting in the workqueue.",
 	}, func() float64 { return float64(o.queue.Len()) })
-	m.registry.MustRegister(m.handlerDuration, m.handlerOutcomes, m.retries, m.patches, m.watchRestarts, depth,
+	m.registry.MustRegister(m.handlerDuration, m.handlerOutcomes, m.retries, m.patches, m.watchRestarts, m.enqueued, depth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -70,11 +70,17 @@ type Operator struct {
 	startup    []Hook
 	cleanup    []Hook
 	statusSub  map[schema.GroupVersionResource]bool
+	// storages are the resources' Store options; storageStarts the
+	// storages whose Start is a startup hook.
+	storages      map[schema.GroupVersionResource]Storage
+	storageStarts []Storage
 
 	stateMu sync.Mutex // guards the maps below
 	stale   map[Key]staleMark
 	resumed map[Key]types.UID // objects whose resume handlers ran in this process
 	spawned map[Key]*spawned
+	// enqueued holds the Enqueue requests not yet finished.
+	enqueued map[Key]*enqueued
 
 	ctx      atomic.Pointer[context.Context] // the active run's context
 	ran      atomic.Bool
@@ -132,6 +138,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		stale:     map[Key]staleMark{},
 		resumed:   map[Key]types.UID{},
 		spawned:   map[Key]*spawned{},
+		enqueued:  map[Key]*enqueued{},
 	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](s.MinBackoff, s.MaxBackoff),
@@ -142,6 +149,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
 	})
 	o.send = o.patchAPI
+	o.startStorage(s.Storage)
 	o.metrics = newMetrics(o)
 	o.events, o.recorder = newRecorder(kube, s.Component)
 	o.eventQueue, o.eventsDone = make(chan pending, 1000), make(chan struct{})

@@ -26,11 +26,12 @@ const (
 // object after 409 Conflict.
 const maxConflicts = 5
 
-// write sends the cycle's merged patch. A patch that changes finalizers
+// write sends the cycle's merged patch, with the state records a Storage
+// keeps on the object (onObject). A patch that changes finalizers
 // carries the resourceVersion it was computed from, so that it can never
 // drop a finalizer someone else added meanwhile: on 409 the object is read
 // again and the finalizer list recomputed from the fresh copy.
-func (o *Operator) write(ctx context.Context, c *cycle, ann map[string]any, fin finChange) error {
+func (o *Operator) write(ctx context.Context, c *cycle, onObject map[string]any, fin finChange) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	ri := o.dyn.Resource(c.key.Resource).Namespace(c.key.Namespace)
@@ -43,8 +44,8 @@ func (o *Operator) write(ctx context.Context, c *cycle, ann map[string]any, fin 
 		status, _ = body["status"].(map[string]any)
 		delete(body, "status")
 	}
-	if len(ann) > 0 {
-		body = compose(body, map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if len(onObject) > 0 {
+		body = compose(body, onObject)
 	}
 	if len(status) > 0 {
 		b, _ := json.Marshal(map[string]any{"status": status})
@@ -197,6 +198,7 @@ func (o *Operator) isStale(k Key, obj *unstructured.Unstructured) (time.Duration
 // gone forgets an object that left the cache.
 func (o *Operator) gone(k Key) {
 	o.stopSpawned(k, false)
+	o.enqueueDone(k, true)
 	o.stateMu.Lock()
 	delete(o.stale, k)
 	delete(o.resumed, k)

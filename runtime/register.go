@@ -49,13 +49,14 @@ const (
 	kindTimer
 	kindDaemon
 	kindIndex
+	kindMap
 )
 
 // handler is one registration.
 type handler struct {
 	id       string
 	kind     handlerKind
-	cause    Cause // for kindChange; CauseUpdate with field != "" is OnField
+	causes   causeSet // for kindChange; {CauseField} with field != "" is OnField
 	gvr      schema.GroupVersionResource
 	src      sourceKey
 	selector labels.Selector
@@ -66,8 +67,10 @@ type handler struct {
 	daemonFn DaemonFunc
 	eventFn  EventFunc
 	indexFn  IndexFunc
+	mapFn    MapFunc
 
 	optErrs []error // from options, reported at registration
+	storage Storage // the Store option
 
 	optional       bool
 	includeDeleted bool
@@ -152,55 +155,60 @@ func Idle(d time.Duration) Option { return func(h *handler) { h.idle = d } }
 var validID = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 
 // OnCreate runs fn once for each new object (one without a last-handled record).
-func (o *Operator) OnCreate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
-	o.register(&handler{kind: kindChange, cause: CauseCreate, gvr: gvr, id: id, fn: fn}, opts)
+func (o *Operator) OnCreate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindChange, causes: causesOf(CauseCreate), gvr: gvr, id: id, fn: fn}, opts)
 }
 
 // OnUpdate runs fn when an object's essence (everything but status and
-// system metadata) differs from the last handled one.
-func (o *Operator) OnUpdate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
-	o.register(&handler{kind: kindChange, cause: CauseUpdate, gvr: gvr, id: id, fn: fn}, opts)
+// system metadata) differs from the last handled one. Event.Old, New and
+// Diff hold the last handled essence, the current one and the differences.
+func (o *Operator) OnUpdate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindChange, causes: causesOf(CauseUpdate), gvr: gvr, id: id, fn: fn}, opts)
 }
 
 // OnDelete runs fn when an object is being deleted. Unless Optional, a
 // finalizer holds the object until fn has finished.
-func (o *Operator) OnDelete(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
-	o.register(&handler{kind: kindChange, cause: CauseDelete, gvr: gvr, id: id, fn: fn}, opts)
+func (o *Operator) OnDelete(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindChange, causes: causesOf(CauseDelete), gvr: gvr, id: id, fn: fn}, opts)
 }
 
 // OnResume runs fn once per process for every object an earlier run already
 // handled, i.e. after an operator restart.
-func (o *Operator) OnResume(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) {
-	o.register(&handler{kind: kindChange, cause: CauseResume, gvr: gvr, id: id, fn: fn}, opts)
+func (o *Operator) OnResume(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindChange, causes: causesOf(CauseResume), gvr: gvr, id: id, fn: fn}, opts)
 }
 
 // OnField runs fn when the value at a dotted field path appears or changes;
-// Event.Old and Event.New hold the previous and current values.
-func (o *Operator) OnField(gvr schema.GroupVersionResource, id, path string, fn HandlerFunc, opts ...Option) {
-	o.register(&handler{kind: kindChange, cause: CauseField, gvr: gvr, id: id, fn: fn, field: path}, opts)
+// Event.Old and Event.New hold the previous and current values, Event.Diff
+// the essence's differences at or below the field.
+func (o *Operator) OnField(gvr schema.GroupVersionResource, id, path string, fn HandlerFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindChange, causes: causesOf(CauseField), gvr: gvr, id: id, fn: fn, field: path}, opts)
 }
 
 // OnEvent calls fn for every raw watch event (ADDED, MODIFIED, DELETED).
-func (o *Operator) OnEvent(gvr schema.GroupVersionResource, id string, fn EventFunc, opts ...Option) {
-	o.register(&handler{kind: kindEvent, gvr: gvr, id: id, eventFn: fn}, opts)
+func (o *Operator) OnEvent(gvr schema.GroupVersionResource, id string, fn EventFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindEvent, gvr: gvr, id: id, eventFn: fn}, opts)
 }
 
 // Timer calls fn every interval for each matching object. Its result is
-// patched into <ResultsPath>.<id>; errors are logged and the next tick runs.
-func (o *Operator) Timer(gvr schema.GroupVersionResource, id string, interval time.Duration, fn HandlerFunc, opts ...Option) {
-	o.register(&handler{kind: kindTimer, gvr: gvr, id: id, fn: fn, interval: interval}, opts)
+// patched into <ResultsPath>.<id>. A failed tick is retried like a
+// handler's attempt (a Temporary error after its delay, other errors after
+// the backoff, never later than the next tick; a Permanent error or used-up
+// Retries wait for the next tick), with Events and metrics.
+func (o *Operator) Timer(gvr schema.GroupVersionResource, id string, interval time.Duration, fn HandlerFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindTimer, gvr: gvr, id: id, fn: fn, interval: interval}, opts)
 }
 
 // Daemon runs fn in a goroutine per matching object. Objects with a daemon
 // carry the finalizer so that the daemon is stopped before they go away.
-func (o *Operator) Daemon(gvr schema.GroupVersionResource, id string, fn DaemonFunc, opts ...Option) {
-	o.register(&handler{kind: kindDaemon, gvr: gvr, id: id, daemonFn: fn}, opts)
+func (o *Operator) Daemon(gvr schema.GroupVersionResource, id string, fn DaemonFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindDaemon, gvr: gvr, id: id, daemonFn: fn}, opts)
 }
 
 // Index maintains an in-memory index named id over the resource, filled
 // before any other handler runs. Read it with Operator.Index or Event.Index.
-func (o *Operator) Index(gvr schema.GroupVersionResource, id string, fn IndexFunc, opts ...Option) {
-	o.register(&handler{kind: kindIndex, gvr: gvr, id: id, indexFn: fn}, opts)
+func (o *Operator) Index(gvr schema.GroupVersionResource, id string, fn IndexFunc, opts ...Option) error {
+	return o.register(&handler{kind: kindIndex, gvr: gvr, id: id, indexFn: fn}, opts)
 }
 
 // OnStartup runs fn before any watch starts; an error stops Run. With
@@ -212,25 +220,36 @@ func (o *Operator) OnStartup(fn Hook) { o.mu.Lock(); o.startup = append(o.startu
 func (o *Operator) OnCleanup(fn Hook) { o.mu.Lock(); o.cleanup = append(o.cleanup, fn); o.mu.Unlock() }
 
 // OnProbe adds a value to /healthz; a probe that errors makes it fail.
-func (o *Operator) OnProbe(id string, fn ProbeFunc) {
+func (o *Operator) OnProbe(id string, fn ProbeFunc) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, dup := o.probes[id]; dup || !validID.MatchString(id) {
-		o.errs = append(o.errs, fmt.Errorf("probe %q: id must be unique and match %s", id, validID))
-		return
+		err := fmt.Errorf("probe %q: id must be unique and match %s", id, validID)
+		o.errs = append(o.errs, err)
+		return err
 	}
 	o.probes[id] = fn
+	return nil
 }
 
-func (o *Operator) register(h *handler, opts []Option) {
+// register adds h. An invalid registration is refused: its error is
+// returned here and kept for Err and Run, so that callers may check each
+// registration or only Run's error.
+func (o *Operator) register(h *handler, opts []Option) error {
 	for _, opt := range opts {
 		opt(h)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err := o.validate(h); err != nil {
-		o.errs = append(o.errs, fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err))
-		return
+		err = fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err)
+		o.errs = append(o.errs, err)
+		return err
+	}
+	if err := o.bindStorage(h); err != nil {
+		err = fmt.Errorf("%s handler %q: %w", h.gvr.Resource, h.id, err)
+		o.errs = append(o.errs, err)
+		return err
 	}
 	h.src.gvr = h.gvr
 	if h.src.selector != "" {
@@ -241,6 +260,7 @@ func (o *Operator) register(h *handler, opts []Option) {
 	if h.kind == kindIndex {
 		o.indexes[h.id] = newIndex()
 	}
+	return nil
 }
 
 func (o *Operator) validate(h *handler) error {
@@ -249,18 +269,29 @@ func (o *Operator) validate(h *handler) error {
 		return fmt.Errorf("resource %v needs a version and a resource name", h.gvr)
 	case !validID.MatchString(h.id) || h.id == recordKey:
 		return fmt.Errorf("id must match %s (and not be %q)", validID, recordKey)
-	case h.fn == nil && h.daemonFn == nil && h.eventFn == nil && h.indexFn == nil:
+	case h.fn == nil && h.daemonFn == nil && h.eventFn == nil && h.indexFn == nil && h.mapFn == nil:
 		return fmt.Errorf("function is nil")
 	case h.kind == kindTimer && h.interval <= 0:
 		return fmt.Errorf("timer interval must be positive, got %s", h.interval)
-	}
-	if h.cause == CauseField {
-		if err := validPath(h.field); err != nil {
-			return err
-		}
+	case h.retries < 0 || h.timeout < 0 || h.backoff < 0 || h.initialDelay < 0 || h.idle < 0:
+		return fmt.Errorf("retries, timeout, backoff, initial delay and idle must not be negative")
+	case o.ran.Load():
+		return fmt.Errorf("registered after Run started: register every handler before Run")
 	}
 	if len(h.optErrs) > 0 {
 		return h.optErrs[0]
+	}
+	switch {
+	case h.kind == kindChange && h.causes == 0:
+		return fmt.Errorf("no cause: On needs Causes(...)")
+	case h.kind != kindChange && h.causes != 0,
+		h.causes.has(CauseField) && h.causes != causesOf(CauseField):
+		return fmt.Errorf("the Causes option applies to On, OnCreate, OnUpdate, OnDelete and OnResume only")
+	}
+	if h.causes.has(CauseField) {
+		if err := validPath(h.field); err != nil {
+			return err
+		}
 	}
 	if h.src.selector != "" {
 		if _, err := labels.Parse(h.src.selector); err != nil {

@@ -21,6 +21,10 @@ type Settings struct {
 	// Finalizer is added to objects that need one (default
 	// "<Prefix>/finalizer").
 	Finalizer string
+	// Storage keeps the last-handled record and handler progress of the
+	// resources that do not choose their own with the Store option
+	// (default: AnnotationStorage with Prefix).
+	Storage Storage
 	// ResultsPath is where handler results go: <ResultsPath>.<handler id>
 	// (default "status").
 	ResultsPath string
@@ -109,6 +113,12 @@ func (s Settings) withDefaults() Settings {
 	}
 	str(&s.Prefix, "runtime.tailplane.io")
 	str(&s.Finalizer, s.Prefix+"/finalizer")
+	if s.Storage == nil {
+		s.Storage = &AnnotationStorage{}
+	}
+	if a, ok := s.Storage.(*AnnotationStorage); ok && a.Prefix == "" {
+		a.Prefix = s.Prefix
+	}
 	str(&s.ResultsPath, "status")
 	str(&s.FieldManager, "tailplane")
 	str(&s.Component, "tailplane")

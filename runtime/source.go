@@ -64,10 +64,25 @@ func (s *source) newInformer() cache.SharedIndexInformer {
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		s.op.log.Warn("watch failed", "resource", s.key.gvr.String(), "namespace", s.key.namespace, "err", err)
 	})
+	var maps []*handler
+	for _, h := range s.op.handlers {
+		if h.kind == kindMap && h.src == s.key {
+			maps = append(maps, h)
+		}
+	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.op.observe(s.key.gvr, obj, false) },
-		UpdateFunc: func(_, obj any) { s.op.observe(s.key.gvr, obj, false) },
-		DeleteFunc: func(obj any) { s.op.observe(s.key.gvr, obj, true) },
+		AddFunc: func(obj any) {
+			s.op.observe(s.key.gvr, obj, false)
+			s.op.mapChange(maps, watch.Added, nil, obj)
+		},
+		UpdateFunc: func(old, obj any) {
+			s.op.observe(s.key.gvr, obj, false)
+			s.op.mapChange(maps, watch.Modified, old, obj)
+		},
+		DeleteFunc: func(obj any) {
+			s.op.observe(s.key.gvr, obj, true)
+			s.op.mapChange(maps, watch.Deleted, nil, obj)
+		},
 	})
 	for _, h := range s.op.handlers {
 		if h.kind == kindEvent && h.src == s.key {

@@ -3,11 +3,13 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/charmbracelet/log"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,11 +163,18 @@ func (o *Operator) runDaemon(ctx context.Context, k Key, h *handler, logger *log
 	}
 }
 
+// runTimer ticks every interval. A failed tick is retried like a handler:
+// after a Temporary error's delay, after the backoff (Backoff, or the
+// exponential one) for plain errors, at the next regular tick at the latest;
+// a Permanent error, or Retries used up, waits for the next regular tick.
 func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
+	failures := 0
+	wait := time.Duration(0)
 	for n := 0; ; n++ {
-		if n > 0 && !sleep(ctx, h.interval) {
+		if n > 0 && !sleep(ctx, wait) {
 			return
 		}
+		wait = h.interval
 		if h.idle > 0 && o.idleFor(k) < h.idle {
 			continue
 		}
@@ -175,15 +184,23 @@ func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
 		}
 		logger := o.objectLogger(k).With("handler", h.id)
 		ev := &Event{Cause: CauseTimer, HandlerID: h.id, Resource: k.Resource, Object: obj.DeepCopy(),
-			Started: time.Now(), Log: logger, Patch: &Patch{}, op: o, key: k}
+			Retry: failures, Started: time.Now(), Log: logger, Patch: &Patch{}, op: o, key: k}
 		start := time.Now()
 		result, err := call(ctx, h.fn, ev)
 		o.metrics.handlerDuration.WithLabelValues(k.Resource.String(), h.id).Observe(time.Since(start).Seconds())
 		if err != nil {
-			o.metrics.handlerOutcomes.WithLabelValues(k.Resource.String(), h.id, "error").Inc()
-			logger.Warn("timer failed", "err", err)
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			if retry, delay := o.timerFailed(ev, h, err, failures); retry {
+				wait = delay
+			} else {
+				failures = 0
+			}
 			continue
 		}
+		failures = 0
 		o.metrics.handlerOutcomes.WithLabelValues(k.Resource.String(), h.id, "success").Inc()
 		body := compose(nil, ev.Patch.obj)
 		if result != nil {
@@ -193,6 +210,31 @@ func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
 			logger.Warn("timer result not written", "err", err)
 		}
 	}
+}
+
+// timerFailed reports a failed tick and returns whether to retry it, and
+// after how long.
+func (o *Operator) timerFailed(ev *Event, h *handler, err error, failures int) (bool, time.Duration) {
+	res := ev.Resource.String()
+	var temp *TemporaryError
+	var perm *PermanentError
+	msg := truncate(err.Error(), maxMessage)
+	switch {
+	case errors.As(err, &perm), h.retries > 0 && failures >= h.retries:
+		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "permanent").Inc()
+		ev.Log.Error("timer failed, next tick as scheduled", "err", err, "attempts", failures)
+		o.post(ev.Object, corev1.EventTypeWarning, ReasonFailed, "Timer %q failed: %s", h.id, msg)
+		return false, 0
+	}
+	delay, outcome := min(o.backoff(h, failures), h.interval), "error"
+	if errors.As(err, &temp) {
+		delay, outcome = temp.Delay, "temporary"
+	}
+	o.metrics.handlerOutcomes.WithLabelValues(res, h.id, outcome).Inc()
+	o.metrics.retries.WithLabelValues(res, h.id).Inc()
+	ev.Log.Warn("timer failed, will retry", "retry", failures, "delay", delay, "err", err)
+	o.post(ev.Object, corev1.EventTypeWarning, ReasonRetry, "Timer %q failed, retry %d in %s: %s", h.id, failures, delay, msg)
+	return true, delay
 }
 
 // patchObject writes a merge patch, sending status to the status

@@ -23,14 +23,20 @@ const (
 	recordKey     = "last-handled"
 	maxMessage    = 200
 	maxFieldValue = 256
+	// maxEventMessage bounds the error in a failure's Event, which is not
+	// kept on the object: long enough for an API server's refusal.
+	maxEventMessage = 1000
 )
 
-// lastHandled is the compact last-handled state: the essence hash and the values
+// lastHandled is the compact last-handled state: the essence hash, the values
 // of the fields OnField handlers watch (values longer than maxFieldValue are
-// replaced by their hash, which still detects a change).
+// replaced by their hash, which still detects a change) and, for objects
+// with update, resume or field handlers, the essence itself up to
+// MaxEssence (what their Old and Diff come from).
 type lastHandled struct {
-	Hash   string                     `json:"h"`
-	Fields map[string]json.RawMessage `json:"f,omitempty"`
+	Hash    string                     `json:"h"`
+	Fields  map[string]json.RawMessage `json:"f,omitempty"`
+	Essence json.RawMessage            `json:"e,omitempty"`
 }
 
 // progress is one handler's state within the current cycle.
@@ -51,13 +57,10 @@ type state struct {
 	progress map[string]progress
 }
 
-func readState(prefix string, obj *unstructured.Unstructured) state {
+// readState decodes the records a Storage kept for an object.
+func readState(records map[string]string) state {
 	st := state{progress: map[string]progress{}}
-	for k, v := range obj.GetAnnotations() {
-		id, ok := strings.CutPrefix(k, prefix+"/")
-		if !ok {
-			continue
-		}
+	for id, v := range records {
 		if id == recordKey {
 			var r lastHandled
 			if json.Unmarshal([]byte(v), &r) == nil {

@@ -35,7 +35,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 	defer cancel()
 	ev := &Event{
 		Cause: s.cause, HandlerID: h.id, Resource: c.key.Resource, Object: c.obj,
-		Old: s.old, New: s.new, Retry: p.Retries, Started: started,
+		Old: s.old, New: s.new, Diff: s.diff, Retry: p.Retries, Started: started,
 		Log: logger, Patch: &c.patch, op: o, key: c.key,
 	}
 	result, err := call(hctx, h.fn, ev)
@@ -56,7 +56,9 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 		}
 		o.metrics.handlerOutcomes.WithLabelValues(res, h.id, "success").Inc()
 		logger.Info("handler succeeded", "cause", s.cause.String())
-		if !o.settings.QuietSuccess {
+		// An enqueue is not a change of the object's own: its successes
+		// (often many, one per change of what it depends on) post nothing.
+		if !o.settings.QuietSuccess && s.cause != CauseEnqueue {
 			o.post(c.obj, corev1.EventTypeNormal, ReasonHandled, "Handler %q succeeded (%s).", h.id, s.cause)
 		}
 	case ctx.Err() != nil:
@@ -84,7 +86,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 		o.metrics.retries.WithLabelValues(res, h.id).Inc()
 		logger.Warn("handler failed, will retry", "retry", p.Retries, "delay", delay, "err", err)
 		o.post(c.obj, corev1.EventTypeWarning, ReasonRetry, "Handler %q failed, retry %d in %s: %s",
-			h.id, p.Retries, delay, p.Message)
+			h.id, p.Retries, delay, truncate(err.Error(), maxEventMessage))
 	}
 	return true
 }
@@ -94,7 +96,7 @@ func (o *Operator) fail(c *cycle, s step, p *progress, err error, logger *log.Lo
 	*p = progress{Failure: true, Started: p.Started, Retries: p.Retries, Message: truncate(err.Error(), maxMessage)}
 	o.metrics.handlerOutcomes.WithLabelValues(c.key.Resource.String(), s.h.id, "permanent").Inc()
 	logger.Error("handler failed permanently", "cause", s.cause.String(), "err", err)
-	o.post(c.obj, corev1.EventTypeWarning, ReasonFailed, "Handler %q failed permanently: %s", s.h.id, p.Message)
+	o.post(c.obj, corev1.EventTypeWarning, ReasonFailed, "Handler %q failed permanently: %s", s.h.id, truncate(err.Error(), maxEventMessage))
 }
 
 // backoff is the delay before retry n (1-based) after a plain error.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/log"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,16 +45,21 @@ type pluginLoader struct {
 }
 
 func newPluginLoader(kube kubernetes.Interface, namespace, cacheDir string, status statusSetter, logger *log.Logger) (*pluginLoader, error) {
-	m, err := plugins.New(plugins.Options{CacheDir: cacheDir, Kube: kube, Logger: logger})
+	l := &pluginLoader{namespace: namespace, status: status, log: logger}
+	// The manager reports after every Apply and after every retry of a
+	// plugin that failed to load, so plugin_status follows the retries too.
+	m, err := plugins.New(plugins.Options{CacheDir: cacheDir, Kube: kube, Logger: logger, OnStatus: l.report})
 	if err != nil {
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	return &pluginLoader{manager: m, namespace: namespace, status: status, log: logger}, nil
+	l.manager = m
+	return l, nil
 }
 
 // routers is proxy.Options.PluginRouters. A spec that cannot be read
 // refuses the config; a module that fails to load is handled by its
-// failure policy inside the manager and reported, never fatal.
+// failure policy inside the manager (and retried there), reported, never
+// fatal.
 func (l *pluginLoader) routers(ctx context.Context, ps []config.Plugin) ([]route.Router, error) {
 	specs := make([]plugins.Spec, 0, len(ps))
 	for i, p := range ps {
@@ -63,7 +69,15 @@ func (l *pluginLoader) routers(ctx context.Context, ps []config.Plugin) ([]route
 		}
 		specs = append(specs, spec)
 	}
-	statuses := l.manager.Apply(ctx, specs)
+	l.manager.Apply(ctx, specs)
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	return []route.Router{l.manager}, nil
+}
+
+// report writes the plugins' outcome to the state Secret's plugin_status.
+func (l *pluginLoader) report(ctx context.Context, statuses []plugins.Status) {
 	reports := make([]pluginReport, 0, len(statuses))
 	for _, s := range statuses {
 		if s.Error != "" {
@@ -71,16 +85,15 @@ func (l *pluginLoader) routers(ctx context.Context, ps []config.Plugin) ([]route
 		}
 		reports = append(reports, pluginReport{Name: s.Name, Loaded: s.Loaded, SHA256: s.SHA256, Error: s.Error})
 	}
-	if l.status != nil {
-		b, _ := json.Marshal(reports)
-		if err := l.status.Set(ctx, map[string][]byte{keyPluginStatus: b}); err != nil {
-			l.log.Warn("cannot report plugin status", "err", err)
-		}
+	if l.status == nil {
+		return
 	}
-	if len(specs) == 0 {
-		return nil, nil
+	b, _ := json.Marshal(reports)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := l.status.Set(wctx, map[string][]byte{keyPluginStatus: b}); err != nil {
+		l.log.Warn("cannot report plugin status", "err", err)
 	}
-	return []route.Router{l.manager}, nil
 }
 
 func (l *pluginLoader) spec(p config.Plugin) (plugins.Spec, error) {

@@ -2,19 +2,25 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/route"
 )
 
 var env = testenv.New()
@@ -37,6 +43,7 @@ func TestPluginLoaderReportsInStateSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
 	spec := `{"module":{"secretKeyRef":{"name":"plugin-canary","key":"module.wasm.gz"},"sha256":"` + strings.Repeat("ab", 32) + `"},
 	  "order":1,"failurePolicy":"Open","timeout":"100ms","capabilities":["route"]}`
 	ps := []config.Plugin{{Name: "apps/canary", Spec: json.RawMessage(spec)}}
@@ -72,4 +79,84 @@ func TestPluginLoaderReportsInStateSecret(t *testing.T) {
 	if _, err := loader.routers(ctx, bad); err == nil || !strings.Contains(err.Error(), "plugins[0]") {
 		t.Fatalf("bad spec: err = %v, want a refusal naming plugins[0]", err)
 	}
+}
+
+// noopModule is the smallest http-wasm guest: it exports memory,
+// handle_request (always "pass on") and handle_response.
+var noopModule = []byte("\x00asm\x01\x00\x00\x00" +
+	"\x01\x0a\x02\x60\x00\x01\x7e\x60\x02\x7f\x7f\x00" + // types: ()->i64, (i32,i32)->()
+	"\x03\x03\x02\x00\x01" + // functions
+	"\x05\x03\x01\x00\x01" + // one memory page
+	"\x07\x2d\x03\x06memory\x02\x00\x0ehandle_request\x00\x00\x0fhandle_response\x00\x01" +
+	"\x0a\x09\x02\x04\x00\x42\x01\x0b\x02\x00\x0b") // i64.const 1; nothing
+
+// A plugin that failed to load is retried with backoff, not only on the
+// next config change: a fail-closed plugin whose module copy was not
+// readable yet answers 503 until the copy exists, then loads by itself,
+// and plugin_status follows.
+func TestPluginLoaderRetriesFailedLoads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kube := env.Clientset(t)
+	ns := env.Namespace(t)
+	state, err := kubestate.New(ctx, kube, ns, "proxy-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader, err := newPluginLoader(kube, ns, t.TempDir(), state, log.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
+	sum := sha256.Sum256(noopModule)
+	digest := hex.EncodeToString(sum[:])
+	spec := `{"module":{"secretKeyRef":{"name":"plugin-gate","key":"module.wasm"},"sha256":"` + digest + `"},
+	  "failurePolicy":"Closed","timeout":"100ms"}`
+	routers, err := loader.routers(ctx, []config.Plugin{{Name: "apps/gate", Spec: json.RawMessage(spec)}})
+	if err != nil || len(routers) != 1 {
+		t.Fatalf("routers: %v, %v", routers, err)
+	}
+	decide := func() route.Decision {
+		req := &route.Request{Method: "GET", Host: "h", URI: "/", Path: "/", Header: http.Header{},
+			Route: &route.Route{Path: "/", Backends: []route.Backend{{Name: "apps/web:80", Address: "10.0.0.1:80"}}}}
+		d, err := routers[0].Route(ctx, req, route.Decision{Action: route.Forward, Backend: &req.Route.Backends[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := decide(); d.Action != route.Deny || d.Status != http.StatusServiceUnavailable {
+		t.Fatalf("fail-closed plugin without its module: %+v, want 503", d)
+	}
+	reports := func() ([]pluginReport, error) {
+		sec, err := kube.CoreV1().Secrets(ns).Get(ctx, "proxy-0", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var r []pluginReport
+		err = json.Unmarshal(sec.Data[keyPluginStatus], &r)
+		return r, err
+	}
+	if r, err := reports(); err != nil || len(r) != 1 || r[0].Loaded || r[0].Error == "" {
+		t.Fatalf("plugin_status = %+v, %v; want the failure", r, err)
+	}
+
+	// The operator's copy appears; no config change follows.
+	copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plugin-gate", Namespace: ns}, Data: map[string][]byte{"module.wasm": noopModule}}
+	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, copied, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the plugin to load by itself", func() error {
+		r, err := reports()
+		if err != nil {
+			return err
+		}
+		if len(r) != 1 || !r[0].Loaded || r[0].SHA256 != digest || r[0].Error != "" {
+			return fmt.Errorf("plugin_status = %+v", r)
+		}
+		if d := decide(); d.Action != route.Forward {
+			return fmt.Errorf("decision %+v, want the request passed on", d)
+		}
+		return nil
+	})
 }

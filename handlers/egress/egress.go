@@ -84,7 +84,10 @@ func hostname(svc *corev1.Service) (string, error) {
 		h = svc.Namespace + "-" + svc.Name
 	}
 	if err := proxyset.ValidHostname(h); err != nil {
-		return "", fmt.Errorf("invalid Tailscale hostname %q: %s", h, err)
+		if set {
+			return "", fmt.Errorf("invalid Tailscale hostname specified %q in annotation %s: %s", h, proxyset.AnnotationHostname, err)
+		}
+		return "", fmt.Errorf("invalid Tailscale hostname %q, use %q annotation to override: %s", h, proxyset.AnnotationHostname, err)
 	}
 	return strings.ToLower(h), nil
 }

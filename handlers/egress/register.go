@@ -19,8 +19,8 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Role is the value of kit.AnnotationProxy on egress Services.
-const Role = "egress"
+// Role is the role of egress proxies.
+const Role = kit.RoleEgress
 
 // Condition and reasons on egress Services: the single-proxy Service ones.
 const (
@@ -64,15 +64,17 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	svc.APIVersion, svc.Kind = "v1", "Service"
 	s := m.d.Settings
 	if !IsEgress(&svc) {
-		if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
-			return err
-		}
+		// Released: condition first, then the proxy, whose end lets the
+		// runtime remove the finalizer.
 		if c := kit.RemoveCondition(svc.Status.Conditions, conditionProxyReady); len(c) != len(svc.Status.Conditions) {
 			if err := m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": c}); err != nil {
 				return err
 			}
 		}
-		return m.d.SetMark(ctx, kit.Services, obj, "", patch)
+		if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
+			return err
+		}
+		return m.d.WaitProxyGone(ctx, Role, proxyset.ParentService, svc.Namespace, svc.Name)
 	}
 	if problems := Validate(&svc, s); len(problems) > 0 {
 		msg := "unable to provision proxy resources: invalid Service: " + strings.Join(problems, " ")
@@ -89,9 +91,6 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	cfg, err := Config(&svc, s, "", "")
 	if err != nil {
 		return runtime.Permanent(err)
-	}
-	if err := m.d.SetMark(ctx, kit.Services, obj, Role, patch); err != nil {
-		return err
 	}
 	if err := m.d.ClaimHostname(ctx, cfg.Hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
@@ -112,7 +111,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		return runtime.Permanent(err)
 	}
 	if err := m.d.ApplyProxy(ctx, objs.Objects, pc, proxyclass.Egress, cfg.Hostname, objs.HeadlessService); err != nil {
-		return err
+		return errors.Join(err, m.setCondition(ctx, &svc, reasonProxyFailed, "failed to provision proxy: "+err.Error()))
 	}
 	if err := m.rewrite(ctx, &svc, ExternalName(objs.HeadlessService, m.d.ClusterDomain)); err != nil {
 		return err

@@ -24,6 +24,10 @@ const (
 	ReasonInvalidIngressBackend = "InvalidIngressBackend"
 	ReasonPathUndefined         = "PathUndefined"
 	ReasonNoValidBackends       = "NoValidBackends"
+	// ReasonInvalidIngressConfiguration is the official reason for Ingress
+	// settings the operator cannot honour (spec.tls beyond one entry with
+	// one host).
+	ReasonInvalidIngressConfiguration = "InvalidIngressConfiguration"
 )
 
 // Problem is something to tell the user about through an Event on the
@@ -66,11 +70,13 @@ func tlsHost(ing *networkingv1.Ingress) string {
 // It must be a DNS label.
 func Hostname(ing *networkingv1.Ingress) (string, error) {
 	h := ing.Namespace + "-" + ing.Name + "-ingress"
+	source := "the default <namespace>-<name>-ingress; set spec.tls[0].hosts[0] to override"
 	if host := tlsHost(ing); host != "" {
 		h, _, _ = strings.Cut(host, ".")
+		source = fmt.Sprintf("the first label of spec.tls[0].hosts[0] %q", host)
 	}
 	if err := proxyset.ValidHostname(h); err != nil {
-		return "", fmt.Errorf("invalid Tailscale hostname %q: %s", h, err)
+		return "", fmt.Errorf("invalid Tailscale hostname %q (%s): %s", h, source, err)
 	}
 	return strings.ToLower(h), nil
 }
@@ -94,8 +100,9 @@ func Funnel(ing *networkingv1.Ingress) bool { return boolAnnotation(ing, Annotat
 // change.
 type ServiceLookup func(name string) (*corev1.Service, error)
 
-// BackendServices lists the names of the Services an Ingress refers to, the
-// keys of the handler's "Ingresses by backend Service" index.
+// BackendServices lists the names of the Services an Ingress refers to
+// (rules, default backend and AnnotationExtraBackends), the keys of the
+// handler's "Ingresses by backend Service" index.
 func BackendServices(ing *networkingv1.Ingress) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -113,6 +120,9 @@ func BackendServices(ing *networkingv1.Ingress) []string {
 		for i := range r.HTTP.Paths {
 			add(&r.HTTP.Paths[i].Backend)
 		}
+	}
+	for _, name := range extraServices(ing) {
+		add(&networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name}})
 	}
 	return out
 }

@@ -268,3 +268,30 @@ func TestInvalidTagsAreRefused(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A dedicated proxy serves tls[0].hosts[0] only: further tls entries, and
+// further hosts of tls[0] without a custom certificate, are named in a
+// Warning instead of being dropped silently.
+func TestExtraTLSIsReported(t *testing.T) {
+	ing := seedIngress(t)
+	ing.Spec.TLS = []networkingv1.IngressTLS{
+		{Hosts: []string{"my-app", "second.example.com"}},
+		{Hosts: []string{"third.example.com"}, SecretName: "third-cert"},
+	}
+	lookup := services(backendSvc("my-app", "10.43.0.20"))
+	_, problems, err := ingress.L7(ing, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ingress.Problem{Type: "Warning", Reason: "InvalidIngressConfiguration", Message: `only a single TLS entry with a single host is supported: ` +
+		`the proxy serves "my-app" (tls[0]) and ignores hosts ["second.example.com"] of tls[0], tls[1] (hosts ["third.example.com"], secretName "third-cert")`}
+	if !slices.Contains(problems, want) {
+		t.Fatalf("missing %+v in %+v", want, problems)
+	}
+	// One entry with one host is what is served: nothing to report.
+	ing.Spec.TLS = ing.Spec.TLS[:1]
+	ing.Spec.TLS[0].Hosts = ing.Spec.TLS[0].Hosts[:1]
+	if _, problems, _ := ingress.L7(ing, lookup); slices.ContainsFunc(problems, func(p ingress.Problem) bool { return p.Reason == "InvalidIngressConfiguration" }) {
+		t.Fatalf("warned about a single TLS entry: %+v", problems)
+	}
+}

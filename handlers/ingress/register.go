@@ -22,8 +22,8 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Role is the value of kit.AnnotationProxy on Ingresses with a proxy.
-const Role = "ingress-l7"
+// Role is the role of Ingress proxies.
+const Role = kit.RoleIngressL7
 
 // Event reasons of the apply step (beyond the render step's).
 const (
@@ -32,10 +32,14 @@ const (
 	ReasonInvalidIngress = "InvalidIngressConfiguration"
 	// ReasonProxyPending says the Ingress waits for its ProxyClass.
 	ReasonProxyPending = "ProxyPending"
-	// ReasonProxyFailed says the tailnet API refused the proxy's key.
+	// ReasonProxyFailed says the tailnet API refused the proxy's key, or the
+	// API server the proxy's objects.
 	ReasonProxyFailed = "ProxyFailed"
 	// ReasonTLSSecretMissing says the tls secretName names no Secret.
 	ReasonTLSSecretMissing = "TLSSecretMissing"
+	// ReasonProxyRenaming says the hostname changed and the device does
+	// not have the new name yet.
+	ReasonProxyRenaming = "ProxyRenaming"
 )
 
 type module struct{ d *kit.Deps }
@@ -70,9 +74,8 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 			var ing networkingv1.Ingress
 			return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 		}))...)
-	op.OnEvent(kit.Services, "ingress-backends", func(_ context.Context, _ watch.EventType, obj *unstructured.Unstructured) error {
-		d.ResyncIndexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), proxyset.ParentIngress)
-		return nil
+	op.Watch(kit.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
+		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), kit.Ingresses)
 	}, d.Scope()...)
 }
 
@@ -93,7 +96,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
 	s := m.d.Settings
 	if !IsOurs(&ing, s.IngressClassName) {
-		return m.release(ctx, &ing, obj, patch)
+		return m.release(ctx, &ing)
 	}
 	class, err := m.d.Kube.NetworkingV1().IngressClasses().Get(ctx, s.IngressClassName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -139,9 +142,6 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		}
 		return err
 	}
-	if err := m.d.SetMark(ctx, kit.Ingresses, obj, Role, patch); err != nil {
-		return err
-	}
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
 		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
 		return runtime.Temporary(err, kit.HostnameRetry)
@@ -176,9 +176,18 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		}
 	}
 	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L7, hostname, extra...); err != nil {
+		// Ingresses have no conditions: the whole refusal goes in an Event.
+		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, "failed to provision proxy: "+err.Error())
 		return err
 	}
-	return m.setStatus(ctx, &ing, ps.Device)
+	dev := ps.Device
+	if dev.FQDN != "" && !dev.Named(hostname) {
+		// Renamed: no address until control gave the device its new
+		// name, since the old one stops resolving.
+		m.d.Post(&ing, corev1.EventTypeNormal, ReasonProxyRenaming, kit.RenamePending(dev, hostname))
+		dev = proxyset.Device{}
+	}
+	return m.setStatus(ctx, &ing, dev)
 }
 
 // plugins are the accepted RoutingPlugins of the Ingress's namespace that
@@ -255,7 +264,6 @@ func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error)
 	if err := kit.FromUnstructured(ev.Object, &ing); err != nil {
 		return nil, err
 	}
-	defer m.d.Lock(proxyset.ParentIngress, ing.Namespace, ing.Name)()
 	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
 	if err != nil || ps.Config == nil {
 		return nil, err
@@ -267,18 +275,18 @@ func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error)
 	return nil, m.d.Apply(ctx, m.copyOf(&ing, secret, TLSSecretName(&ing)))
 }
 
-// release removes the proxy of an Ingress that left the class, its status
-// and the mark.
-func (m *module) release(ctx context.Context, ing *networkingv1.Ingress, obj *unstructured.Unstructured, patch *runtime.Patch) error {
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
-		return err
-	}
+// release removes the status of an Ingress that left the class, then its
+// proxy, whose end lets the runtime remove the finalizer.
+func (m *module) release(ctx context.Context, ing *networkingv1.Ingress) error {
 	if len(ing.Status.LoadBalancer.Ingress) > 0 {
 		if err := m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}}); err != nil {
 			return err
 		}
 	}
-	return m.d.SetMark(ctx, kit.Ingresses, obj, "", patch)
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
+		return err
+	}
+	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentIngress, ing.Namespace, ing.Name)
 }
 
 // setStatus writes status.loadBalancer.ingress (hostname and ports) when it

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -59,6 +60,9 @@ func L7(ing *networkingv1.Ingress, lookup ServiceLookup) (*config.L7, []Problem,
 		}, nil
 	}
 
+	if msg := IgnoredTLS(ing); msg != "" {
+		warn(ReasonInvalidIngressConfiguration, "%s", msg)
+	}
 	l7 := &config.L7{}
 	if b := ing.Spec.DefaultBackend; b != nil {
 		be, err := resolve(b, "/")
@@ -111,7 +115,45 @@ func L7(ing *networkingv1.Ingress, lookup ServiceLookup) (*config.L7, []Problem,
 		problems = append(problems, Problem{Type: corev1.EventTypeWarning, Reason: ReasonNoValidBackends, Message: "no valid backends"})
 		return nil, problems, ErrNoValidBackends
 	}
+	extra, extraProblems, err := extraBackends(ing, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	l7.ExtraBackends, problems = extra, append(problems, extraProblems...)
 	return l7, problems, nil
+}
+
+// IgnoredTLS describes the parts of spec.tls a dedicated proxy does not
+// serve ("" when none): it takes its name from tls[0].hosts[0] and its
+// certificate from tls[0].secretName, so further tls entries are ignored,
+// and so are further hosts of tls[0] unless the Ingress brings its own
+// certificate (then rules route by host). The official operator ignores them
+// silently here and refuses them on ProxyGroup Ingresses.
+func IgnoredTLS(ing *networkingv1.Ingress) string {
+	tls := ing.Spec.TLS
+	if len(tls) == 0 {
+		return ""
+	}
+	var ignored []string
+	if !customTLS(ing) && len(tls[0].Hosts) > 1 {
+		ignored = append(ignored, fmt.Sprintf("hosts %q of tls[0]", tls[0].Hosts[1:]))
+	}
+	for i, t := range tls[1:] {
+		entry := fmt.Sprintf("tls[%d] (hosts %q", i+1, t.Hosts)
+		if t.SecretName != "" {
+			entry += fmt.Sprintf(", secretName %q", t.SecretName)
+		}
+		ignored = append(ignored, entry+")")
+	}
+	if len(ignored) == 0 {
+		return ""
+	}
+	served := "the default hostname"
+	if h := tlsHost(ing); h != "" {
+		served = fmt.Sprintf("%q", h)
+	}
+	return fmt.Sprintf("only a single TLS entry with a single host is supported: the proxy serves %s (tls[0]) and ignores %s",
+		served, strings.Join(ignored, ", "))
 }
 
 // upsertPath adds p, replacing an earlier path of the same path and type: a

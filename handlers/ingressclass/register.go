@@ -8,18 +8,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/runtime"
 )
 
 // Register adds the IngressClass handlers: the served class (named by
 // OPERATOR_INGRESS_CLASS_NAME) is checked on every change, with a Warning
 // Event on it when it is refused, and the Ingresses of the class are handled
-// again, so that they are served as soon as the class is fixed. Other
-// IngressClasses are never touched.
+// again, so that they are served as soon as the class is fixed. No
+// IngressClass is ever written (the operator may only read them): the
+// runtime keeps its state of the served class in the operator namespace.
 func Register(op *runtime.Operator, d *kit.Deps) {
 	name := d.Settings.IngressClassName
 	isServed := runtime.When(func(obj *unstructured.Unstructured) bool { return obj.GetName() == name })
+	store := d.StateStore()
 	check := func(_ context.Context, ev *runtime.Event) (any, error) {
 		var class networkingv1.IngressClass
 		if err := kit.FromUnstructured(ev.Object, &class); err != nil {
@@ -29,14 +30,14 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 		if v := Check(&class, name); v.ClassMessage != "" {
 			d.Post(&class, corev1.EventTypeWarning, v.Reason, v.ClassMessage)
 		}
-		d.ResyncIndexed(kit.IndexIngressesByClass, name, proxyset.ParentIngress)
+		d.EnqueueIndexed(kit.IndexIngressesByClass, name, kit.Ingresses)
 		return nil, nil
 	}
-	op.OnCreate(kit.IngressClasses, "ingressclass-create", check, isServed)
-	op.OnUpdate(kit.IngressClasses, "ingressclass-update", check, isServed)
-	op.OnResume(kit.IngressClasses, "ingressclass-resume", check, isServed)
+	op.OnCreate(kit.IngressClasses, "ingressclass-create", check, isServed, store)
+	op.OnUpdate(kit.IngressClasses, "ingressclass-update", check, isServed, store)
+	op.OnResume(kit.IngressClasses, "ingressclass-resume", check, isServed, store)
 	op.OnDelete(kit.IngressClasses, "ingressclass-users", func(_ context.Context, _ *runtime.Event) (any, error) {
-		d.ResyncIndexed(kit.IndexIngressesByClass, name, proxyset.ParentIngress)
+		d.EnqueueIndexed(kit.IndexIngressesByClass, name, kit.Ingresses)
 		return nil, nil
-	}, isServed, runtime.Optional())
+	}, isServed, runtime.Optional(), store)
 }

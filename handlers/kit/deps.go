@@ -1,8 +1,7 @@
 package kit
 
 import (
-	"context"
-	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
@@ -29,12 +29,6 @@ var (
 	ProxyClasses    = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "proxyclasses"}
 	RoutingPlugins  = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
 )
-
-// AnnotationProxy marks a parent that has (or had) a proxy of this operator,
-// with the proxy's role as value. Handlers keep matching a marked parent
-// after it stopped asking for a proxy, so that the proxy is cleaned up
-// before the finalizer goes; the cleanup removes the mark.
-const AnnotationProxy = "tailplane.dev/proxy"
 
 // LabelHostname is put on config Secrets so that a tailnet hostname already
 // claimed by another parent is found with one list call.
@@ -67,65 +61,62 @@ type Deps struct {
 	// sets it at startup, before any handler runs; it is empty when the
 	// operator runs without a device (tests).
 	OperatorNodeID string
+	// Resolver checks that the names ExternalName proxies forward to
+	// resolve (default net.DefaultResolver); ResolveRetry is how often a
+	// name that did not is looked up again (default DefaultResolveRetry).
+	Resolver     Resolver
+	ResolveRetry time.Duration
 	// CertRefresh is how often the copy of an Ingress's own TLS Secret is
 	// compared with the user's Secret (renewed by cert-manager, say); the
 	// operator may read user Secrets by name but not watch them. Default
 	// DefaultCertRefresh; set it before Register.
 	CertRefresh time.Duration
 
-	mu        sync.Mutex
-	resync    *resyncQueue
-	syncers   map[string][]SyncFunc
-	locks     keyedLocks
-	claimLock sync.Mutex
-	applied   appliedCache
-	stateMu   sync.Mutex
-	lastState map[string]string   // state Secret -> fingerprint of its device keys
-	claims    map[string]string   // hostname -> parent key
-	claimed   map[string]string   // parent key -> hostname
-	waiters   map[string][]string // hostname -> parents refused it
+	stateStore *runtime.ConfigMapStorage
+	claimLock  sync.Mutex
+	applied    appliedCache
+	claims     map[string]string   // hostname -> parent key
+	claimed    map[string]string   // parent key -> hostname
+	waiters    map[string][]string // hostname -> parents refused it
 }
 
 // DefaultCertRefresh is the default of Deps.CertRefresh.
 const DefaultCertRefresh = time.Minute
 
-// SyncFunc re-handles one parent, identified by namespace and name, from its
-// current state in the cluster (a parent that is gone or being deleted is
-// left to its delete handler).
-type SyncFunc func(ctx context.Context, namespace, name string) error
-
-// NewDeps returns Deps and registers the resync queue's startup hook on op.
+// NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
-	d := &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
-		CertRefresh: DefaultCertRefresh, syncers: map[string][]SyncFunc{}}
-	d.resync = newResyncQueue(d)
-	op.OnStartup(func(ctx context.Context) error {
-		d.resync.start(ctx)
-		return nil
-	})
-	return d
+	return &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
+		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
+		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
+			Legacy: LegacyStatePrefix}}
 }
 
-// OnResync adds a sync function for a parent type (e.g. "svc", "ingress");
-// Resync calls every function of the type, in registration order, through
-// the queue. Each must leave alone parents that are not its own.
-func (d *Deps) OnResync(parentType string, fn SyncFunc) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.syncers[parentType] = append(d.syncers[parentType], fn)
+// parentResource is the resource of a proxyset parent type.
+func parentResource(parentType string) (schema.GroupVersionResource, bool) {
+	switch parentType {
+	case proxyset.ParentService:
+		return Services, true
+	case proxyset.ParentIngress:
+		return Ingresses, true
+	}
+	return schema.GroupVersionResource{}, false
 }
 
-// Resync queues parent (type, namespace, name) to be handled again. Keys are
-// deduplicated and never handled by two workers at once; failures are
-// retried with backoff.
-func (d *Deps) Resync(parentType, namespace, name string) {
-	d.resync.add(fmt.Sprintf("%s/%s/%s", parentType, namespace, name))
+// EnqueueParent has the runtime handle a parent (type, namespace, name)
+// again after delay: its handlers registered for runtime.CauseEnqueue run
+// with the runtime's retries, progress, metrics and Events.
+func (d *Deps) EnqueueParent(parentType, namespace, name string, after time.Duration) {
+	if res, ok := parentResource(parentType); ok {
+		d.Op.Enqueue(res, namespace+"/"+name, after)
+	}
 }
 
-func (d *Deps) syncer(parentType string) []SyncFunc {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.syncers[parentType]
+// enqueueParentKey is EnqueueParent for a "type/namespace/name" key.
+func (d *Deps) enqueueParentKey(key string, after time.Duration) {
+	if typ, rest, ok := strings.Cut(key, "/"); ok {
+		ns, name, _ := strings.Cut(rest, "/")
+		d.EnqueueParent(typ, ns, name, after)
+	}
 }
 
 // Scope returns opts plus the watch-namespace option of parents.
@@ -134,10 +125,4 @@ func (d *Deps) Scope(opts ...runtime.Option) []runtime.Option {
 		opts = append(opts, runtime.Namespace(d.WatchNamespace))
 	}
 	return opts
-}
-
-// Lock serializes the handling of one parent between the runtime's workers
-// (its own handlers) and the resync queue; call the returned func to unlock.
-func (d *Deps) Lock(parentType, namespace, name string) func() {
-	return d.locks.lock(parentType + "/" + namespace + "/" + name)
 }

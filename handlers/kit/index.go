@@ -1,9 +1,13 @@
 package kit
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/runtime"
 )
 
 // Index names.
@@ -40,25 +44,27 @@ func (d *Deps) IndexParents() {
 	}, d.Scope()...)
 }
 
-// ResyncIndexed resyncs the parents of parentType found under key in index.
-func (d *Deps) ResyncIndexed(index, key, parentType string) {
-	x := d.Op.GetIndex(index)
-	if x == nil {
-		return
-	}
-	for _, v := range x.Get(key) {
-		if s, ok := v.(string); ok {
-			ns, name := splitKey(s)
-			d.Resync(parentType, ns, name)
-		}
+// EnqueueIndexed has the runtime handle again the objects of resource
+// found under key in index (values are "namespace/name").
+func (d *Deps) EnqueueIndexed(index, key string, resource schema.GroupVersionResource) {
+	for _, k := range d.Indexed(index, key, resource) {
+		d.Op.Enqueue(resource, k.Namespace+"/"+k.Name, 0)
 	}
 }
 
-func splitKey(s string) (string, string) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return s[:i], s[i+1:]
+// Indexed returns the keys of the objects of resource found under key in
+// index, for a runtime Watch mapping.
+func (d *Deps) Indexed(index, key string, resource schema.GroupVersionResource) []runtime.Key {
+	x := d.Op.GetIndex(index)
+	if x == nil {
+		return nil
+	}
+	var out []runtime.Key
+	for _, v := range x.Get(key) {
+		if s, ok := v.(string); ok {
+			ns, name, _ := strings.Cut(s, "/")
+			out = append(out, runtime.Key{Resource: resource, Namespace: ns, Name: name})
 		}
 	}
-	return "", s
+	return out
 }

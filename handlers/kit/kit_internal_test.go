@@ -14,7 +14,6 @@ func stateSecret(data map[string]any) *unstructured.Unstructured {
 // Only the device keys (and config_error) of a state Secret re-handle its
 // parent; tailscaled's own keys change often and do not.
 func TestStateChangedFiltersTailscaledKeys(t *testing.T) {
-	d := &Deps{}
 	steps := []struct {
 		typ  watch.EventType
 		data map[string]any
@@ -28,10 +27,17 @@ func TestStateChangedFiltersTailscaledKeys(t *testing.T) {
 		{watch.Deleted, nil, false},
 		{watch.Added, map[string]any{"device_id": "bjE="}, true}, // seen again after a restart
 	}
+	var prev *unstructured.Unstructured
 	for i, s := range steps {
-		if got := d.stateChanged(s.typ, stateSecret(s.data)); got != s.want {
+		cur := stateSecret(s.data)
+		old := prev
+		if s.typ != watch.Modified {
+			old = nil
+		}
+		if got := stateChanged(s.typ, old, cur); got != s.want {
 			t.Errorf("step %d (%s %v): got %v, want %v", i, s.typ, s.data, got, s.want)
 		}
+		prev = cur
 	}
 }
 

@@ -2,10 +2,7 @@ package kit
 
 import (
 	"context"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -17,54 +14,38 @@ import (
 // handler steps of such a module share. The module supplies only what is
 // particular to it, IsOurs and Sync.
 type ProxyParent struct {
-	// ID prefixes the handler ids: "<ID>-create", "<ID>-update", ...
+	// ID names the handlers: "<ID>-sync" and "<ID>-cleanup".
 	ID string
 	// Type is the proxyset parent type (proxyset.ParentService, ...).
 	Type string
 	// Resource and Kind are the parent's resource and, for messages, kind.
 	Resource schema.GroupVersionResource
 	Kind     string
-	// Role is the mark (AnnotationProxy value) the module leaves on parents
-	// it gave a proxy, so that cleanup still finds them after they stop
-	// asking for one.
+	// Role is the role of the module's proxies (RoleIngressL4, ...): a
+	// parent with a proxy of this role keeps the module's handlers after it
+	// stopped asking for one, until Sync released it.
 	Role string
 	// IsOurs reports whether the object asks for this module's proxy.
 	IsOurs runtime.Predicate
-	// Sync brings the proxy and the parent's status in line with the parent;
-	// patch is nil outside a handler cycle.
+	// Sync brings the proxy and the parent's status in line with the
+	// parent; patch is the runtime cycle's patch of the parent.
 	Sync func(ctx context.Context, obj *unstructured.Unstructured, patch *runtime.Patch) error
 }
 
-// RegisterProxyParent adds p's handlers: create, update and resume run Sync;
-// delete removes the device, the proxy's objects, then the finalizer; and a
-// resync (proxy state or ProxyClass changed) runs Sync again. Objects that
-// neither ask for a proxy nor carry p's mark match no handler.
+// RegisterProxyParent adds p's handlers: one for create, update, resume and
+// enqueue (the parent's proxy state, ProxyClass, IngressClass or backends
+// changed; see EnqueueParent and WatchProxyState) runs Sync; delete removes
+// the device, the proxy's objects, then the finalizer. Objects that neither
+// ask for a proxy nor have a proxy of p's role match no handler.
 func (d *Deps) RegisterProxyParent(op *runtime.Operator, p ProxyParent) {
-	ours := d.Scope(runtime.When(runtime.Or(p.IsOurs, HasMark(p.Role))))
+	ours := d.ForUsersObjects(runtime.When(runtime.Or(p.IsOurs, d.HasProxy(p.Role, p.Type))))
 	handle := func(ctx context.Context, ev *runtime.Event) (any, error) {
-		defer d.Lock(p.Type, ev.Object.GetNamespace(), ev.Object.GetName())()
-		return nil, Retry(p.Sync(ctx, ev.Object, ev.Patch), ev.Retry)
+		return nil, Retry(d.syncLegacy(ctx, p, ev), ev.Retry)
 	}
 	cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
-		defer d.Lock(p.Type, ev.Object.GetNamespace(), ev.Object.GetName())()
 		return nil, Retry(d.DeleteProxy(ctx, p.Type, ev.Object.GetNamespace(), ev.Object.GetName()), ev.Retry)
 	}
-	op.OnCreate(p.Resource, p.ID+"-create", handle, ours...)
-	op.OnUpdate(p.Resource, p.ID+"-update", handle, ours...)
-	op.OnResume(p.Resource, p.ID+"-resume", handle, ours...)
+	op.On(p.Resource, p.ID+"-sync", handle, append(ours,
+		runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))...)
 	op.OnDelete(p.Resource, p.ID+"-cleanup", cleanup, ours...)
-	d.OnResync(p.Type, func(ctx context.Context, namespace, name string) error {
-		defer d.Lock(p.Type, namespace, name)()
-		obj, err := d.Dyn.Resource(p.Resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s %s/%s: %w", p.Kind, namespace, name, err)
-		}
-		if obj.GetDeletionTimestamp() != nil || !(p.IsOurs(obj) || HasMark(p.Role)(obj)) {
-			return nil
-		}
-		return p.Sync(ctx, obj, nil)
-	})
 }

@@ -65,22 +65,6 @@ func (d *Deps) getSecret(ctx context.Context, name string) (*corev1.Secret, erro
 	return s, nil
 }
 
-// AuthKey returns the auth key the proxy's config must carry: none once the
-// proxy has a device, the unused key already in its config, or a fresh one
-// minted through the tailnet API with tags (preauthorized, non-reusable,
-// non-ephemeral, as the official operator mints them).
-func (d *Deps) AuthKey(ctx context.Context, ps *ProxyState, tags []string) (string, error) {
-	key, mint := proxyset.AuthKeyFor(ps.Config, ps.State)
-	if !mint {
-		return key, nil
-	}
-	key, err := d.Backend.CreateAuthKey(ctx, tags, true, false, false)
-	if err != nil {
-		return "", fmt.Errorf("tailnet API: %w", err)
-	}
-	return key, nil
-}
-
 // ClaimHostname claims a tailnet hostname for a parent. It fails, naming the
 // other parent, when another parent's proxy already uses it (its config
 // Secret carries the hostname label) or claimed it in this process and has
@@ -152,7 +136,7 @@ func (d *Deps) waitFor(hostname, parent string) {
 // (claimLock held).
 func (d *Deps) wake(hostname string, delay time.Duration) {
 	for _, p := range d.waiters[hostname] {
-		d.resync.addAfter(p, delay)
+		d.enqueueParentKey(p, delay)
 	}
 	delete(d.waiters, hostname)
 }
@@ -190,7 +174,8 @@ func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyC
 
 // ApplyProxy applies a proxy's objects with server-side apply, after
 // applying the ProxyClass (nil: none) to the StatefulSet. The config Secret
-// gets the hostname label used by CheckHostname. A ProxyClass with
+// gets the hostname label used by CheckHostname, the state Secret the role
+// label of kind (LabelProxyRole). A ProxyClass with
 // metrics.enable also gets the proxy a metrics Service (and ServiceMonitor).
 func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind, hostname string, extra ...any) error {
 	sts := objs.StatefulSet
@@ -201,7 +186,13 @@ func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alp
 		objs.ConfigSecret.Labels = map[string]string{}
 	}
 	objs.ConfigSecret.Labels[LabelHostname] = hostname
-	list := []any{objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.ConfigSecret, objs.StateSecret}
+	if objs.StateSecret.Labels == nil {
+		objs.StateSecret.Labels = map[string]string{}
+	}
+	objs.StateSecret.Labels[LabelProxyRole] = roleOf(kind)
+	// The state Secret first: its role label is what makes the parent keep
+	// its handlers (HasProxy) until DeleteProxy removed it, last.
+	list := []any{objs.StateSecret, objs.ServiceAccount, objs.Role, objs.RoleBinding, objs.ConfigSecret}
 	list = append(list, extra...)
 	list = append(list, sts)
 	for _, o := range list {
@@ -273,8 +264,8 @@ var resourceOf = map[string]schema.GroupVersionResource{
 
 // DeleteProxy removes a parent's proxy: the StatefulSet first (so the proxy
 // stops), then its device through the tailnet API (404 counts as done), then
-// every other object. It is idempotent; extraServices are further Services
-// of the proxy (egress headless Service).
+// every other object, the state Secret last (see LabelProxyRole). It is
+// idempotent; the proxy's Services (egress headless, metrics) go too.
 func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name string) error {
 	ns := d.Settings.Namespace
 	names := proxyset.NamesFor(parentType, namespace, name)
@@ -292,6 +283,11 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 			return fmt.Errorf("tailnet API: %w", err)
 		}
 	}
+	// Before the config Secret goes: its key, if never used, and any key
+	// minted for this proxy and never recorded must not stay valid.
+	if err := d.revokeUnusedKeys(ctx, names); err != nil {
+		return err
+	}
 	sel := labels.SelectorFromSet(proxyset.ChildLabels(parentType, namespace, name)).String()
 	secrets, err := d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -299,7 +295,9 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 	}
 	var errs []error
 	for _, s := range secrets.Items {
-		errs = append(errs, ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, opts)))
+		if s.Name != names.StateSecret {
+			errs = append(errs, ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, opts)))
+		}
 	}
 	services, err := d.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -315,6 +313,9 @@ func (d *Deps) DeleteProxy(ctx context.Context, parentType, namespace, name stri
 	d.applied.forgetProxy(ns, names.Base)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("delete proxy %s: %w", names.Base, err)
+	}
+	if err := ignoreNotFound(d.Kube.CoreV1().Secrets(ns).Delete(ctx, names.StateSecret, opts)); err != nil {
+		return fmt.Errorf("delete state Secret %s/%s: %w", ns, names.StateSecret, err)
 	}
 	d.releaseHostname(parentType, namespace, name)
 	return nil
@@ -347,13 +348,6 @@ func Retry(err error, attempt int) error {
 	return runtime.Temporary(err, 5*time.Minute)
 }
 
-// HasMark reports whether obj carries AnnotationProxy with the given role.
-func HasMark(role string) runtime.Predicate {
-	return func(obj *unstructured.Unstructured) bool {
-		return obj.GetAnnotations()[AnnotationProxy] == role
-	}
-}
-
 // trimMessage keeps conditions readable.
 func trimMessage(s string) string {
 	s = strings.TrimSpace(s)
@@ -365,6 +359,16 @@ func trimMessage(s string) string {
 
 // HostnameRetry is how often a parent whose hostname is taken checks again.
 const HostnameRetry = 30 * time.Second
+
+// RenamePending is the condition message of a proxy whose device does not
+// have its new hostname yet (the proxy renamed it; control has not).
+func RenamePending(dev proxyset.Device, hostname string) string {
+	want := hostname
+	if _, domain, ok := strings.Cut(dev.FQDN, "."); ok {
+		want += "." + domain
+	}
+	return fmt.Sprintf("waiting for the device to be renamed: it is still %s, not yet %s", dev.FQDN, want)
+}
 
 // KeyConfigError is where a proxy reports why it refused its config.
 const KeyConfigError = "config_error"

@@ -12,8 +12,6 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/tailplane/tailplane/runtime"
 )
 
 // SetCondition returns conds with c set (LastTransitionTime kept when the
@@ -45,33 +43,6 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 	ri := d.Dyn.Resource(gvr).Namespace(namespace)
 	if _, err := ri.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, ignoreNotFound(err))
-	}
-	return nil
-}
-
-// SetMark sets or removes (role "") AnnotationProxy on a parent. Inside the
-// parent's own handler (p non-nil) it goes into the cycle's patch, written
-// when the handler ends; otherwise it is patched at once.
-func (d *Deps) SetMark(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, role string, p *runtime.Patch) error {
-	cur, has := obj.GetAnnotations()[AnnotationProxy]
-	if (role == "" && !has) || (role != "" && cur == role) {
-		return nil
-	}
-	if p != nil {
-		if role == "" {
-			p.RemoveAnnotation(AnnotationProxy)
-		} else {
-			p.SetAnnotation(AnnotationProxy, role)
-		}
-		return nil
-	}
-	var value any = role
-	if role == "" {
-		value = nil
-	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationProxy: value}}})
-	if _, err := d.Dyn.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("mark %s/%s: %w", obj.GetNamespace(), obj.GetName(), ignoreNotFound(err))
 	}
 	return nil
 }

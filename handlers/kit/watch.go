@@ -1,11 +1,9 @@
 package kit
 
 import (
-	"context"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
@@ -13,17 +11,19 @@ import (
 )
 
 // WatchProxyState re-handles a parent whenever its proxy's state Secret
-// changes (the proxy wrote device_id, device_fqdn or device_ips): the watch
-// covers only managed state Secrets in the operator namespace.
+// changes (the proxy wrote device_id, device_fqdn or device_ips), and
+// indexes the state Secrets by role (HasProxy): the watch covers only
+// managed state Secrets in the operator namespace.
 func (d *Deps) WatchProxyState() {
-	sel := labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", proxyset.LabelSecretType: proxyset.SecretTypeState}).String()
-	d.Op.OnEvent(Secrets, "proxy-state", func(_ context.Context, typ watch.EventType, obj *unstructured.Unstructured) error {
+	sel := stateSelector()
+	d.indexProxies(sel)
+	d.Op.Watch(Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		l := obj.GetLabels()
-		if l[proxyset.LabelParentType] == "" || l[proxyset.LabelParentName] == "" || !d.stateChanged(typ, obj) {
+		res, ok := parentResource(l[proxyset.LabelParentType])
+		if !ok || l[proxyset.LabelParentName] == "" || !stateChanged(typ, old, obj) {
 			return nil
 		}
-		d.Resync(l[proxyset.LabelParentType], l[proxyset.LabelParentNamespace], l[proxyset.LabelParentName])
-		return nil
+		return []runtime.Key{{Resource: res, Namespace: l[proxyset.LabelParentNamespace], Name: l[proxyset.LabelParentName]}}
 	}, runtime.Namespace(d.Settings.Namespace), runtime.Selector(sel))
 }
 
@@ -32,30 +32,27 @@ func (d *Deps) WatchProxyState() {
 var stateKeys = []string{proxyset.KeyDeviceID, proxyset.KeyDeviceFQDN, proxyset.KeyDeviceIPs, KeyConfigError}
 
 // stateChanged reports whether the operator-relevant keys of a state Secret
-// differ from the last ones seen. A new Secret without them (the operator
-// just created it) is no news.
-func (d *Deps) stateChanged(typ watch.EventType, obj *unstructured.Unstructured) bool {
+// changed: on an update, from the old state; when it appears (created, or
+// listed after a restart), whether it has any. A new Secret without them
+// (the operator just created it) and a deleted one are no news.
+func stateChanged(typ watch.EventType, old, obj *unstructured.Unstructured) bool {
+	switch typ {
+	case watch.Deleted:
+		return false
+	case watch.Modified:
+		if old != nil {
+			return stateFingerprint(old) != stateFingerprint(obj)
+		}
+	}
+	return stateFingerprint(obj) != strings.Repeat("\x00", len(stateKeys))
+}
+
+func stateFingerprint(obj *unstructured.Unstructured) string {
 	data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
 	var b strings.Builder
 	for _, k := range stateKeys {
 		b.WriteString(data[k])
 		b.WriteByte(0)
 	}
-	fp := b.String()
-	key := obj.GetName()
-	d.stateMu.Lock()
-	defer d.stateMu.Unlock()
-	if d.lastState == nil {
-		d.lastState = map[string]string{}
-	}
-	if typ == watch.Deleted {
-		delete(d.lastState, key)
-		return false
-	}
-	prev, seen := d.lastState[key]
-	d.lastState[key] = fp
-	if !seen {
-		return fp != strings.Repeat("\x00", len(stateKeys))
-	}
-	return prev != fp
+	return b.String()
 }

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/plugins/source"
 	"github.com/tailplane/tailplane/proxy/config"
 )

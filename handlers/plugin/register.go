@@ -107,8 +107,18 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 			Message: "the module is not accepted: " + reason, ObservedGeneration: rp.Generation}
 		status["conditions"] = kit.SetCondition(kit.SetCondition(rp.Status.Conditions, accepted), ready)
 	} else {
-		status["conditions"] = kit.SetCondition(rp.Status.Conditions, accepted)
 		status["sha256"], status["size"] = sum, size
+		// Ready is recomputed for the new module in the same patch: the
+		// proxies still report the previous one, so Ready must not stay
+		// True (with the new sha256 and size beside it) until the timer.
+		rp.Status.SHA256 = sum
+		rp.Status.Conditions = kit.SetCondition(rp.Status.Conditions, accepted)
+		ready, loaded, err := m.ready(ctx, rp)
+		if err != nil {
+			return nil, err
+		}
+		status["conditions"] = kit.SetCondition(rp.Status.Conditions, ready)
+		status["loadedBy"] = loaded
 	}
 	// Written now: the Ingresses handled next must see the plugin accepted.
 	if err := m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, status); err != nil {
@@ -175,16 +185,30 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 		return
 	}
 	for _, ing := range list.Items {
-		m.d.Resync(proxyset.ParentIngress, ing.Namespace, ing.Name)
+		m.d.Op.Enqueue(kit.Ingresses, ing.Namespace+"/"+ing.Name, 0)
 	}
 }
 
-// refreshReady sets Ready and loadedBy from the targeted proxies: their
-// config must carry the plugin and their state report it loaded.
+// refreshReady sets Ready and loadedBy from the targeted proxies.
 func (m *module) refreshReady(ctx context.Context, rp *RoutingPlugin) error {
+	ready, loaded, err := m.ready(ctx, rp)
+	if err != nil {
+		return err
+	}
+	conds := kit.SetCondition(rp.Status.Conditions, ready)
+	if reflect.DeepEqual(conds, rp.Status.Conditions) && reflect.DeepEqual(loaded, rp.Status.LoadedBy) {
+		return nil
+	}
+	return m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded})
+}
+
+// ready computes Ready and loadedBy for rp's module (rp.Status.SHA256) from
+// the targeted proxies: Loaded only once every one of them reports that
+// very sha256 loaded.
+func (m *module) ready(ctx context.Context, rp *RoutingPlugin) (metav1.Condition, []LoadedBy, error) {
 	list, err := m.d.Kube.NetworkingV1().Ingresses(rp.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list Ingresses: %w", err)
+		return metav1.Condition{}, nil, fmt.Errorf("list Ingresses: %w", err)
 	}
 	name := rp.Namespace + "/" + rp.Name
 	var loaded []LoadedBy
@@ -196,7 +220,7 @@ func (m *module) refreshReady(ctx context.Context, rp *RoutingPlugin) error {
 		targets++
 		ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
 		if err != nil {
-			return err
+			return metav1.Condition{}, nil, err
 		}
 		if ps.Config != nil && bytes.Contains(ps.Config.Data["proxy-config.json"], []byte(rp.Status.SHA256)) {
 			distributed++
@@ -229,11 +253,7 @@ func (m *module) refreshReady(ctx context.Context, rp *RoutingPlugin) error {
 	default:
 		ready.Reason, ready.Message = ReasonWaiting, fmt.Sprintf("%d/%d proxies run the module (%d configured)", ok, targets, distributed)
 	}
-	conds := kit.SetCondition(rp.Status.Conditions, ready)
-	if reflect.DeepEqual(conds, rp.Status.Conditions) && reflect.DeepEqual(loaded, rp.Status.LoadedBy) {
-		return nil
-	}
-	return m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded})
+	return ready, loaded, nil
 }
 
 func hasError(l []LoadedBy) bool {

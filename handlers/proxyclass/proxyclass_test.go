@@ -75,6 +75,39 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Negative quantities and requests above limits are what the API server
+// refuses in a StatefulSet: the ProxyClass is Invalid instead of Valid.
+func TestValidateResources(t *testing.T) {
+	pc := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{
+		TailscaleContainer: &v1alpha1.Container{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-100m"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}},
+		TailscaleInitContainer: &v1alpha1.Container{Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1")},
+		}},
+	}}}}
+	msg := proxyclass.Validate(pc, false).ToAggregate().Error()
+	for _, want := range []string{
+		`spec.statefulSet.pod.tailscaleContainer.resources.requests[cpu]: Invalid value: "-100m": must be greater than or equal to 0`,
+		`spec.statefulSet.pod.tailscaleContainer.resources.requests[memory]: Invalid value: "2Gi": must be less than or equal to memory limit of 1Gi`,
+		`spec.statefulSet.pod.tailscaleInitContainer.resources.limits[memory]: Invalid value: "-1": must be greater than or equal to 0`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+	ok := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{
+		TailscaleContainer: &v1alpha1.Container{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}},
+	}}}}
+	if errs := proxyclass.Validate(ok, false); len(errs) != 0 {
+		t.Fatalf("valid resources refused: %v", errs)
+	}
+}
+
 func TestReadyNeedsTheCurrentGeneration(t *testing.T) {
 	pc := &v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
 	if proxyclass.Ready(pc) {

@@ -2,10 +2,13 @@ package proxyclass
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	dockerref "github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,14 +64,43 @@ func Validate(pc *v1alpha1.ProxyClass, serviceMonitorCRD bool) field.ErrorList {
 }
 
 func validateContainer(c *v1alpha1.Container, p *field.Path) field.ErrorList {
-	if c == nil || c.Image == "" {
+	if c == nil {
 		return nil
+	}
+	errs := validateResources(c.Resources, p.Child("resources"))
+	if c.Image == "" {
+		return errs
 	}
 	// The kubelet's rule for image references.
 	if _, err := dockerref.ParseNormalizedNamed(c.Image); err != nil {
-		return field.ErrorList{field.Invalid(p.Child("image"), c.Image, err.Error())}
+		errs = append(errs, field.Invalid(p.Child("image"), c.Image, err.Error()))
 	}
-	return nil
+	return errs
+}
+
+// validateResources applies the API server's rules for container resources
+// (a StatefulSet breaking them is refused on every apply): quantities are
+// not negative, and a request is not above its limit.
+func validateResources(r corev1.ResourceRequirements, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, list := range []struct {
+		name string
+		q    corev1.ResourceList
+	}{{"limits", r.Limits}, {"requests", r.Requests}} {
+		for _, name := range slices.Sorted(maps.Keys(list.q)) {
+			if q := list.q[name]; q.Sign() < 0 {
+				errs = append(errs, field.Invalid(p.Child(list.name).Key(string(name)), q.String(), "must be greater than or equal to 0"))
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		req := r.Requests[name]
+		if limit, ok := r.Limits[name]; ok && req.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
+				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		}
+	}
+	return errs
 }
 
 // validatePortRanges checks each range (port set, endPort not below it) and

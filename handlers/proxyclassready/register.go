@@ -23,7 +23,6 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
-	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -87,6 +86,6 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 }
 
 func (m *module) resyncUsers(name string) {
-	m.d.ResyncIndexed(kit.IndexServicesByProxyClass, name, proxyset.ParentService)
-	m.d.ResyncIndexed(kit.IndexIngressesByProxyClass, name, proxyset.ParentIngress)
+	m.d.EnqueueIndexed(kit.IndexServicesByProxyClass, name, kit.Services)
+	m.d.EnqueueIndexed(kit.IndexIngressesByProxyClass, name, kit.Ingresses)
 }

@@ -137,3 +137,25 @@ func TestRenderRefusesAnInvalidConfig(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestKeyDescriptionFitsAndIsDistinct(t *testing.T) {
+	short := proxyset.BaseName("svc", "default", "web")
+	if d := proxyset.KeyDescription(short); d != "tailplane "+short {
+		t.Fatalf("short: %q", d)
+	}
+	a := proxyset.KeyDescription(proxyset.BaseName("svc", "default", strings.Repeat("a", 60)))
+	b := proxyset.KeyDescription(proxyset.BaseName("svc", "prod", strings.Repeat("a", 60)))
+	if len(a) > 50 || len(b) > 50 || a == b || !strings.HasPrefix(a, "tailplane ts-aaa") {
+		t.Fatalf("long: %q (%d) / %q (%d)", a, len(a), b, len(b))
+	}
+	if hash := proxyset.BaseName("svc", "default", strings.Repeat("a", 60)); !strings.HasSuffix(a, hash[len(hash)-9:]) {
+		t.Fatalf("%q does not end with the hash of %q", a, hash)
+	}
+}
+
+func TestDeviceNamed(t *testing.T) {
+	d := proxyset.Device{FQDN: "Web.tail1.ts.net"}
+	if !d.Named("web") || d.Named("web2") || d.Named("tail1") || (proxyset.Device{}).Named("") {
+		t.Fatal("Named")
+	}
+}

@@ -59,3 +59,32 @@ func AuthKeyFor(configSecret, state *corev1.Secret) (key string, mint bool) {
 	}
 	return "", true
 }
+
+// Named reports whether the device's MagicDNS name is hostname (its first
+// label, compared without regard to case): a device renamed by its proxy
+// keeps its old name until control has renamed it.
+func (d Device) Named(hostname string) bool {
+	label, _, _ := strings.Cut(d.FQDN, ".")
+	return label != "" && strings.EqualFold(label, hostname)
+}
+
+// keyDescriptionPrefix starts the description of every auth key minted
+// for a proxy.
+const keyDescriptionPrefix = "tailplane "
+
+// KeyDescription is the description of the auth keys minted for the proxy
+// whose objects are named base (BaseName): "tailplane " and base, its
+// parent's name shortened so that the whole fits the API's 50 characters.
+// The hash ending base keeps it unique, so that keys minted for a proxy and
+// never recorded (the operator died before writing the config) are found
+// again and revoked.
+func KeyDescription(base string) string {
+	const room = 50 - len(keyDescriptionPrefix)
+	if len(base) <= room {
+		return keyDescriptionPrefix + base
+	}
+	// base is "ts-<name>-<8 hex>".
+	hash := base[len(base)-9:]
+	head := strings.TrimRight(base[:room-len(hash)], "-.")
+	return keyDescriptionPrefix + head + hash
+}

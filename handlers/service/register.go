@@ -17,8 +17,8 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Role is the value of kit.AnnotationProxy on Services with an L4 proxy.
-const Role = "ingress-l4"
+// Role is the role of the L4 proxies of exposed Services.
+const Role = kit.RoleIngressL4
 
 // ReasonInvalidService is the official Warning Event reason for refused
 // Services.
@@ -61,7 +61,7 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	s := m.d.Settings
 	kind := Classify(&svc, s.DefaultLoadBalancer)
 	if kind == NotOurs {
-		return m.release(ctx, &svc, obj, patch)
+		return m.release(ctx, &svc)
 	}
 	if problems := Validate(&svc, s); len(problems) > 0 {
 		msg := "unable to provision proxy resources: invalid Service: " + strings.Join(problems, " ")
@@ -76,9 +76,6 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	}
 	if waiting != "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, waiting, proxyset.Device{})
-	}
-	if err := m.d.SetMark(ctx, kit.Services, obj, Role, patch); err != nil {
-		return err
 	}
 	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
@@ -103,7 +100,10 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		return runtime.Permanent(err)
 	}
 	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L4, hostname); err != nil {
-		return err
+		// Shown on the Service, whole: the API server's refusal (a
+		// ProxyClass value it rejects, say) is what the user must fix.
+		msg := "failed to provision proxy: " + err.Error()
+		return errors.Join(err, m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, proxyset.Device{}))
 	}
 	if msg := kit.ConfigError(ps); msg != "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, ps.Device)
@@ -111,18 +111,29 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 	if ps.Device.FQDN == "" {
 		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, messagePending, proxyset.Device{})
 	}
+	if !ps.Device.Named(hostname) {
+		// Renamed: the proxy renames its device, and until control has
+		// done so the old name serves and the new one does not resolve.
+		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, kit.RenamePending(ps.Device, hostname), proxyset.Device{})
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		// The proxy is up but would reset every connection: not Ready
+		// until the name resolves, checked again meanwhile.
+		if err := m.d.CheckResolves(ctx, svc.Spec.ExternalName); err != nil {
+			m.d.EnqueueParent(proxyset.ParentService, svc.Namespace, svc.Name, m.d.ResolveRetry)
+			return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, err.Error(), proxyset.Device{})
+		}
+	}
 	return m.setStatus(ctx, &svc, kind, ReasonProxyCreated, ReasonProxyCreated, ps.Device)
 }
 
-// release removes the proxy of a Service that no longer asks for one
-// (annotation removed, class switched away), with its condition and the
-// LoadBalancer addresses it had written, then the mark.
-func (m *module) release(ctx context.Context, svc *corev1.Service, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+// release removes the condition and the LoadBalancer addresses of a Service
+// that no longer asks for a proxy (annotation removed, class switched away),
+// then its proxy: once the proxy is gone, the Service matches no handler and
+// the runtime removes the finalizer.
+func (m *module) release(ctx context.Context, svc *corev1.Service) error {
 	ps, err := m.d.ReadProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name)
 	if err != nil {
-		return err
-	}
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
 		return err
 	}
 	status := map[string]any{}
@@ -143,7 +154,10 @@ func (m *module) release(ctx context.Context, svc *corev1.Service, obj *unstruct
 			return err
 		}
 	}
-	return m.d.SetMark(ctx, kit.Services, obj, "", patch)
+	if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
+		return err
+	}
+	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentService, svc.Namespace, svc.Name)
 }
 
 // setStatus writes TailscaleProxyReady and, for a tailscale LoadBalancer,

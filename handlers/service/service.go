@@ -94,7 +94,7 @@ func Hostname(svc *corev1.Service) (string, error) {
 	}
 	if err := proxyset.ValidHostname(h); err != nil {
 		if set {
-			return "", fmt.Errorf("invalid Tailscale hostname specified %q: %s", h, err)
+			return "", fmt.Errorf("invalid Tailscale hostname specified %q in annotation %s: %s", h, proxyset.AnnotationHostname, err)
 		}
 		return "", fmt.Errorf("invalid Tailscale hostname %q, use %q annotation to override: %s", h, proxyset.AnnotationHostname, err)
 	}

@@ -84,10 +84,11 @@ func TestHostname(t *testing.T) {
 		t.Fatalf("override: %q %v", h, err)
 	}
 	for value, want := range map[string]string{
-		"my_db":                 `invalid Tailscale hostname specified "my_db": "my_db" is not a valid DNS label: contains invalid character '_'`,
-		"-db":                   `must start with a letter or number`,
-		strings.Repeat("d", 64): `is too long, max length is 63 bytes`,
-		"":                      `empty DNS label`,
+		"my_db":                 `invalid Tailscale hostname specified "my_db" in annotation tailscale.com/hostname: "my_db" is not a valid DNS label (a hostname is one DNS label: 1 to 63 letters, digits or hyphens, starting and ending with a letter or digit): it contains '_'`,
+		"Bad_Name!":             `invalid Tailscale hostname specified "Bad_Name!" in annotation tailscale.com/hostname: "Bad_Name!" is not a valid DNS label (a hostname is one DNS label: 1 to 63 letters, digits or hyphens, starting and ending with a letter or digit): it contains '_', '!'`,
+		"-db-":                  `it starts with '-'; it ends with '-'`,
+		strings.Repeat("d", 64): `it is 64 characters long`,
+		"":                      `it is empty`,
 	} {
 		_, err := service.Hostname(svc(annotate("tailscale.com/hostname", value)))
 		if err == nil || !strings.Contains(err.Error(), want) {

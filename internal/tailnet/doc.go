@@ -1,6 +1,6 @@
 // Package tailnet is the operator's view of a control plane's admin API: the
-// few calls the handlers need (mint an auth key for a proxy, delete a
-// proxy's device, list devices) behind the Backend interface, and its
+// few calls the handlers need (mint, list and revoke auth keys for proxies,
+// delete a proxy's device, list devices) behind the Backend interface, and its
 // implementation on the Tailscale API (tailscale.com/client/tailscale/v2)
 // with OAuth client credentials.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // DefaultLoginServer is the control server used when no login server is set
@@ -18,6 +19,15 @@ type Backend interface {
 	// ACL tags. Proxies use preauthorized, non-reusable, non-ephemeral
 	// keys, as the official operator does.
 	CreateAuthKey(ctx context.Context, tags []string, preauthorized, reusable, ephemeral bool) (string, error)
+	// MintAuthKey mints an auth key as asked and returns it with its ID.
+	MintAuthKey(ctx context.Context, req KeyRequest) (AuthKey, error)
+	// ListAuthKeys lists the auth keys the caller minted (secrets left
+	// out), with their descriptions, creation times and whether they still
+	// work.
+	ListAuthKeys(ctx context.Context) ([]AuthKey, error)
+	// RevokeAuthKey revokes an auth key by ID. A key that does not exist
+	// (404) counts as revoked.
+	RevokeAuthKey(ctx context.Context, id string) error
 	// DeleteDevice removes a device by its stable node ID. A device that
 	// does not exist (404) counts as deleted.
 	DeleteDevice(ctx context.Context, id string) error
@@ -25,6 +35,39 @@ type Backend interface {
 	ListDevices(ctx context.Context) ([]Device, error)
 	// LoginServer is the control server URL proxies must log in to.
 	LoginServer() string
+}
+
+// KeyRequest describes an auth key to mint.
+type KeyRequest struct {
+	// Tags are the ACL tags of the device the key creates.
+	Tags []string
+	// Preauthorized, Reusable and Ephemeral are the key's capabilities.
+	Preauthorized, Reusable, Ephemeral bool
+	// Description is shown in the admin console and returned by
+	// ListAuthKeys: at most MaxKeyDescription letters, digits, spaces and
+	// dashes. The operator names the key's owner in it, so that a key whose
+	// owner never learnt of it (a crash right after minting) can be found.
+	Description string
+}
+
+// MaxKeyDescription is the API's limit on a key description.
+const MaxKeyDescription = 50
+
+// AuthKey is an auth key as the API reports it.
+type AuthKey struct {
+	// ID identifies the key in the API (list, revoke).
+	ID string
+	// Key is the secret; set only in MintAuthKey's answer.
+	Key string
+	// Description is what the key was minted with.
+	Description string
+	// Created is when it was minted.
+	Created time.Time
+	// Invalid is true once the key can no longer be used: revoked,
+	// expired, or (single-use keys) used.
+	Invalid bool
+	// Tags are the tags of the devices it creates.
+	Tags []string
 }
 
 // Device is one tailnet device as the API reports it.

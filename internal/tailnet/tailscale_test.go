@@ -43,8 +43,8 @@ func TestCreateAuthKeySendsTheRequestedCapabilities(t *testing.T) {
 	if len(got) != 1 || got[0].Key != key || !strings.HasPrefix(key, "tskey-auth-") {
 		t.Fatalf("key %q, server saw %+v", key, got)
 	}
-	want := tailnettest.KeyRequest{Tags: []string{"tag:k8s", "tag:db"}, Preauthorized: true, Key: key}
-	if !reflect.DeepEqual(got[0], want) {
+	want := tailnettest.KeyRequest{Tags: []string{"tag:k8s", "tag:db"}, Preauthorized: true, Key: key, ID: got[0].ID}
+	if got[0].ID == "" || !reflect.DeepEqual(got[0], want) {
 		t.Fatalf("server saw %+v, want %+v", got[0], want)
 	}
 	if _, err := b.CreateAuthKey(ctx(t), []string{"tag:x"}, false, true, true); err != nil {
@@ -52,6 +52,79 @@ func TestCreateAuthKeySendsTheRequestedCapabilities(t *testing.T) {
 	}
 	if k := srv.Keys()[1]; k.Preauthorized || !k.Reusable || !k.Ephemeral {
 		t.Fatalf("flags not passed through: %+v", k)
+	}
+}
+
+// A minted key comes back with its ID and description; the list shows it
+// (without its secret) until it is revoked, marks it invalid once a device
+// used it, and revoking a key twice is not an error.
+func TestMintListAndRevokeAuthKeys(t *testing.T) {
+	b, srv := newBackend(t)
+	before := time.Now().Add(-time.Minute)
+	k, err := b.MintAuthKey(ctx(t), tailnet.KeyRequest{Tags: []string{"tag:k8s"}, Preauthorized: true, Description: "tailplane ts-web-0123abcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.ID == "" || !strings.HasPrefix(k.Key, "tskey-auth-") || k.Description != "tailplane ts-web-0123abcd" || k.Created.Before(before) {
+		t.Fatalf("minted %+v", k)
+	}
+	if got := srv.Keys(); len(got) != 1 || got[0].Description != k.Description || got[0].ID != k.ID {
+		t.Fatalf("server saw %+v", got)
+	}
+	used, err := b.MintAuthKey(ctx(t), tailnet.KeyRequest{Tags: []string{"tag:k8s"}, Description: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.UseKey(used.Key)
+	list, err := b.ListAuthKeys(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 {
+		t.Fatalf("listed %+v", list)
+	}
+	for _, l := range list {
+		if l.Key != "" {
+			t.Errorf("the list carries a secret: %+v", l)
+		}
+		switch l.ID {
+		case k.ID:
+			if l.Invalid || l.Description != k.Description || !reflect.DeepEqual(l.Tags, []string{"tag:k8s"}) || !l.Created.Equal(k.Created) {
+				t.Errorf("unused key listed as %+v", l)
+			}
+		case used.ID:
+			if !l.Invalid {
+				t.Errorf("used single-use key listed as valid: %+v", l)
+			}
+		default:
+			t.Errorf("unknown key %+v", l)
+		}
+	}
+	// An API that lists IDs only: the details are fetched key by key.
+	srv.ListIDsOnly(true)
+	ids, err := b.ListAuthKeys(ctx(t))
+	if err != nil || !reflect.DeepEqual(ids, list) {
+		t.Fatalf("with IDs only: %+v %v, want %+v", ids, err, list)
+	}
+	srv.ListIDsOnly(false)
+	if err := b.RevokeAuthKey(ctx(t), k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RevokeAuthKey(ctx(t), k.ID); err != nil {
+		t.Fatalf("revoking a revoked key: %v, want success", err)
+	}
+	if v := srv.ValidUnusedKeys(); len(v) != 0 {
+		t.Fatalf("still valid: %+v", v)
+	}
+	if list, err = b.ListAuthKeys(ctx(t)); err != nil || len(list) != 1 || list[0].ID != used.ID {
+		t.Fatalf("after revoke: %+v %v", list, err)
+	}
+	if _, err := b.MintAuthKey(ctx(t), tailnet.KeyRequest{Description: strings.Repeat("x", 51)}); err == nil || !strings.Contains(err.Error(), "longer than 50") {
+		t.Fatalf("long description: %v", err)
+	}
+	srv.Fail(tailnettest.EndpointRevokeKey, tailnettest.Failure{Status: http.StatusServiceUnavailable, Message: "try later"})
+	if err := b.RevokeAuthKey(ctx(t), used.ID); err == nil || !tailnet.Temporary(err) || !strings.Contains(err.Error(), "revoke auth key") {
+		t.Fatalf("failing revoke: %v", err)
 	}
 }
 

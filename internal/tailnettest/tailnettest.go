@@ -73,11 +73,37 @@ func New(t testing.TB, opts ...Option) *Tailnet {
 		TagOwners:      tn.tagOwners,
 		Logf:           tn.logf(t),
 	}
+	tn.Control.HoldMapRequest = tn.followHostname
 	srv := httptest.NewUnstartedServer(tn.Control)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	tn.ControlURL = srv.URL
 	return tn
+}
+
+// followHostname makes a device's MagicDNS name follow its hostname, as
+// Tailscale's control server does for a machine whose name was not set by
+// hand: when a node reports a new hostname, its name (and so its MagicDNS
+// name) changes, and every peer learns it. testcontrol keeps the name given
+// at registration; this runs after each map request it handled.
+func (tn *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
+	if req.Hostinfo == nil || req.Hostinfo.Hostname == "" {
+		return nil
+	}
+	return func() {
+		n := tn.Control.Node(req.NodeKey)
+		if n == nil || !n.Hostinfo.Valid() || n.Hostinfo.Hostname() == "" {
+			return
+		}
+		want := n.Hostinfo.Hostname() + "." + MagicDNSDomain + "."
+		if n.Name == want {
+			return
+		}
+		// n is a copy: a concurrent update of the node between Node and
+		// UpdateNode is lost, and resent by the node's next map request.
+		n.Name = want
+		tn.Control.UpdateNode(n)
+	}
 }
 
 func (tn *Tailnet) logf(t testing.TB) logger.Logf {

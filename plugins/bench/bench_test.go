@@ -15,9 +15,9 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/l7"
 	"github.com/tailplane/tailplane/proxy/metrics"

@@ -9,9 +9,9 @@ import (
 
 	"github.com/charmbracelet/log"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy/route"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 var wasmMagic = []byte("\x00asm")
@@ -23,6 +23,9 @@ func compile(ctx context.Context, r wazero.Runtime, cfg Config, module []byte) (
 		return nil, fmt.Errorf("plugin %s: %w: %d bytes without the \\0asm header", cfg.Name, ErrNotWasm, len(cfg.Module))
 	}
 	cm, err := r.CompileModule(ctx, module)
+	if err != nil && isCacheError(err) {
+		return nil, fmt.Errorf("plugin %s: %w: %v", cfg.Name, ErrCache, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w: %v", cfg.Name, ErrNotWasm, err)
 	}

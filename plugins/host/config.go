@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 // FailurePolicy says what happens to a request when the plugin fails (trap,

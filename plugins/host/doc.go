@@ -8,6 +8,6 @@
 // A *Plugin is a route.Router (routing mode) and also an http middleware
 // (Plugin.Middleware) with the full http-wasm request/response semantics.
 //
-// It may import wazero, Prometheus, charmbracelet/log, plugins/abi and
+// It may import wazero, Prometheus, charmbracelet/log, plugins/sdk/abi and
 // proxy/route; nothing else of ours.
 package host

@@ -29,7 +29,7 @@ type EngineOptions struct {
 // Engine loads plugins. It owns the compilation cache and the metrics that
 // every plugin it loads shares.
 type Engine struct {
-	cache    wazero.CompilationCache
+	cache    *compilationCache
 	log      *log.Logger
 	metrics  *Metrics
 	registry *prometheus.Registry
@@ -51,15 +51,11 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
-	if opts.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("plugin compilation cache in %s: %w", opts.CacheDir, err)
-		}
-		e.cache = c
-	} else {
-		e.cache = wazero.NewCompilationCache()
+	c, err := newCompilationCache(opts.CacheDir)
+	if err != nil {
+		return nil, err
 	}
+	e.cache = c
 	return e, nil
 }
 
@@ -68,7 +64,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 func (e *Engine) Registry() *prometheus.Registry { return e.registry }
 
 // Close releases the compilation cache. Close every plugin first.
-func (e *Engine) Close(ctx context.Context) error { return e.cache.Close(ctx) }
+func (e *Engine) Close(ctx context.Context) error { return e.cache.close(ctx) }
 
 // Load validates and compiles cfg.Module, then pre-warms cfg.Prewarm
 // instances, all before returning: the request path never compiles. Errors
@@ -103,30 +99,16 @@ func (e *Engine) load(ctx context.Context, cfg Config) (*Plugin, error) {
 			module, watched, hadStart = m, true, s
 		}
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(e.cache).
-		WithMemoryLimitPages(cfg.memoryPages()).
-		WithCloseOnContextDone(cfg.Timeout > 0 && !watched)
-	r := wazero.NewRuntimeWithConfig(ctx, rc)
+	r, cm, err := e.compileCached(ctx, cfg, module, watched)
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = r.Close(ctx)
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
-		return nil, fmt.Errorf("plugin %s: instantiate WASI: %w", cfg.Name, err)
-	}
-	if err := instantiateHTTPModule(ctx, r); err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", cfg.Name, err)
-	}
-	if err := instantiateRouteModule(ctx, r, cfg); err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", cfg.Name, err)
-	}
-	cm, err := compile(ctx, r, cfg, module)
-	if err != nil {
-		return nil, err
-	}
 	p := newPlugin(e, cfg, r, cm)
 	if watched {
 		if hadStart {
@@ -146,6 +128,58 @@ func (e *Engine) load(ctx context.Context, cfg Config) (*Plugin, error) {
 	return p, nil
 }
 
+// compileCached compiles module in a new runtime with the engine's cache.
+// A cache that cannot be written is renewed (the folder recreated) and the
+// compile retried, then retried once more in memory: the cache only saves
+// time, so it never fails a load.
+func (e *Engine) compileCached(ctx context.Context, cfg Config, module []byte, watched bool) (wazero.Runtime, wazero.CompiledModule, error) {
+	cache := e.cache.get()
+	for attempt := 0; ; attempt++ {
+		r, cm, err := e.compileWith(ctx, cfg, module, watched, cache)
+		if err == nil || !errors.Is(err, ErrCache) || attempt == 2 {
+			return r, cm, err
+		}
+		if attempt == 0 {
+			var rerr error
+			if cache, rerr = e.cache.renew(cache); rerr != nil {
+				e.log.Warn("plugin compilation cache failed and cannot be made again; compiling in memory", "plugin", cfg.Name, "dir", e.cache.dir, "err", err, "mkdir_err", rerr)
+			} else {
+				e.log.Warn("plugin compilation cache failed; made it again", "plugin", cfg.Name, "dir", e.cache.dir, "err", err)
+			}
+		} else {
+			cache = e.cache.memory()
+			e.log.Warn("plugin compilation cache failed again; compiling in memory", "plugin", cfg.Name, "dir", e.cache.dir, "err", err)
+		}
+	}
+}
+
+// compileWith creates the plugin's runtime with cache, its host modules, and
+// compiles module in it; the runtime is closed on error.
+func (e *Engine) compileWith(ctx context.Context, cfg Config, module []byte, watched bool, cache wazero.CompilationCache) (wazero.Runtime, wazero.CompiledModule, error) {
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(cache).
+		WithMemoryLimitPages(cfg.memoryPages()).
+		WithCloseOnContextDone(cfg.Timeout > 0 && !watched)
+	r := wazero.NewRuntimeWithConfig(ctx, rc)
+	cm, err := func() (wazero.CompiledModule, error) {
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+			return nil, fmt.Errorf("plugin %s: instantiate WASI: %w", cfg.Name, err)
+		}
+		if err := instantiateHTTPModule(ctx, r); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", cfg.Name, err)
+		}
+		if err := instantiateRouteModule(ctx, r, cfg); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", cfg.Name, err)
+		}
+		return compile(ctx, r, cfg, module)
+	}()
+	if err != nil {
+		_ = r.Close(ctx)
+		return nil, nil, err
+	}
+	return r, cm, nil
+}
+
 func loadErrorReason(err error) string {
 	for _, k := range []struct {
 		err    error
@@ -153,7 +187,7 @@ func loadErrorReason(err error) string {
 	}{
 		{ErrNotWasm, "not_wasm"}, {ErrMissingExport, "missing_export"}, {ErrABIVersion, "abi_version"},
 		{ErrCapability, "capability"}, {ErrUnknownImport, "unknown_import"}, {ErrCommandModule, "command_module"},
-		{ErrSHA256Mismatch, "sha256_mismatch"},
+		{ErrSHA256Mismatch, "sha256_mismatch"}, {ErrCache, "cache"},
 	} {
 		if errors.Is(err, k.err) {
 			return k.reason

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy/route"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 const (

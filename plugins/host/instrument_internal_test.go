@@ -11,8 +11,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 // Both guest toolchains' modules are instrumented for the watchdog, so

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy/route"
 )
 

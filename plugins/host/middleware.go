@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 // Middleware runs the plugin as an http-wasm middleware in front of next,

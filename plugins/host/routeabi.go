@@ -7,7 +7,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 // routeFunctions implements tailplane_route_v1. Unlike http_handler, its
@@ -32,21 +32,14 @@ func routeFunctions() []httpFunction {
 		}),
 		{abi.FnGetBackends, []api.ValueType{i32, i32}, []api.ValueType{i64}, func(ctx context.Context, mod api.Module, s []uint64) {
 			x := exchangeFrom(ctx)
-			var names []string
-			if x.route != nil {
-				names = make([]string, len(x.route.Backends))
-				for i, b := range x.route.Backends {
-					names[i] = b.Name
-				}
-			}
-			s[0] = writeList(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), names)
+			s[0] = writeList(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]), x.backendNames())
 		}},
 		{abi.FnSetBackend, []api.ValueType{i32, i32}, []api.ValueType{i32}, func(ctx context.Context, mod api.Module, s []uint64) {
 			x := exchangeFrom(ctx)
 			name := readString(mod, api.DecodeU32(s[0]), api.DecodeU32(s[1]))
 			if x.afterNext || !x.setBackend(name) {
 				x.backendRejected = true
-				x.plugin.log.Warn("set_backend refused: not on the route's allowlist", "backend", name)
+				x.plugin.log.Warn("set_backend refused: not on the route's allowlist", "backend", name, "allowed", x.backendNames())
 				s[0] = api.EncodeI32(abi.StatusNotAllowed)
 				return
 			}

@@ -184,8 +184,8 @@ func (x *exchange) writeResponseBody(p []byte) bool {
 // setBackend picks name if the route allows it.
 func (x *exchange) setBackend(name string) bool {
 	if x.route != nil {
-		for i := range x.route.Backends {
-			if x.route.Backends[i].Name == name {
+		for i, b := range x.route.Backends {
+			if backendNamed(b.Name, name) {
 				b := x.route.Backends[i]
 				x.backend = &b
 				return true
@@ -194,4 +194,31 @@ func (x *exchange) setBackend(name string) bool {
 	}
 	x.backendRejected = true
 	return false
+}
+
+// backendNamed reports whether a backend called full ("<namespace>/<service>:<port>"
+// as the operator names them) answers to name: the full name, or the short
+// "<service>:<port>", which resolves in the route's own namespace (every
+// backend of a route is in its Ingress's namespace).
+func backendNamed(full, name string) bool {
+	if full == name {
+		return true
+	}
+	if strings.Contains(name, "/") {
+		return false
+	}
+	_, short, ok := strings.Cut(full, "/")
+	return ok && short == name
+}
+
+// backendNames lists the route's backends, for messages.
+func (x *exchange) backendNames() []string {
+	if x.route == nil {
+		return nil
+	}
+	names := make([]string, len(x.route.Backends))
+	for i, b := range x.route.Backends {
+		names[i] = b.Name
+	}
+	return names
 }

@@ -23,6 +23,10 @@
 // plugin.
 //
 // Off wasip1 (go vet, unit tests) the package compiles with host functions
-// that panic, so plugin code type-checks everywhere. It imports only the
-// standard library and plugins/abi.
+// that panic, so plugin code type-checks everywhere.
+//
+// The SDK is a module of its own (github.com/tailplane/tailplane/plugins/sdk,
+// with the ABI constants in its abi package): a plugin's go.mod needs only
+// `go get github.com/tailplane/tailplane/plugins/sdk`, and the SDK needs
+// only the standard library. docs/plugins.md is the guide.
 package sdk

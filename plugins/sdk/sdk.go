@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/tailplane/tailplane/plugins/abi"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 // A guest instance is single-threaded and serves one request at a time, so
@@ -94,7 +94,7 @@ type Request struct{}
 // Method returns the request method.
 func (Request) Method() string { return readString(getMethod) }
 
-// SetMethod changes the method sent upstream.
+// SetMethod changes the method sent to the backend.
 func (Request) SetMethod(m string) { setMethod(m) }
 
 // URI returns the request-target: path and query, encoded.
@@ -109,7 +109,9 @@ func (r Request) Path() string {
 	return u
 }
 
-// SetURI rewrites the request-target sent upstream (must start with /).
+// SetURI rewrites the request-target (path and query, already encoded; it
+// must start with /) that the backend receives. Routing (the route and its
+// backends) was decided on the original path and does not change.
 func (Request) SetURI(u string) { setURI(u) }
 
 // Host returns the request's authority.
@@ -233,7 +235,11 @@ func (r Response) Redirect(status int, location string) bool {
 	return false
 }
 
-// Deny answers status with a short body; it returns false.
+// Deny answers the request itself with status and a short body (at most
+// 1 MiB); the backend is not called. It returns false, so a handler can
+// `return resp.Deny(...)`. 2xx, 4xx and 5xx statuses are sent as given
+// (Deny(200, "ok") answers a health check); any other status is sent as
+// 403. Answer 3xx with Redirect: a 3xx without Location fails the plugin.
 func (r Response) Deny(status int, body string) bool {
 	r.SetStatus(status)
 	r.Write([]byte(body))
@@ -249,12 +255,15 @@ func RouteHost() string { return readString(getRouteHost) }
 // RoutePath returns the path of the matched route rule (capability route).
 func RoutePath() string { return readString(getRoutePath) }
 
-// Backends lists the backends the route allows, the default first
-// (capability route).
+// Backends lists the backends the route offers, the route's own first,
+// then the Ingress's extra backends (annotation tailplane.dev/extra-backends).
+// Names are "<namespace>/<service>:<port>" (capability route).
 func Backends() []string { return readList(getBackends) }
 
-// SetBackend sends the request to the named backend; ErrNotAllowed if the
-// route does not list it (capability route).
+// SetBackend sends the request to the named backend: a name Backends
+// returns, or its short form "<service>:<port>" (the Service in the route's
+// namespace, the port's number). ErrNotAllowed if the route does not offer
+// it (capability route).
 func SetBackend(name string) error {
 	if setBackend(name) != abi.StatusOK {
 		return ErrNotAllowed

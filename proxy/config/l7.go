@@ -18,6 +18,10 @@ type L7 struct {
 	Rules []Rule `json:"rules,omitempty"`
 	// DefaultBackend serves requests no rule matches; without it they get 404.
 	DefaultBackend *Backend `json:"defaultBackend,omitempty"`
+	// ExtraBackends are offered on every route, after the route's own
+	// backend, for routers (plugins) to choose with set_backend; without a
+	// router choosing one they receive nothing (a canary Service, say).
+	ExtraBackends []Backend `json:"extraBackends,omitempty"`
 }
 
 // TLSMode says where the L7 certificate comes from.

@@ -118,6 +118,15 @@ func (l *L7) validate(add addFunc) {
 	if l.DefaultBackend != nil {
 		l.DefaultBackend.validate("l7.defaultBackend", add)
 	}
+	extra := map[string]bool{}
+	for i, b := range l.ExtraBackends {
+		field := fmt.Sprintf("l7.extraBackends[%d]", i)
+		b.validate(field, add)
+		if extra[b.Service] {
+			add(field+".service", "%q is listed twice", b.Service)
+		}
+		extra[b.Service] = true
+	}
 	seen := map[string]string{}
 	for i, r := range l.Rules {
 		field := fmt.Sprintf("l7.rules[%d]", i)

@@ -127,11 +127,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 		}
 		http.Redirect(w, r, d.Location, status)
 	case route.Deny:
-		status := d.Status
-		if status < 400 || status > 599 {
-			status = http.StatusForbidden
-		}
-		http.Error(w, d.Body, status)
+		http.Error(w, d.Body, localStatus(d.Status))
 	default:
 		backend := d.Backend
 		if backend == nil && req.Route != nil && len(req.Route.Backends) > 0 {
@@ -145,6 +141,19 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 			backend: *backend, https: routes.HTTPSBackends[backend.Address],
 			identity: req.Identity, decision: d,
 		})
+	}
+}
+
+// localStatus is the status of a router's own answer (Deny): 2xx, 4xx and
+// 5xx as the router chose (a plugin may answer a health check itself);
+// anything else (1xx, 3xx without a redirect, out of range) is 403, since
+// the router meant to stop the request.
+func localStatus(status int) int {
+	switch {
+	case status >= 200 && status <= 299, status >= 400 && status <= 599:
+		return status
+	default:
+		return http.StatusForbidden
 	}
 }
 

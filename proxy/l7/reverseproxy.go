@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"sync"
 	"time"
 
@@ -64,6 +65,10 @@ func newReverseProxy(transport http.RoundTripper, m *metrics.Metrics, logger *lo
 				pr.Out.URL.Scheme = "https"
 			}
 			pr.Out.URL.Host = up.backend.Address
+			if d := up.decision; d.Method != "" {
+				pr.Out.Method = d.Method
+			}
+			rewriteURI(pr.Out, up.decision.RewriteURI)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
 			h := pr.Out.Header
@@ -99,6 +104,21 @@ func newReverseProxy(transport http.RoundTripper, m *metrics.Metrics, logger *lo
 		BufferPool: bufferPool{pool: &sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}},
 	}
 	return p
+}
+
+// rewriteURI replaces the upstream request-target with uri (path and
+// query, already encoded), as a router's RewriteURI asks. The host checked
+// that it starts with "/"; anything url.Parse refuses leaves the target as
+// it was.
+func rewriteURI(out *http.Request, uri string) {
+	if uri == "" {
+		return
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return
+	}
+	out.URL.Path, out.URL.RawPath, out.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
 }
 
 // copyBufferSize is larger than ReverseProxy's default 32 KiB: fewer, larger

@@ -72,7 +72,9 @@ const (
 	Forward Action = iota
 	// Redirect answers Decision.Status (3xx) with Location: Decision.Location.
 	Redirect
-	// Deny answers Decision.Status with the short Decision.Body.
+	// Deny answers Decision.Status with the short Decision.Body, without
+	// reaching a backend: 2xx, 4xx and 5xx are sent as given, anything
+	// else as 403.
 	Deny
 )
 

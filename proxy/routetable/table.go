@@ -48,7 +48,7 @@ func New(l7 *config.L7) *Table {
 			}
 			e := entry{path: p.Path, exact: pt == config.PathExact, route: &route.Route{
 				Host: r.Host, Path: p.Path, PathType: string(pt),
-				Backends: []route.Backend{BackendOf(p.Backend)},
+				Backends: backends(p.Backend, l7.ExtraBackends),
 			}}
 			switch {
 			case host == "":
@@ -68,7 +68,7 @@ func New(l7 *config.L7) *Table {
 	}
 	if l7.DefaultBackend != nil {
 		t.fallback = &route.Route{Path: "/", PathType: string(config.PathPrefix),
-			Backends: []route.Backend{BackendOf(*l7.DefaultBackend)}}
+			Backends: backends(*l7.DefaultBackend, l7.ExtraBackends)}
 	}
 	return t
 }
@@ -76,6 +76,19 @@ func New(l7 *config.L7) *Table {
 // BackendOf converts a config backend to the routing view of it.
 func BackendOf(b config.Backend) route.Backend {
 	return route.Backend{Name: b.Service, Address: b.Address}
+}
+
+// backends is a route's allowlist: its own backend (the default), then the
+// config's extra backends that routers may choose instead.
+func backends(own config.Backend, extra []config.Backend) []route.Backend {
+	out := make([]route.Backend, 0, 1+len(extra))
+	out = append(out, BackendOf(own))
+	for _, b := range extra {
+		if b.Service != own.Service {
+			out = append(out, BackendOf(b))
+		}
+	}
+	return out
 }
 
 // sortEntries orders longest path first and Exact before Prefix at equal

@@ -11,11 +11,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Credentials the server accepts unless changed.
@@ -24,11 +24,13 @@ const (
 	ClientSecret = "test-client-secret"
 )
 
-// KeyRequest is an auth key request the server received.
+// KeyRequest is an auth key request the server received, with the key it
+// minted (ID and secret).
 type KeyRequest struct {
 	Tags                               []string
 	Reusable, Ephemeral, Preauthorized bool
-	Key                                string
+	Description                        string
+	ID, Key                            string
 }
 
 // Device is a device the server knows.
@@ -57,6 +59,12 @@ type Server struct {
 	clientSecret string
 	tokens       map[string]bool
 	keys         []KeyRequest
+	created      map[string]time.Time // key ID -> minted
+	used         map[string]bool      // key ID -> a device logged in with it
+	revoked      map[string]bool      // key ID -> revoked through the API
+	dropMints    int                  // mint, then answer nothing, this many times
+	listIDsOnly  bool
+	onMint       func(KeyRequest)
 	devices      map[string]Device
 	deleted      []string
 	fail         map[string]Failure
@@ -64,10 +72,12 @@ type Server struct {
 
 // Endpoint names for Fail.
 const (
-	EndpointToken   = "token"
-	EndpointKeys    = "keys"
-	EndpointDevices = "devices"
-	EndpointDelete  = "delete"
+	EndpointToken     = "token"
+	EndpointKeys      = "keys" // create an auth key
+	EndpointListKeys  = "list-keys"
+	EndpointRevokeKey = "revoke-key"
+	EndpointDevices   = "devices"
+	EndpointDelete    = "delete"
 )
 
 // NewServer starts a server; stop it with Close.
@@ -75,10 +85,14 @@ func NewServer() *Server {
 	s := &Server{
 		clientID: ClientID, clientSecret: ClientSecret,
 		tokens: map[string]bool{}, devices: map[string]Device{}, fail: map[string]Failure{},
+		created: map[string]time.Time{}, used: map[string]bool{}, revoked: map[string]bool{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v2/oauth/token", s.token)
 	mux.HandleFunc("POST /api/v2/tailnet/{tailnet}/keys", s.authorized(EndpointKeys, s.createKey))
+	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/keys", s.authorized(EndpointListKeys, s.listKeys))
+	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/keys/{id}", s.authorized(EndpointListKeys, s.getKey))
+	mux.HandleFunc("DELETE /api/v2/tailnet/{tailnet}/keys/{id}", s.authorized(EndpointRevokeKey, s.revokeKey))
 	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/devices", s.authorized(EndpointDevices, s.listDevices))
 	mux.HandleFunc("DELETE /api/v2/device/{id}", s.authorized(EndpointDelete, s.deleteDevice))
 	s.Server = httptest.NewServer(mux)
@@ -205,35 +219,6 @@ func (s *Server) authorized(endpoint string, next http.HandlerFunc) http.Handler
 		}
 		next(w, r)
 	}
-}
-
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Capabilities struct {
-			Devices struct {
-				Create struct {
-					Reusable, Ephemeral, Preauthorized bool
-					Tags                               []string
-				} `json:"create"`
-			} `json:"devices"`
-		} `json:"capabilities"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "invalid JSON: " + err.Error()})
-		return
-	}
-	c := req.Capabilities.Devices.Create
-	for _, tag := range c.Tags {
-		if !strings.HasPrefix(tag, "tag:") {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("requested tags [%s] are invalid or not permitted", tag)})
-			return
-		}
-	}
-	key := "tskey-auth-" + randomHex()
-	s.mu.Lock()
-	s.keys = append(s.keys, KeyRequest{Tags: c.Tags, Reusable: c.Reusable, Ephemeral: c.Ephemeral, Preauthorized: c.Preauthorized, Key: key})
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"id": randomHex()[:8], "key": key, "capabilities": req.Capabilities})
 }
 
 func (s *Server) listDevices(w http.ResponseWriter, _ *http.Request) {

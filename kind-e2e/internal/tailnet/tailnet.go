@@ -87,6 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 			return nil
 		},
 	}
+	t.Control.HoldMapRequest = t.followHostname
 	if err := t.guardRegistration(); err != nil {
 		ln.Close()
 		rl.close()
@@ -169,6 +170,31 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
 	if n := t.Control.Node(req.NodeKey); n != nil && len(adm.Tags) > 0 {
 		n.Tags = adm.Tags
+		t.Control.UpdateNode(n)
+	}
+}
+
+// followHostname makes a device's MagicDNS name follow its hostname, as
+// Tailscale's control server does for machines not renamed by hand: a node
+// that reports a new hostname (a proxy whose tailscale.com/hostname
+// changed) gets the new name, and every peer learns it. testcontrol keeps
+// the name given at registration; this runs after each map request.
+func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
+	if req.Hostinfo == nil || req.Hostinfo.Hostname == "" {
+		return nil
+	}
+	return func() {
+		n := t.Control.Node(req.NodeKey)
+		if n == nil || !n.Hostinfo.Valid() || n.Hostinfo.Hostname() == "" {
+			return
+		}
+		want := n.Hostinfo.Hostname() + "." + t.MagicDNSDomain + "."
+		if n.Name == want {
+			return
+		}
+		// n is a copy: a concurrent update of the node between Node and
+		// UpdateNode is lost, and resent by the node's next map request.
+		n.Name = want
 		t.Control.UpdateNode(n)
 	}
 }

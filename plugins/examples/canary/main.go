@@ -3,7 +3,10 @@
 // needs the "route" capability.
 //
 // Config (JSON): {"header":"X-Canary","headerValue":"always",
-// "cookie":"canary","cookieValue":"1","backend":"v2"}. Backend defaults to
+// "cookie":"canary","cookieValue":"1","backend":"web-canary:80"}. Backend
+// is a backend the route offers ("<namespace>/<service>:<port>", or
+// "<service>:<port>" in the route's namespace; an Ingress offers more than
+// its own with the annotation tailplane.dev/extra-backends) and defaults to
 // the route's second backend.
 package main
 

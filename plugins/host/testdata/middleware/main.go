@@ -7,8 +7,8 @@ import (
 	"bytes"
 	"strconv"
 
-	"github.com/tailplane/tailplane/plugins/abi"
 	"github.com/tailplane/tailplane/plugins/sdk"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
 func init() {

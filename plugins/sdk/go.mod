@@ -1,0 +1,3 @@
+module github.com/tailplane/tailplane/plugins/sdk
+
+go 1.24
