@@ -38,6 +38,7 @@ func TestOperatorSurvivesAPIOutage(t *testing.T) {
 	for device()["state"] != "Stopped" || !strings.Contains(op.log.String(), "leadership lost") {
 		select {
 		case err := <-op.done:
+			op.done <- err // for the harness's cleanup
 			t.Fatalf("the operator exited during the outage: %v; log:\n%s", err, op.log)
 		case <-deadline:
 			t.Fatalf("60 s into the outage: device %v, or no leadership-lost line; log:\n%s", device(), op.log)
