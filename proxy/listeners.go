@@ -263,7 +263,10 @@ func (e *Engine) serveTCP(r *l4.Relay, ln net.Listener, key string) *listenerHan
 func (e *Engine) serveUDP(r *l4.Relay, pc net.PacketConn, key string, idle time.Duration) *listenerHandle {
 	ctx, cancel := context.WithCancel(e.hard)
 	go r.ServeUDP(ctx, pc, e.target(key), idle)
-	return &listenerHandle{shutdown: func(context.Context) { pc.Close() }, kill: cancel}
+	// Nothing to drain: a UDP flow never ends by itself, so its listener's
+	// shutdown ends its flows too rather than holding the drain until they
+	// go idle.
+	return &listenerHandle{shutdown: func(context.Context) { cancel() }, kill: cancel}
 }
 
 // serveHTTP runs an http.Server on ln. TLS (with h2) is terminated by ln.

@@ -148,14 +148,18 @@ func (o *Operator) release(lock *resourcelock.LeaseLock, le *LeaderElection) {
 
 // beginTerm resets what a previous term of leadership left behind, so that
 // each term starts as a fresh process would: an empty queue, no stale
-// marks, resume handlers due again (another replica may have handled the
-// objects meanwhile) and indexes rebuilt from the new informers' lists.
+// marks, no pending Enqueue requests, resume handlers due again (another
+// replica may have handled the objects meanwhile) and indexes rebuilt from
+// the new informers' lists. The first term keeps what was queued before Run.
 func (o *Operator) beginTerm() {
-	o.queue.renew()
+	if !o.queue.renew() {
+		return
+	}
 	o.stopping.Store(false)
 	o.stateMu.Lock()
 	clear(o.stale)
 	clear(o.resumed)
+	clear(o.enqueued)
 	o.stateMu.Unlock()
 	for _, x := range o.indexes {
 		x.reset()
@@ -183,14 +187,16 @@ func newTermQueue(mk func() workqueue.TypedRateLimitingInterface[Key]) *termQueu
 	return &termQueue{cur: mk(), make: mk}
 }
 
-// renew starts a new queue if the current one was shut down. Call it only
-// when no worker of the previous term runs.
-func (q *termQueue) renew() {
+// renew starts a new queue if the current one was shut down, and reports
+// whether it did. Call it only when no worker of the previous term runs.
+func (q *termQueue) renew() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.cur.ShuttingDown() {
-		q.cur = q.make()
+	if !q.cur.ShuttingDown() {
+		return false
 	}
+	q.cur = q.make()
+	return true
 }
 
 func (q *termQueue) get() workqueue.TypedRateLimitingInterface[Key] {

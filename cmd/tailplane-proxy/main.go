@@ -15,11 +15,21 @@ import (
 	// Mozilla's roots, used only where the system has none (the images are
 	// FROM scratch): TLS to control, the tailnet API and ACME verifies anyway.
 	_ "golang.org/x/crypto/x509roots/fallback"
+	"tailscale.com/envknob"
+	"tailscale.com/logtail"
 
 	"github.com/tailplane/tailplane/proxy"
 )
 
 func main() {
+	// Process-wide tailscale switches: never upload tailscaled's logs to
+	// Tailscale's log service (they go to our logger). Uploading them made
+	// a proxy on a tailnet without Internet access look up log.tailscale.com
+	// every few seconds and, when that failed, ask the built-in public DERP
+	// servers (derp*.tailscale.com) for it; a proxy must contact only its
+	// login server, the DERP servers of its netmap and its targets.
+	envknob.SetNoLogsNoSupport()
+	logtail.Disable()
 	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "tailplane-proxy"})
 	if err := run(logger); err != nil {
 		logger.Error("cannot start", "err", err)

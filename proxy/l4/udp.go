@@ -15,12 +15,18 @@ const maxDatagram = 64 * 1024
 
 // ServeUDP relays datagrams from pc to target, one upstream socket per
 // client address, until pc is closed or ctx is done. A flow without packets
-// in either direction for idle is closed.
+// in either direction for idle is closed. UDP has no end of a session to
+// wait for, so flows end with the listener: closing pc or ending ctx closes
+// every flow at once, and a shutdown never waits for flows to go idle.
 func (r *Relay) ServeUDP(ctx context.Context, pc net.PacketConn, target TargetFunc, idle time.Duration) {
 	var (
 		mu    sync.Mutex
 		flows = map[string]*udpFlow{}
 	)
+	// A read blocked in pc does not watch ctx: closing pc ends it, and the
+	// deferred cleanup below then closes the flows.
+	stop := context.AfterFunc(ctx, func() { pc.Close() })
+	defer stop()
 	defer func() {
 		mu.Lock()
 		for _, f := range flows {
