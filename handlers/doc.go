@@ -9,7 +9,8 @@
 // holds the apply plumbing the modules share (server-side apply of proxies,
 // auth keys, cleanup, conditions, re-handling parents through the runtime's Enqueue).
 //
-// Handlers may import runtime/, crds/, internal/tailnet and proxy/config;
+// Handlers may import runtime/, crds/, internal/tailnet, internal/proxystate
+// (the state Secret keys and labels shared with the proxy) and proxy/config;
 // never the rest of proxy/. Of plugins/, only handlers/plugin imports
 // plugins/host (to compile a RoutingPlugin's module, never to run it),
 // plugins/sdk/abi and plugins/source (to fetch the module).

@@ -30,6 +30,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -321,7 +322,7 @@ func (h *harness) simulateLogin(parentType, name, id, fqdn string, ips ...string
 	h.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: ips})
 	ipsJSON, _ := json.Marshal(ips)
 	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{
-		proxyset.KeyDeviceID: []byte(id), proxyset.KeyDeviceFQDN: []byte(fqdn + "."), proxyset.KeyDeviceIPs: ipsJSON,
+		proxystate.KeyDeviceID: []byte(id), proxystate.KeyDeviceFQDN: []byte(fqdn + "."), proxystate.KeyDeviceIPs: ipsJSON,
 	}})
 	state := h.names(parentType, name).StateSecret
 	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), state, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/plugin"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins"
 )
 
@@ -160,8 +161,8 @@ func TestRoutingPlugin(t *testing.T) {
 	}
 
 	// The proxy reports the plugin loaded: Ready and loadedBy follow.
-	report, _ := json.Marshal([]plugin.ProxyReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin}})
-	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{plugin.KeyPluginStatus: report}})
+	report, _ := json.Marshal([]proxystate.PluginReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyPluginStatus: report}})
 	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +206,8 @@ func TestRoutingPlugin(t *testing.T) {
 		}
 		return nil
 	})
-	report, _ = json.Marshal([]plugin.ProxyReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin2}})
-	patch, _ = json.Marshal(map[string]any{"data": map[string][]byte{plugin.KeyPluginStatus: report}})
+	report, _ = json.Marshal([]proxystate.PluginReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin2}})
+	patch, _ = json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyPluginStatus: report}})
 	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
@@ -104,9 +105,9 @@ func TestSecretConfigAndState(t *testing.T) {
 	// Device info, with containerboot's key names and formats.
 	var deviceID string
 	waitFor(t, 20*time.Second, "device info", func() error {
-		id, ok1 := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyDeviceID)
-		fqdn, ok2 := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyDeviceFQDN)
-		ips, ok3 := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyDeviceIPs)
+		id, ok1 := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyDeviceID)
+		fqdn, ok2 := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyDeviceFQDN)
+		ips, ok3 := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyDeviceIPs)
 		if !ok1 || !ok2 || !ok3 {
 			return fmt.Errorf("keys missing")
 		}
@@ -147,7 +148,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	for _, ref := range refusals {
 		putConfig(t, cs, ns, "kube-proxy-0", ref.doc)
 		waitFor(t, 5*time.Second, "config_error "+ref.want, func() error {
-			msg, _ := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyConfigError)
+			msg, _ := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError)
 			if !strings.Contains(msg, ref.want) {
 				return fmt.Errorf("config_error %q", msg)
 			}
@@ -165,7 +166,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	later.L7 = &laterL7
 	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, &later))
 	waitFor(t, 5*time.Second, "later-tls refused", func() error {
-		msg, _ := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyConfigError)
+		msg, _ := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError)
 		if !strings.Contains(msg, "later-tls not found") {
 			return fmt.Errorf("config_error %q", msg)
 		}
@@ -177,7 +178,7 @@ func TestSecretConfigAndState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "retry applies once the TLS Secret exists", func() error {
-		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyConfigError); ok {
+		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError); ok {
 			return fmt.Errorf("config_error still %q", msg)
 		}
 		return nil
@@ -186,7 +187,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	// A good config clears config_error.
 	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, cfg))
 	waitFor(t, 5*time.Second, "config_error cleared", func() error {
-		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", kubestate.KeyConfigError); ok {
+		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError); ok {
 			return fmt.Errorf("config_error still %q", msg)
 		}
 		return nil
@@ -250,7 +251,7 @@ func TestBadAuthKeyThenGoodKey(t *testing.T) {
 	src := &configwatch.Secret{Client: cs, Namespace: ns, Name: "auth-proxy-0", Key: config.SecretKey, Log: testLogger(t)}
 	r := startEngine(t, tn, nil, Options{Source: src, State: st, Status: st, Kube: cs, Namespace: ns, LocalAddr: "127.0.0.1:0"})
 	waitFor(t, 60*time.Second, "login refusal in config_error", func() error {
-		msg, _ := stateKey(t, cs, ns, "auth-proxy-0", kubestate.KeyConfigError)
+		msg, _ := stateKey(t, cs, ns, "auth-proxy-0", proxystate.KeyConfigError)
 		if !strings.Contains(msg, `tailnet login as "auth-proxy" failed`) {
 			return fmt.Errorf("config_error %q", msg)
 		}
@@ -270,7 +271,7 @@ func TestBadAuthKeyThenGoodKey(t *testing.T) {
 		if !r.engine.Ready() {
 			return fmt.Errorf("not ready")
 		}
-		if msg, ok := stateKey(t, cs, ns, "auth-proxy-0", kubestate.KeyConfigError); ok {
+		if msg, ok := stateKey(t, cs, ns, "auth-proxy-0", proxystate.KeyConfigError); ok {
 			return fmt.Errorf("config_error still %q", msg)
 		}
 		return nil

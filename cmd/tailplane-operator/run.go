@@ -21,6 +21,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -132,7 +133,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 func runtimeSettings(getenv func(string) string, namespace string, logger *log.Logger) (runtime.Settings, error) {
 	host := getenv(envPodIP)
 	rs := runtime.Settings{
-		Finalizer:      "tailscale.com/finalizer",
+		Finalizer:      proxystate.Finalizer,
 		Component:      "tailscale-operator",
 		HealthAddress:  orDefault(getenv(envHealthAddr), net.JoinHostPort(host, "8081")),
 		MetricsAddress: orDefault(getenv(envMetricsAddr), net.JoinHostPort(host, "8080")),

@@ -11,22 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/route"
 )
-
-// keyPluginStatus is the state Secret key where the proxy reports its
-// plugins for the RoutingPlugin status (the operator reads it).
-const keyPluginStatus = "plugin_status"
-
-// pluginReport is one plugin as the proxy reports it.
-type pluginReport struct {
-	Name   string `json:"name"`
-	Loaded bool   `json:"loaded"`
-	SHA256 string `json:"sha256,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
 
 // statusSetter writes keys of the state Secret (kubestate.Store).
 type statusSetter interface {
@@ -78,12 +67,12 @@ func (l *pluginLoader) routers(ctx context.Context, ps []config.Plugin) ([]route
 
 // report writes the plugins' outcome to the state Secret's plugin_status.
 func (l *pluginLoader) report(ctx context.Context, statuses []plugins.Status) {
-	reports := make([]pluginReport, 0, len(statuses))
+	reports := make([]proxystate.PluginReport, 0, len(statuses))
 	for _, s := range statuses {
 		if s.Error != "" {
 			l.log.Warn("plugin did not load", "plugin", s.Name, "err", s.Error)
 		}
-		reports = append(reports, pluginReport{Name: s.Name, Loaded: s.Loaded, SHA256: s.SHA256, Error: s.Error})
+		reports = append(reports, proxystate.PluginReport{Name: s.Name, Loaded: s.Loaded, SHA256: s.SHA256, Error: s.Error})
 	}
 	if l.status == nil {
 		return
@@ -91,7 +80,7 @@ func (l *pluginLoader) report(ctx context.Context, statuses []plugins.Status) {
 	b, _ := json.Marshal(reports)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := l.status.Set(wctx, map[string][]byte{keyPluginStatus: b}); err != nil {
+	if err := l.status.Set(wctx, map[string][]byte{proxystate.KeyPluginStatus: b}); err != nil {
 		l.log.Warn("cannot report plugin status", "err", err)
 	}
 }

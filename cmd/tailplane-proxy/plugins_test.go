@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/route"
@@ -56,9 +57,9 @@ func TestPluginLoaderReportsInStateSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reports []pluginReport
-	if err := json.Unmarshal(sec.Data[keyPluginStatus], &reports); err != nil {
-		t.Fatalf("plugin_status = %q: %v", sec.Data[keyPluginStatus], err)
+	var reports []proxystate.PluginReport
+	if err := json.Unmarshal(sec.Data[proxystate.KeyPluginStatus], &reports); err != nil {
+		t.Fatalf("plugin_status = %q: %v", sec.Data[proxystate.KeyPluginStatus], err)
 	}
 	if len(reports) != 1 || reports[0].Name != "apps/canary" || reports[0].Loaded || reports[0].Error == "" {
 		t.Fatalf("plugin_status = %+v; want one failed report for apps/canary with its reason", reports)
@@ -109,13 +110,13 @@ func TestPluginLoaderRetriesFailedLoads(t *testing.T) {
 	if d := decide(); d.Action != route.Deny || d.Status != http.StatusServiceUnavailable {
 		t.Fatalf("fail-closed plugin without its module: %+v, want 503", d)
 	}
-	reports := func() ([]pluginReport, error) {
+	reports := func() ([]proxystate.PluginReport, error) {
 		sec, err := kube.CoreV1().Secrets(ns).Get(ctx, "proxy-0", metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		var r []pluginReport
-		err = json.Unmarshal(sec.Data[keyPluginStatus], &r)
+		var r []proxystate.PluginReport
+		err = json.Unmarshal(sec.Data[proxystate.KeyPluginStatus], &r)
 		return r, err
 	}
 	if r, err := reports(); err != nil || len(r) != 1 || r[0].Loaded || r[0].Error == "" {

@@ -7,7 +7,7 @@
 // re-handles a parent when something other than the parent changed (its
 // proxy's state Secret, a backend Service, its ProxyClass, the IngressClass).
 //
-// It imports runtime/, internal/tailnet, handlers/proxyset,
-// handlers/settings, handlers/proxyclass, crds/ and Kubernetes client
-// libraries. Render steps never import it: they stay pure.
+// It imports runtime/, internal/tailnet, internal/proxystate,
+// handlers/proxyset, handlers/settings, handlers/proxyclass, crds/ and
+// Kubernetes client libraries. Render steps never import it: they stay pure.
 package kit

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -62,7 +63,7 @@ func (d *Deps) indexProxies(sel string) {
 
 // stateSelector selects the managed state Secrets.
 func stateSelector() string {
-	return labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", proxyset.LabelSecretType: proxyset.SecretTypeState}).String()
+	return labels.SelectorFromSet(labels.Set{proxystate.LabelManaged: "true", proxystate.LabelSecretType: proxyset.SecretTypeState}).String()
 }
 
 // hasProxy reports whether the parent (namespace, name) of parentType has a

@@ -21,6 +21,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -81,7 +82,7 @@ func (d *Deps) ClaimHostname(ctx context.Context, hostname, parentType, namespac
 		d.waitFor(hostname, me)
 		return fmt.Errorf("hostname %q is already used by %s", hostname, describeParent(other))
 	}
-	sel := labels.SelectorFromSet(labels.Set{proxyset.LabelManaged: "true", LabelHostname: hostname}).String()
+	sel := labels.SelectorFromSet(labels.Set{proxystate.LabelManaged: "true", LabelHostname: hostname}).String()
 	list, err := d.Kube.CoreV1().Secrets(d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list config Secrets: %w", err)
@@ -89,13 +90,13 @@ func (d *Deps) ClaimHostname(ctx context.Context, hostname, parentType, namespac
 	mine := proxyset.ChildLabels(parentType, namespace, name)
 	for _, s := range list.Items {
 		l := s.Labels
-		if l[proxyset.LabelParentType] == parentType && l[proxyset.LabelParentNamespace] == namespace &&
-			l[proxyset.LabelParentName] == mine[proxyset.LabelParentName] {
+		if l[proxystate.LabelParentType] == parentType && l[proxystate.LabelParentNamespace] == namespace &&
+			l[proxystate.LabelParentName] == mine[proxystate.LabelParentName] {
 			continue
 		}
 		d.waitFor(hostname, me)
 		return fmt.Errorf("hostname %q is already used by %s", hostname,
-			describeParent(l[proxyset.LabelParentType]+"/"+l[proxyset.LabelParentNamespace]+"/"+l[proxyset.LabelParentName]))
+			describeParent(l[proxystate.LabelParentType]+"/"+l[proxystate.LabelParentNamespace]+"/"+l[proxystate.LabelParentName]))
 	}
 	if old, ok := d.claimed[me]; ok && old != hostname {
 		delete(d.claims, old)
@@ -370,14 +371,11 @@ func RenamePending(dev proxyset.Device, hostname string) string {
 	return fmt.Sprintf("waiting for the device to be renamed: it is still %s, not yet %s", dev.FQDN, want)
 }
 
-// KeyConfigError is where a proxy reports why it refused its config.
-const KeyConfigError = "config_error"
-
 // ConfigError is the proxy's report that it refused its config, as a
 // condition message ("" when it did not).
 func ConfigError(ps *ProxyState) string {
-	if ps.State == nil || len(ps.State.Data[KeyConfigError]) == 0 {
+	if ps.State == nil || len(ps.State.Data[proxystate.KeyConfigError]) == 0 {
 		return ""
 	}
-	return "the proxy refused its config: " + string(ps.State.Data[KeyConfigError])
+	return "the proxy refused its config: " + string(ps.State.Data[proxystate.KeyConfigError])
 }

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -19,17 +19,17 @@ func (d *Deps) WatchProxyState() {
 	d.indexProxies(sel)
 	d.Op.Watch(Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		l := obj.GetLabels()
-		res, ok := parentResource(l[proxyset.LabelParentType])
-		if !ok || l[proxyset.LabelParentName] == "" || !stateChanged(typ, old, obj) {
+		res, ok := parentResource(l[proxystate.LabelParentType])
+		if !ok || l[proxystate.LabelParentName] == "" || !stateChanged(typ, old, obj) {
 			return nil
 		}
-		return []runtime.Key{{Resource: res, Namespace: l[proxyset.LabelParentNamespace], Name: l[proxyset.LabelParentName]}}
+		return []runtime.Key{{Resource: res, Namespace: l[proxystate.LabelParentNamespace], Name: l[proxystate.LabelParentName]}}
 	}, runtime.Namespace(d.Settings.Namespace), runtime.Selector(sel))
 }
 
 // stateKeys are the keys of a state Secret the operator acts on; tailscaled's
 // own keys change often and matter to nobody else.
-var stateKeys = []string{proxyset.KeyDeviceID, proxyset.KeyDeviceFQDN, proxyset.KeyDeviceIPs, KeyConfigError}
+var stateKeys = []string{proxystate.KeyDeviceID, proxystate.KeyDeviceFQDN, proxystate.KeyDeviceIPs, proxystate.KeyConfigError}
 
 // stateChanged reports whether the operator-relevant keys of a state Secret
 // changed: on an update, from the old state; when it appears (created, or

@@ -42,18 +42,6 @@ const (
 // ModuleKey is the key of the module (gzip) in the operator's copy Secret.
 const ModuleKey = "module.wasm.gz"
 
-// KeyPluginStatus is the state Secret key where a proxy reports its plugins:
-// a JSON list of ProxyReport.
-const KeyPluginStatus = "plugin_status"
-
-// ProxyReport is one plugin as a proxy reports it (plugins.Status).
-type ProxyReport struct {
-	Name   string `json:"name"`
-	Loaded bool   `json:"loaded"`
-	SHA256 string `json:"sha256,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
-
 // RoutingPlugin is the part of the object the operator reads.
 type RoutingPlugin struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/source"
 	"github.com/tailplane/tailplane/runtime"
@@ -158,7 +159,7 @@ func (m *module) accept(ctx context.Context, rp *RoutingPlugin) (reason, sum str
 	copied := &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: CopyName(rp.Namespace, rp.Name), Namespace: m.d.Settings.Namespace,
-			Labels: map[string]string{proxyset.LabelManaged: "true", LabelPlugin: rp.Namespace + "." + rp.Name}},
+			Labels: map[string]string{proxystate.LabelManaged: "true", LabelPlugin: rp.Namespace + "." + rp.Name}},
 		Data: map[string][]byte{ModuleKey: gz.Bytes()},
 	}
 	if err := m.d.Apply(ctx, copied); err != nil {
@@ -228,8 +229,8 @@ func (m *module) ready(ctx context.Context, rp *RoutingPlugin) (metav1.Condition
 		if ps.State == nil {
 			continue
 		}
-		var reports []ProxyReport
-		if json.Unmarshal(ps.State.Data[KeyPluginStatus], &reports) != nil {
+		var reports []proxystate.PluginReport
+		if json.Unmarshal(ps.State.Data[proxystate.KeyPluginStatus], &reports) != nil {
 			continue
 		}
 		for _, r := range reports {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
 // ProxyKind is what a proxy does, which decides the parts of a ProxyClass
@@ -40,7 +41,7 @@ const (
 
 // protectedLabels are the keys a ProxyClass cannot replace.
 var protectedLabels = []string{
-	proxyset.LabelManaged, proxyset.LabelParentType, proxyset.LabelParentName, proxyset.LabelParentNamespace, proxyset.LabelApp,
+	proxystate.LabelManaged, proxystate.LabelParentType, proxystate.LabelParentName, proxystate.LabelParentNamespace, proxystate.LabelApp,
 }
 
 // merge returns custom plus the protected keys of current: the ProxyClass's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
 // Labels of a proxy's metrics Service and ServiceMonitor, the official
@@ -59,13 +60,13 @@ func promProxyType(parentType string) string {
 // official operator's Prometheus labels.
 func metricsLabels(sts *appsv1.StatefulSet) map[string]string {
 	l := map[string]string{}
-	for _, k := range []string{proxyset.LabelManaged, proxyset.LabelParentType, proxyset.LabelParentName, proxyset.LabelParentNamespace} {
+	for _, k := range []string{proxystate.LabelManaged, proxystate.LabelParentType, proxystate.LabelParentName, proxystate.LabelParentNamespace} {
 		if v, ok := sts.Labels[k]; ok {
 			l[k] = v
 		}
 	}
-	typ := promProxyType(l[proxyset.LabelParentType])
-	name, ns := l[proxyset.LabelParentName], l[proxyset.LabelParentNamespace]
+	typ := promProxyType(l[proxystate.LabelParentType])
+	name, ns := l[proxystate.LabelParentName], l[proxystate.LabelParentNamespace]
 	job := "ts_" + typ + "_" + name
 	if ns != "" {
 		job = "ts_" + typ + "_" + ns + "_" + name

@@ -8,6 +8,7 @@ import (
 	"tailscale.com/util/dnsname"
 
 	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
 // Tags returns the proxy's ACL tags: the tailscale.com/tags annotation
@@ -15,13 +16,13 @@ import (
 // defaults. The error names every invalid tag, in the official operator's
 // words ("invalid tag %q: ...").
 func Tags(annotations map[string]string, defaults []string) ([]string, error) {
-	v, ok := annotations[AnnotationTags]
+	v, ok := annotations[proxystate.AnnotationTags]
 	if !ok {
 		return defaults, nil
 	}
 	tags, err := settings.ParseTags(v)
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationTags, err)
+		return nil, fmt.Errorf("annotation %s: %w", proxystate.AnnotationTags, err)
 	}
 	return tags, nil
 }
@@ -30,10 +31,10 @@ func Tags(annotations map[string]string, defaults []string) ([]string, error) {
 // tailscale.com/proxy-class label, else the annotation of the same name,
 // else the default (PROXY_DEFAULT_CLASS). Set but empty counts as set.
 func ProxyClassName(labels, annotations map[string]string, def string) string {
-	if v, ok := labels[LabelAnnotationProxyCls]; ok {
+	if v, ok := labels[proxystate.LabelAnnotationProxyCls]; ok {
 		return v
 	}
-	if v, ok := annotations[LabelAnnotationProxyCls]; ok {
+	if v, ok := annotations[proxystate.LabelAnnotationProxyCls]; ok {
 		return v
 	}
 	return def

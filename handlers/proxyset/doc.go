@@ -8,5 +8,7 @@
 //
 // Everything here is pure: objects in, objects out, no cluster.
 //
-// It imports Kubernetes API types, proxy/config and tailscale.com/util/dnsname.
+// It imports Kubernetes API types, proxy/config, internal/proxystate (the
+// labels and state Secret keys shared with the proxy) and
+// tailscale.com/util/dnsname.
 package proxyset

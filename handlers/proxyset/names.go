@@ -4,36 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
-// Labels and annotations with the official operator's keys.
-const (
-	LabelManaged            = "tailscale.com/managed"
-	LabelParentName         = "tailscale.com/parent-resource"
-	LabelParentNamespace    = "tailscale.com/parent-resource-ns"
-	LabelParentType         = "tailscale.com/parent-resource-type"
-	LabelSecretType         = "tailscale.com/secret-type"
-	LabelApp                = "app"
-	LabelAnnotationProxyCls = "tailscale.com/proxy-class"
-
-	AnnotationTags     = "tailscale.com/tags"
-	AnnotationHostname = "tailscale.com/hostname"
-
-	// Finalizer is the official operator's finalizer on parents.
-	Finalizer = "tailscale.com/finalizer"
-)
-
-// Parent types, the values of LabelParentType.
+// Parent types, the values of proxystate.LabelParentType.
 const (
 	ParentService = "svc"
 	ParentIngress = "ingress"
-)
-
-// Keys the proxy writes into its state Secret (the containerboot keys).
-const (
-	KeyDeviceID   = "device_id"
-	KeyDeviceFQDN = "device_fqdn"
-	KeyDeviceIPs  = "device_ips"
 )
 
 // maxBaseLength keeps the StatefulSet name short enough that its Pods'
@@ -91,10 +69,10 @@ func NamesFor(parentType, namespace, name string) Names {
 // find them again (there are no owner references across namespaces).
 func ChildLabels(parentType, namespace, name string) map[string]string {
 	return map[string]string{
-		LabelManaged:         "true",
-		LabelParentName:      TruncateLabelValue(name),
-		LabelParentNamespace: namespace,
-		LabelParentType:      parentType,
+		proxystate.LabelManaged:         "true",
+		proxystate.LabelParentName:      TruncateLabelValue(name),
+		proxystate.LabelParentNamespace: namespace,
+		proxystate.LabelParentType:      parentType,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -40,7 +41,7 @@ const scratchVolume = "scratch"
 // that `kubectl logs -c tailscale` keeps working.
 const ContainerName = "tailscale"
 
-// Secret types, the values of LabelSecretType.
+// Secret types, the values of proxystate.LabelSecretType.
 const (
 	SecretTypeConfig = "config"
 	SecretTypeState  = "state"
@@ -141,13 +142,13 @@ func Render(spec Spec) (*Objects, error) {
 	}
 	o.ConfigSecret = &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: meta(names.ConfigSecret, map[string]string{LabelSecretType: SecretTypeConfig}),
+		ObjectMeta: meta(names.ConfigSecret, map[string]string{proxystate.LabelSecretType: SecretTypeConfig}),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{config.SecretKey: cfg},
 	}
 	o.StateSecret = &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: meta(names.StateSecret, map[string]string{LabelSecretType: SecretTypeState}),
+		ObjectMeta: meta(names.StateSecret, map[string]string{proxystate.LabelSecretType: SecretTypeState}),
 		Type:       corev1.SecretTypeOpaque,
 	}
 	o.StatefulSet = statefulSet(spec, names, labels)
@@ -155,7 +156,7 @@ func Render(spec Spec) (*Objects, error) {
 }
 
 func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.StatefulSet {
-	selector := map[string]string{LabelApp: string(spec.Parent.UID)}
+	selector := map[string]string{proxystate.LabelApp: string(spec.Parent.UID)}
 	podLabels := maps.Clone(labels)
 	maps.Copy(podLabels, selector)
 	fieldEnv := func(name, path string) corev1.EnvVar {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -29,12 +30,12 @@ func DeviceFromState(state *corev1.Secret) (Device, error) {
 		return Device{}, nil
 	}
 	d := Device{
-		ID:   string(state.Data[KeyDeviceID]),
-		FQDN: strings.TrimSuffix(string(state.Data[KeyDeviceFQDN]), "."),
+		ID:   string(state.Data[proxystate.KeyDeviceID]),
+		FQDN: strings.TrimSuffix(string(state.Data[proxystate.KeyDeviceFQDN]), "."),
 	}
-	if raw := state.Data[KeyDeviceIPs]; len(raw) > 0 {
+	if raw := state.Data[proxystate.KeyDeviceIPs]; len(raw) > 0 {
 		if err := json.Unmarshal(raw, &d.IPs); err != nil {
-			return d, fmt.Errorf("state Secret %s: %s is not a JSON list of addresses: %w", state.Name, KeyDeviceIPs, err)
+			return d, fmt.Errorf("state Secret %s: %s is not a JSON list of addresses: %w", state.Name, proxystate.KeyDeviceIPs, err)
 		}
 	}
 	return d, nil
@@ -46,7 +47,7 @@ func DeviceFromState(state *corev1.Secret) (Device, error) {
 // config Secret is kept, so that re-renders never mint a second key.
 // Otherwise mint is true: the caller mints one through the tailnet API.
 func AuthKeyFor(configSecret, state *corev1.Secret) (key string, mint bool) {
-	if state != nil && len(state.Data[KeyDeviceID]) > 0 {
+	if state != nil && len(state.Data[proxystate.KeyDeviceID]) > 0 {
 		return "", false
 	}
 	if configSecret != nil {

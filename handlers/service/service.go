@@ -12,6 +12,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -88,15 +89,15 @@ func Classify(svc *corev1.Service, defaultLoadBalancer bool) Kind {
 // annotation, else <namespace>-<name>. It must be a DNS label; the error
 // uses the official operator's wording.
 func Hostname(svc *corev1.Service) (string, error) {
-	h, set := svc.Annotations[proxyset.AnnotationHostname]
+	h, set := svc.Annotations[proxystate.AnnotationHostname]
 	if !set {
 		h = svc.Namespace + "-" + svc.Name
 	}
 	if err := proxyset.ValidHostname(h); err != nil {
 		if set {
-			return "", fmt.Errorf("invalid Tailscale hostname specified %q in annotation %s: %s", h, proxyset.AnnotationHostname, err)
+			return "", fmt.Errorf("invalid Tailscale hostname specified %q in annotation %s: %s", h, proxystate.AnnotationHostname, err)
 		}
-		return "", fmt.Errorf("invalid Tailscale hostname %q, use %q annotation to override: %s", h, proxyset.AnnotationHostname, err)
+		return "", fmt.Errorf("invalid Tailscale hostname %q, use %q annotation to override: %s", h, proxystate.AnnotationHostname, err)
 	}
 	return strings.ToLower(h), nil
 }

@@ -6,8 +6,8 @@
 // device_ips, pod_uid and config_error.
 //
 // It uses client-go (so it works with any kubeconfig, not only in-cluster
-// service-account files) and implements tailscale's ipn.StateStore. It
-// imports nothing of ours.
+// service-account files) and implements tailscale's ipn.StateStore. Of
+// ours it imports only internal/proxystate (the status keys' names).
 package kubestate
 
 import (
@@ -24,16 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"tailscale.com/ipn"
-)
 
-// The status keys, as containerboot names them (kube/kubetypes), plus
-// Tailplane's config_error.
-const (
-	KeyDeviceID    = "device_id"
-	KeyDeviceFQDN  = "device_fqdn"
-	KeyDeviceIPs   = "device_ips"
-	KeyPodUID      = "pod_uid"
-	KeyConfigError = "config_error"
+	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
 // FieldManager is the server-side field manager of the proxy's writes.
@@ -156,7 +148,7 @@ func (s *Store) SetDeviceInfo(ctx context.Context, d DeviceInfo) error {
 	if err != nil {
 		return fmt.Errorf("encode device_ips: %w", err)
 	}
-	want := map[string][]byte{KeyDeviceID: []byte(d.ID), KeyDeviceFQDN: []byte(d.FQDN), KeyDeviceIPs: ips}
+	want := map[string][]byte{proxystate.KeyDeviceID: []byte(d.ID), proxystate.KeyDeviceFQDN: []byte(d.FQDN), proxystate.KeyDeviceIPs: ips}
 	if s.has(want) {
 		return nil
 	}
@@ -169,10 +161,10 @@ func (s *Store) SetConfigError(ctx context.Context, msg string) error {
 	if msg != "" {
 		v = []byte(msg)
 	}
-	if cur, ok := s.Get(KeyConfigError); ok == (v != nil) && string(cur) == msg {
+	if cur, ok := s.Get(proxystate.KeyConfigError); ok == (v != nil) && string(cur) == msg {
 		return nil
 	}
-	return s.Set(ctx, map[string][]byte{KeyConfigError: v})
+	return s.Set(ctx, map[string][]byte{proxystate.KeyConfigError: v})
 }
 
 func (s *Store) has(kv map[string][]byte) bool {

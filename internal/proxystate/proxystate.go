@@ -1,0 +1,59 @@
+// Package proxystate is the contract between the operator and its proxies
+// outside the proxy config (proxy/config): the keys a proxy writes into its
+// state Secret and the operator reads, and the labels, annotations and
+// finalizer, with the official operator's names, that the operator puts on
+// proxies' objects and reads from parents. Declaring them once keeps the
+// writer (internal/kubestate, cmd/tailplane-proxy) and the readers
+// (handlers/) from drifting apart.
+//
+// It imports nothing: the proxy, the operator and tests may all import it.
+package proxystate
+
+// Keys of a proxy's state Secret besides tailscaled's own state: the
+// containerboot status keys (tailscale.com/kube/kubetypes) plus Tailplane's
+// config_error and plugin_status.
+const (
+	// KeyDeviceID is the device's stable node ID; set once the proxy is
+	// logged in.
+	KeyDeviceID = "device_id"
+	// KeyDeviceFQDN is the device's MagicDNS name, with the trailing dot.
+	KeyDeviceFQDN = "device_fqdn"
+	// KeyDeviceIPs is a JSON list of the device's tailnet addresses.
+	KeyDeviceIPs = "device_ips"
+	// KeyPodUID is the UID of the Pod that wrote the keys above.
+	KeyPodUID = "pod_uid"
+	// KeyConfigError is why the proxy refused its current config; absent
+	// when it accepted it.
+	KeyConfigError = "config_error"
+	// KeyPluginStatus is a JSON list of PluginReport, one per routing
+	// plugin in the proxy's config.
+	KeyPluginStatus = "plugin_status"
+)
+
+// Labels and annotations with the official operator's keys.
+const (
+	LabelManaged            = "tailscale.com/managed"
+	LabelParentName         = "tailscale.com/parent-resource"
+	LabelParentNamespace    = "tailscale.com/parent-resource-ns"
+	LabelParentType         = "tailscale.com/parent-resource-type"
+	LabelSecretType         = "tailscale.com/secret-type"
+	LabelApp                = "app"
+	LabelAnnotationProxyCls = "tailscale.com/proxy-class"
+
+	AnnotationTags     = "tailscale.com/tags"
+	AnnotationHostname = "tailscale.com/hostname"
+
+	// Finalizer is the official operator's finalizer on parents.
+	Finalizer = "tailscale.com/finalizer"
+)
+
+// PluginReport is one routing plugin as a proxy reports it under
+// KeyPluginStatus (from plugins.Status); the operator turns the reports into
+// the RoutingPlugin's status.
+type PluginReport struct {
+	// Name is the RoutingPlugin's "<namespace>/<name>".
+	Name   string `json:"name"`
+	Loaded bool   `json:"loaded"`
+	SHA256 string `json:"sha256,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
