@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
 // No auth key outlives its use: 20 Services are created and deleted while
@@ -74,7 +75,7 @@ func TestAuthKeysNeverLeak(t *testing.T) {
 		return cfg.AuthKey, nil
 	}
 	for i := range n {
-		eventually(t, "key of every proxy", func() error { _, err := keyOf(i); return err })
+		testpoll.Until(t, settle, "key of every proxy", func() error { _, err := keyOf(i); return err })
 	}
 	// Half the proxies log in with their key.
 	for i := 0; i < n; i += 2 {
@@ -82,7 +83,7 @@ func TestAuthKeysNeverLeak(t *testing.T) {
 	}
 	// On retry: every key minted and never recorded was revoked; the valid
 	// unused keys are exactly those the other half's configs carry.
-	eventually(t, "only the configs' keys are valid", func() error {
+	testpoll.Until(t, settle, "only the configs' keys are valid", func() error {
 		var want []string
 		for i := 1; i < n; i += 2 {
 			k, err := keyOf(i)
@@ -114,7 +115,7 @@ func TestAuthKeysNeverLeak(t *testing.T) {
 		}
 	}
 	killWhenLeft := 3 + rng.IntN(n-6)
-	eventually(t, fmt.Sprintf("at most %d Services left", killWhenLeft), func() error {
+	testpoll.Until(t, settle, fmt.Sprintf("at most %d Services left", killWhenLeft), func() error {
 		if left := h.servicesLeft(); left > killWhenLeft {
 			return fmt.Errorf("%d left", left)
 		}
@@ -122,7 +123,7 @@ func TestAuthKeysNeverLeak(t *testing.T) {
 	})
 	t.Logf("killing the operator with %d Services left", h.servicesLeft())
 	h.restart()
-	eventually(t, "every Service gone", func() error {
+	testpoll.Until(t, settle, "every Service gone", func() error {
 		if left := h.servicesLeft(); left > 0 {
 			return fmt.Errorf("%d left", left)
 		}
@@ -143,7 +144,7 @@ func TestAuthKeysNeverLeak(t *testing.T) {
 func TestDeleteRevokesTheUnusedKey(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(exposed("early", nil))
-	eventually(t, "proxy", func() error { return h.proxyExists("svc", "early") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("svc", "early") })
 	cfg, err := h.proxyConfig("svc", "early")
 	if err != nil || cfg.AuthKey == "" {
 		t.Fatalf("config %+v %v", cfg, err)
@@ -155,7 +156,7 @@ func TestDeleteRevokesTheUnusedKey(t *testing.T) {
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "early", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "proxy gone", func() error { return h.proxyGone("svc", "early") })
+	testpoll.Until(t, settle, "proxy gone", func() error { return h.proxyGone("svc", "early") })
 	if !slices.Contains(h.api.Revoked(), keys[0].ID) {
 		t.Fatalf("key %s not revoked (revoked: %v)", keys[0].ID, h.api.Revoked())
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -18,7 +19,7 @@ func TestEgressService(t *testing.T) {
 		Annotations: map[string]string{"tailscale.com/tailnet-fqdn": "db.tail1.ts.net"}}})
 	h.createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "bad",
 		Annotations: map[string]string{"tailscale.com/tailnet-ip": "300.1.1.1"}}})
-	eventually(t, "egress proxy", func() error { return h.proxyExists("svc", "db") })
+	testpoll.Until(t, settle, "egress proxy", func() error { return h.proxyExists("svc", "db") })
 	cfg, err := h.proxyConfig("svc", "db")
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +32,7 @@ func TestEgressService(t *testing.T) {
 		t.Fatalf("headless Service: %v", err)
 	}
 	want := fmt.Sprintf("%s.%s.svc.cluster.local", base, h.opNS)
-	eventually(t, "ExternalName rewrite", func() error {
+	testpoll.Until(t, settle, "ExternalName rewrite", func() error {
 		svc := h.service("db")
 		if svc.Spec.Type != corev1.ServiceTypeExternalName || svc.Spec.ExternalName != want || len(svc.Spec.Selector) > 0 {
 			return fmt.Errorf("spec %+v", svc.Spec)
@@ -44,7 +45,7 @@ func TestEgressService(t *testing.T) {
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "egress proxy gone", func() error {
+	testpoll.Until(t, settle, "egress proxy gone", func() error {
 		if err := h.proxyGone("svc", "db"); err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testenv"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -195,37 +196,13 @@ func (h *harness) stop() {
 
 func (h *harness) restart() { h.stop(); h.start() }
 
+// settle bounds every wait for the operator to converge.
+const settle = 45 * time.Second
+
 func (h *harness) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	h.t.Cleanup(cancel)
 	return ctx
-}
-
-// eventually polls fn until it returns nil, failing the test with fn's last
-// error after the deadline.
-func eventually(t *testing.T, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	var err error
-	for {
-		if err = fn(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		<-time.After(100 * time.Millisecond)
-	}
-}
-
-// consistently checks that fn keeps returning nil for d.
-func consistently(t *testing.T, what string, d time.Duration, fn func() error) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); <-time.After(100 * time.Millisecond) {
-		if err := fn(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
 }
 
 func (h *harness) service(name string) *corev1.Service {
@@ -342,7 +319,7 @@ func (h *harness) condition(name string) *metav1.Condition {
 
 func (h *harness) wantCondition(name, status, reason, msgPart string) {
 	h.t.Helper()
-	eventually(h.t, "condition of "+name, func() error {
+	testpoll.Until(h.t, settle, "condition of "+name, func() error {
 		c := h.condition(name)
 		if c == nil {
 			return errors.New("no TailscaleProxyReady condition")
@@ -358,7 +335,7 @@ func (h *harness) wantCondition(name, status, reason, msgPart string) {
 // containing msgPart.
 func (h *harness) wantEvent(namespace, objName, eventType, reason, msgPart string) {
 	h.t.Helper()
-	eventually(h.t, "Event "+reason+" on "+objName, func() error {
+	testpoll.Until(h.t, settle, "Event "+reason+" on "+objName, func() error {
 		list, err := h.kube.CoreV1().Events(namespace).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + objName})
 		if err != nil {
 			return err

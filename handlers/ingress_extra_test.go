@@ -9,6 +9,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
 // tailplane.dev/extra-backends offers more Services to plugins on every
@@ -22,7 +23,7 @@ func TestIngressExtraBackends(t *testing.T) {
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
 	h.wantEvent(h.ns, "site", corev1.EventTypeWarning, "InvalidIngressBackend", `entry "not-a-pair" is not <service>:<port>`)
 	h.wantEvent(h.ns, "site", corev1.EventTypeWarning, "InvalidIngressBackend", "Service "+h.ns+"/web-canary not found")
-	eventually(t, "proxy without the missing extra backend", func() error {
+	testpoll.Until(t, settle, "proxy without the missing extra backend", func() error {
 		cfg, err := h.proxyConfig("ingress", "site")
 		if err != nil {
 			return err
@@ -39,7 +40,7 @@ func TestIngressExtraBackends(t *testing.T) {
 	// The canary Service appears: the proxy config offers it, named as the
 	// operator names every backend and reached at its ClusterIP.
 	canary := h.backend("web-canary", 80)
-	eventually(t, "the extra backend in the proxy config", func() error {
+	testpoll.Until(t, settle, "the extra backend in the proxy config", func() error {
 		cfg, err := h.proxyConfig("ingress", "site")
 		if err != nil {
 			return err

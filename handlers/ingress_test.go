@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -21,7 +22,7 @@ func (h *harness) createIngressClass(defaultMark bool) {
 		ic.Annotations = map[string]string{"ingressclass.kubernetes.io/is-default-class": "true"}
 	}
 	_ = h.kube.NetworkingV1().IngressClasses().Delete(h.ctx(), "tailscale", metav1.DeleteOptions{})
-	eventually(h.t, "old IngressClass gone", func() error {
+	testpoll.Until(h.t, settle, "old IngressClass gone", func() error {
 		_, err := h.kube.NetworkingV1().IngressClasses().Get(h.ctx(), "tailscale", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
@@ -69,7 +70,7 @@ func TestIngressLifecycle(t *testing.T) {
 		DefaultBackend: defaultBackend("web", 8080),
 		TLS:            []networkingv1.IngressTLS{{Hosts: []string{"site"}}},
 	})
-	eventually(t, "proxy objects", func() error { return h.proxyExists("ingress", "site") })
+	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("ingress", "site") })
 	cfg, err := h.proxyConfig("ingress", "site")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestIngressLifecycle(t *testing.T) {
 		t.Fatalf("config: %+v %+v", cfg, cfg.L7)
 	}
 	h.simulateLogin("ingress", "site", "nSITE", "site.tail1.ts.net", "100.64.0.10")
-	eventually(t, "Ingress status", func() error {
+	testpoll.Until(t, settle, "Ingress status", func() error {
 		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "site", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func TestIngressLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	web2 := h.backend("web", 8080)
-	eventually(t, "route follows the new ClusterIP", func() error {
+	testpoll.Until(t, settle, "route follows the new ClusterIP", func() error {
 		cfg, err := h.proxyConfig("ingress", "site")
 		if err != nil || cfg.L7.DefaultBackend == nil || cfg.L7.DefaultBackend.Address != web2.Spec.ClusterIP+":8080" {
 			return fmt.Errorf("config %+v %v (want %s)", cfg.L7.DefaultBackend, err, web2.Spec.ClusterIP)
@@ -107,7 +108,7 @@ func TestIngressLifecycle(t *testing.T) {
 	if err := h.kube.NetworkingV1().Ingresses(h.ns).Delete(h.ctx(), "site", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "proxy gone", func() error { return h.proxyGone("ingress", "site") })
+	testpoll.Until(t, settle, "proxy gone", func() error { return h.proxyGone("ingress", "site") })
 	if !slices.Contains(h.api.Deleted(), "nSITE") {
 		t.Fatalf("device not deleted: %v", h.api.Deleted())
 	}
@@ -135,7 +136,7 @@ func TestIngressBadBackends(t *testing.T) {
 	h.wantEvent(h.ns, "missing", corev1.EventTypeWarning, "InvalidIngressBackend", "nope")
 	h.wantEvent(h.ns, "missing", corev1.EventTypeWarning, "NoValidBackends", "")
 	h.wantEvent(h.ns, "partial", corev1.EventTypeWarning, "InvalidIngressBackend", "nope")
-	eventually(t, "partial proxy", func() error { return h.proxyExists("ingress", "partial") })
+	testpoll.Until(t, settle, "partial proxy", func() error { return h.proxyExists("ingress", "partial") })
 	cfg, err := h.proxyConfig("ingress", "partial")
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestIngressBadBackends(t *testing.T) {
 	}
 	// Creating the missing backend serves it, with no other action.
 	h.backend("nope", 80)
-	eventually(t, "missing now served", func() error { return h.proxyExists("ingress", "missing") })
+	testpoll.Until(t, settle, "missing now served", func() error { return h.proxyExists("ingress", "missing") })
 }
 
 // A default-marked tailscale IngressClass is refused (Event on the class and
@@ -169,7 +170,7 @@ func TestDefaultIngressClassRefused(t *testing.T) {
 	if _, err := h.kube.NetworkingV1().IngressClasses().Patch(h.ctx(), "tailscale", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "served after the fix", func() error { return h.proxyExists("ingress", "site") })
+	testpoll.Until(t, settle, "served after the fix", func() error { return h.proxyExists("ingress", "site") })
 }
 
 // An Ingress naming its own certificate (tls secretName) gets a copy of it in
@@ -187,7 +188,7 @@ func TestIngressCustomTLS(t *testing.T) {
 		DefaultBackend: defaultBackend("web", 80),
 		TLS:            []networkingv1.IngressTLS{{Hosts: []string{"web.example.com"}, SecretName: "web-cert"}},
 	})
-	eventually(t, "proxy", func() error { return h.proxyExists("ingress", "custom") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "custom") })
 	copyName := h.names("ingress", "custom").Base + "-tls"
 	copied, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), copyName, metav1.GetOptions{})
 	if err != nil || string(copied.Data[corev1.TLSCertKey]) != "CERT" || string(copied.Data[corev1.TLSPrivateKeyKey]) != "KEY" {
@@ -207,7 +208,7 @@ func TestIngressCustomTLS(t *testing.T) {
 	if _, err := h.kube.CoreV1().Secrets(h.ns).Update(h.ctx(), cert, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "renewed certificate copied", func() error {
+	testpoll.Until(t, settle, "renewed certificate copied", func() error {
 		c, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), copyName, metav1.GetOptions{})
 		if err != nil {
 			return err

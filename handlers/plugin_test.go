@@ -22,6 +22,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/plugins"
 )
 
@@ -94,7 +95,7 @@ func TestRoutingPlugin(t *testing.T) {
 	h.createIngressClass(false)
 	h.backend("web", 80)
 	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
-	eventually(t, "proxy", func() error { return h.proxyExists("ingress", "site") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "site") })
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
 	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestRoutingPlugin(t *testing.T) {
 	h.routingPlugin("nocap", "canary", pin) // canary imports route functions
 	h.routingPlugin("badpin", "canary", "0000000000000000000000000000000000000000000000000000000000000000", "route")
 	h.routingPlugin("canary", "canary", pin, "route")
-	eventually(t, "canary accepted", func() error {
+	testpoll.Until(t, settle, "canary accepted", func() error {
 		st, msg, rp := h.pluginCondition("canary", "Accepted")
 		if st != "True/Compiled" {
 			return fmt.Errorf("%s %s", st, msg)
@@ -117,7 +118,7 @@ func TestRoutingPlugin(t *testing.T) {
 		return nil
 	})
 	for name, want := range map[string]string{"nocap": "False/CompileFailed", "badpin": "False/SHA256Mismatch"} {
-		eventually(t, name+" refused", func() error {
+		testpoll.Until(t, settle, name+" refused", func() error {
 			if st, msg, _ := h.pluginCondition(name, "Accepted"); st != want {
 				return fmt.Errorf("%s %s", st, msg)
 			}
@@ -126,7 +127,7 @@ func TestRoutingPlugin(t *testing.T) {
 	}
 	h.wantEvent(h.ns, "nocap", corev1.EventTypeWarning, "CompileFailed", "capability")
 
-	eventually(t, "plugin in the proxy config", func() error {
+	testpoll.Until(t, settle, "plugin in the proxy config", func() error {
 		cfg, err := h.proxyConfig("ingress", "site")
 		if err != nil {
 			return err
@@ -166,7 +167,7 @@ func TestRoutingPlugin(t *testing.T) {
 	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Ready", func() error {
+	testpoll.Until(t, settle, "Ready", func() error {
 		st, msg, rp := h.pluginCondition("canary", "Ready")
 		if st != "True/Loaded" {
 			return fmt.Errorf("%s %s", st, msg)
@@ -190,7 +191,7 @@ func TestRoutingPlugin(t *testing.T) {
 	if _, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Patch(h.ctx(), "canary", types.MergePatchType, pinPatch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new module accepted", func() error {
+	testpoll.Until(t, settle, "the new module accepted", func() error {
 		st, msg, rp := h.pluginCondition("canary", "Ready")
 		sha, _, _ := unstructured.NestedString(rp.Object, "status", "sha256")
 		if sha != pin2 {
@@ -211,7 +212,7 @@ func TestRoutingPlugin(t *testing.T) {
 	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Ready with the new module", func() error {
+	testpoll.Until(t, settle, "Ready with the new module", func() error {
 		if st, msg, _ := h.pluginCondition("canary", "Ready"); st != "True/Loaded" {
 			return fmt.Errorf("%s %s", st, msg)
 		}
@@ -222,7 +223,7 @@ func TestRoutingPlugin(t *testing.T) {
 	if err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Delete(h.ctx(), "canary", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "plugin removed from the proxy", func() error {
+	testpoll.Until(t, settle, "plugin removed from the proxy", func() error {
 		cfg, err := h.proxyConfig("ingress", "site")
 		if err != nil || len(cfg.Plugins) != 0 {
 			return fmt.Errorf("plugins %+v %v", cfg.Plugins, err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
 func (h *harness) createProxyClass(name, image string) {
@@ -52,7 +53,7 @@ func TestProxyClassGatesAndApplies(t *testing.T) {
 	h.wantCondition("classy", "False", "ProxyPending", `the ProxyClass "pc-`+h.ns+`" does not exist`)
 
 	h.createProxyClass("pc-"+h.ns, "registry.example.com/proxy:BAD TAG")
-	eventually(t, "ProxyClassReady False", func() error {
+	testpoll.Until(t, settle, "ProxyClassReady False", func() error {
 		if st, msg := h.proxyClassReady("pc-" + h.ns); st != "False" {
 			return fmt.Errorf("%s %s", st, msg)
 		}
@@ -68,7 +69,7 @@ func TestProxyClassGatesAndApplies(t *testing.T) {
 	if _, err := h.dyn.Resource(kit.ProxyClasses).Patch(h.ctx(), "pc-"+h.ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "proxy with the class applied", func() error {
+	testpoll.Until(t, settle, "proxy with the class applied", func() error {
 		sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), h.names("svc", "classy").Base, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
 // reportFQDN does what a proxy does once control renamed its device: it
@@ -30,12 +32,12 @@ func TestServiceRenameReadyOnlyUnderTheNewName(t *testing.T) {
 	svc := loadBalancer("ren", "tailscale")
 	svc.Annotations = map[string]string{"tailscale.com/hostname": "first"}
 	h.createService(svc)
-	eventually(t, "proxy", func() error { return h.proxyExists("svc", "ren") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("svc", "ren") })
 	h.simulateLogin("svc", "ren", "nREN", "first.tail1.ts.net", "100.64.0.20")
 	h.wantCondition("ren", "True", "ProxyCreated", "ProxyCreated")
 
 	h.patchService("ren", `{"metadata":{"annotations":{"tailscale.com/hostname":"second"}}}`)
-	eventually(t, "config renamed", func() error {
+	testpoll.Until(t, settle, "config renamed", func() error {
 		cfg, err := h.proxyConfig("svc", "ren")
 		if err != nil || cfg.Hostname != "second" {
 			return fmt.Errorf("%+v %v", cfg, err)
@@ -49,7 +51,7 @@ func TestServiceRenameReadyOnlyUnderTheNewName(t *testing.T) {
 
 	h.reportFQDN("svc", "ren", "second.tail1.ts.net")
 	h.wantCondition("ren", "True", "ProxyCreated", "ProxyCreated")
-	eventually(t, "LB status with the new name", func() error {
+	testpoll.Until(t, settle, "LB status with the new name", func() error {
 		lb := h.service("ren").Status.LoadBalancer.Ingress
 		if len(lb) != 2 || lb[0].Hostname != "second.tail1.ts.net" || lb[1].IP != "100.64.0.20" {
 			return fmt.Errorf("status %+v", lb)
@@ -68,7 +70,7 @@ func TestIngressRenameReportsOnlyTheNewName(t *testing.T) {
 		DefaultBackend: defaultBackend("web", 8080),
 		TLS:            []networkingv1.IngressTLS{{Hosts: []string{"one"}}},
 	})
-	eventually(t, "proxy", func() error { return h.proxyExists("ingress", "site") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "site") })
 	h.simulateLogin("ingress", "site", "nSITE", "one.tail1.ts.net", "100.64.0.21")
 	status := func(want string) func() error {
 		return func() error {
@@ -86,21 +88,21 @@ func TestIngressRenameReportsOnlyTheNewName(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, "status one", status("one.tail1.ts.net"))
+	testpoll.Until(t, settle, "status one", status("one.tail1.ts.net"))
 
 	patch := `{"spec":{"tls":[{"hosts":["two"]}]}}`
 	if _, err := h.kube.NetworkingV1().Ingresses(h.ns).Patch(h.ctx(), "site", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "config renamed", func() error {
+	testpoll.Until(t, settle, "config renamed", func() error {
 		cfg, err := h.proxyConfig("ingress", "site")
 		if err != nil || cfg.Hostname != "two" {
 			return fmt.Errorf("%+v %v", cfg, err)
 		}
 		return nil
 	})
-	eventually(t, "no status while renaming", status(""))
+	testpoll.Until(t, settle, "no status while renaming", status(""))
 	h.wantEvent(h.ns, "site", "Normal", "ProxyRenaming", "not yet two.tail1.ts.net")
 	h.reportFQDN("ingress", "site", "two.tail1.ts.net")
-	eventually(t, "status two", status("two.tail1.ts.net"))
+	testpoll.Until(t, settle, "status two", status("two.tail1.ts.net"))
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -33,7 +34,7 @@ func loadBalancer(name, class string) *corev1.Service {
 func TestExposedServiceLifecycle(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(exposed("web", nil))
-	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "web") })
+	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "web") })
 	cfg, err := h.proxyConfig("svc", "web")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestExposedServiceLifecycle(t *testing.T) {
 
 	h.simulateLogin("svc", "web", "nWEB", h.ns+"-web.tail1.ts.net", "100.64.0.7", "fd7a:115c:a1e0::7")
 	h.wantCondition("web", "True", "ProxyCreated", "ProxyCreated")
-	eventually(t, "auth key dropped from config", func() error {
+	testpoll.Until(t, settle, "auth key dropped from config", func() error {
 		cfg, err := h.proxyConfig("svc", "web")
 		if err != nil || cfg.AuthKey != "" {
 			return fmt.Errorf("config %+v, %v", cfg, err)
@@ -65,7 +66,7 @@ func TestExposedServiceLifecycle(t *testing.T) {
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Service gone", func() error {
+	testpoll.Until(t, settle, "Service gone", func() error {
 		_, err := h.kube.CoreV1().Services(h.ns).Get(h.ctx(), "web", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
@@ -75,7 +76,7 @@ func TestExposedServiceLifecycle(t *testing.T) {
 	if !slices.Contains(h.api.Deleted(), "nWEB") {
 		t.Fatalf("device not deleted through the API: %v", h.api.Deleted())
 	}
-	eventually(t, "proxy gone", func() error { return h.proxyGone("svc", "web") })
+	testpoll.Until(t, settle, "proxy gone", func() error { return h.proxyGone("svc", "web") })
 	if len(h.api.Keys()) != 1 {
 		t.Fatalf("%d keys minted, want 1", len(h.api.Keys()))
 	}
@@ -86,9 +87,9 @@ func TestExposedServiceLifecycle(t *testing.T) {
 func TestLoadBalancerStatus(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(loadBalancer("lb", "tailscale"))
-	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "lb") })
+	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "lb") })
 	h.simulateLogin("svc", "lb", "nLB", h.ns+"-lb.tail1.ts.net", "100.64.0.8", "fd7a:115c:a1e0::8")
-	eventually(t, "LB status", func() error {
+	testpoll.Until(t, settle, "LB status", func() error {
 		got := h.service("lb").Status.LoadBalancer.Ingress
 		if len(got) != 2 || got[0].Hostname != h.ns+"-lb.tail1.ts.net" || got[1].IP != "100.64.0.8" {
 			return fmt.Errorf("got %+v", got)
@@ -106,8 +107,8 @@ func TestOtherServicesUntouched(t *testing.T) {
 	h.createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "noclass"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}})
 	h.createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "plain"}})
 	h.createService(exposed("marker", nil)) // proves the operator is running
-	eventually(t, "proxy of marker", func() error { return h.proxyExists("svc", "marker") })
-	consistently(t, "untouched", 2*1e9, func() error {
+	testpoll.Until(t, settle, "proxy of marker", func() error { return h.proxyExists("svc", "marker") })
+	testpoll.Always(t, 2*1e9, "untouched", func() error {
 		for _, name := range []string{"other", "noclass", "plain"} {
 			svc := h.service(name)
 			if len(svc.Finalizers) > 0 || len(svc.Annotations) > 0 || len(svc.Status.Conditions) > 0 {
@@ -126,7 +127,7 @@ func TestOtherServicesUntouched(t *testing.T) {
 func TestServiceSwitchedBetweenClasses(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(loadBalancer("sw", "tailscale"))
-	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "sw") })
+	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "sw") })
 	h.simulateLogin("svc", "sw", "nSW", h.ns+"-sw.tail1.ts.net", "100.64.0.9")
 	h.wantCondition("sw", "True", "ProxyCreated", "")
 
@@ -134,7 +135,7 @@ func TestServiceSwitchedBetweenClasses(t *testing.T) {
 	// ClusterIP and back into a LoadBalancer of another class.
 	h.patchService("sw", `{"spec":{"type":"ClusterIP","loadBalancerClass":null}}`)
 	h.patchService("sw", `{"spec":{"type":"LoadBalancer","loadBalancerClass":"example.com/lb"}}`)
-	eventually(t, "cleaned up", func() error {
+	testpoll.Until(t, settle, "cleaned up", func() error {
 		svc := h.service("sw")
 		if len(svc.Finalizers) > 0 || len(svc.Annotations) > 0 || len(svc.Status.Conditions) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 {
 			return fmt.Errorf("left: %v %v %+v", svc.Finalizers, svc.Annotations, svc.Status)
@@ -149,7 +150,7 @@ func TestServiceSwitchedBetweenClasses(t *testing.T) {
 	}
 	h.patchService("sw", `{"spec":{"type":"ClusterIP","loadBalancerClass":null}}`)
 	h.patchService("sw", `{"spec":{"type":"LoadBalancer","loadBalancerClass":"tailscale"}}`)
-	eventually(t, "served again", func() error { return h.proxyExists("svc", "sw") })
+	testpoll.Until(t, settle, "served again", func() error { return h.proxyExists("svc", "sw") })
 	if n := len(h.api.Keys()); n != 2 {
 		t.Fatalf("%d keys, want 2 (one per proxy)", n)
 	}
@@ -159,7 +160,7 @@ func TestServiceSwitchedBetweenClasses(t *testing.T) {
 func TestRestartCreatesNothingTwice(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(exposed("r1", nil))
-	eventually(t, "proxy r1", func() error { return h.proxyExists("svc", "r1") })
+	testpoll.Until(t, settle, "proxy r1", func() error { return h.proxyExists("svc", "r1") })
 	sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), h.names("svc", "r1").Base, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestRestartCreatesNothingTwice(t *testing.T) {
 	h.createService(exposed("r2", nil)) // created while the operator is down
 	h.start()
 	h.restart() // and once more, right away
-	eventually(t, "proxy r2", func() error { return h.proxyExists("svc", "r2") })
+	testpoll.Until(t, settle, "proxy r2", func() error { return h.proxyExists("svc", "r2") })
 	h.wantCondition("r1", "False", "ProxyPending", "")
 	after, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), sts.Name, metav1.GetOptions{})
 	if err != nil {
@@ -202,7 +203,7 @@ func TestInvalidServiceAnnotations(t *testing.T) {
 	h.wantEvent(h.ns, "badtags", corev1.EventTypeWarning, "INVALIDSERVICE", `invalid tag "k8s"`)
 	h.wantCondition("headless", "False", "ProxyInvalid", "headless Services are not supported")
 	h.wantEvent(h.ns, "headless", corev1.EventTypeWarning, "INVALIDSERVICE", "headless")
-	eventually(t, "good proxy", func() error { return h.proxyExists("svc", "good") })
+	testpoll.Until(t, settle, "good proxy", func() error { return h.proxyExists("svc", "good") })
 	for _, name := range []string{"badhost", "badtags", "headless"} {
 		if err := h.proxyGone("svc", name); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -210,7 +211,7 @@ func TestInvalidServiceAnnotations(t *testing.T) {
 	}
 	// Fixing the annotation serves the Service.
 	h.patchService("badhost", `{"metadata":{"annotations":{"tailscale.com/hostname":"fixed"}}}`)
-	eventually(t, "fixed proxy", func() error { return h.proxyExists("svc", "badhost") })
+	testpoll.Until(t, settle, "fixed proxy", func() error { return h.proxyExists("svc", "badhost") })
 	h.wantCondition("badhost", "False", "ProxyPending", "")
 }
 
@@ -220,7 +221,7 @@ func TestInvalidServiceAnnotations(t *testing.T) {
 func TestHostnameCollision(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(exposed("first", map[string]string{"tailscale.com/hostname": "shared"}))
-	eventually(t, "first proxy", func() error { return h.proxyExists("svc", "first") })
+	testpoll.Until(t, settle, "first proxy", func() error { return h.proxyExists("svc", "first") })
 	h.createService(exposed("second", map[string]string{"tailscale.com/hostname": "shared"}))
 	h.wantCondition("second", "False", "ProxyInvalid", `hostname "shared" is already used by Service `+h.ns+"/first")
 	h.wantEvent(h.ns, "second", corev1.EventTypeWarning, "INVALIDSERVICE", "already used")
@@ -229,7 +230,7 @@ func TestHostnameCollision(t *testing.T) {
 	}
 	h.wantCondition("first", "False", "ProxyPending", "")
 	h.patchService("first", `{"metadata":{"annotations":{"tailscale.com/hostname":"renamed"}}}`)
-	eventually(t, "first renamed", func() error {
+	testpoll.Until(t, settle, "first renamed", func() error {
 		cfg, err := h.proxyConfig("svc", "first")
 		if err != nil || cfg.Hostname != "renamed" {
 			return fmt.Errorf("%+v %v", cfg, err)
@@ -238,7 +239,7 @@ func TestHostnameCollision(t *testing.T) {
 	})
 	// The name is free: the second Service gets it, without waiting for
 	// its periodic retry.
-	eventually(t, "second served", func() error {
+	testpoll.Until(t, settle, "second served", func() error {
 		cfg, err := h.proxyConfig("svc", "second")
 		if err != nil || cfg.Hostname != "shared" {
 			return fmt.Errorf("%+v %v", cfg, err)
@@ -259,7 +260,7 @@ func TestAPIQuotaIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.api.Recover(tailnettest.EndpointKeys)
-	eventually(t, "proxy after recovery", func() error { return h.proxyExists("svc", "quota") })
+	testpoll.Until(t, settle, "proxy after recovery", func() error { return h.proxyExists("svc", "quota") })
 	h.wantCondition("quota", "False", "ProxyPending", "")
 }
 
@@ -268,10 +269,10 @@ func TestAPIQuotaIsRetried(t *testing.T) {
 func TestWorksWithManifestRBAC(t *testing.T) {
 	h := newHarnessOpts(t, true, nil)
 	h.createService(loadBalancer("rbac", "tailscale"))
-	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "rbac") })
+	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "rbac") })
 	h.simulateLogin("svc", "rbac", "nRBAC", h.ns+"-rbac.tail1.ts.net", "100.64.0.11")
 	h.wantCondition("rbac", "True", "ProxyCreated", "")
-	eventually(t, "LB status", func() error {
+	testpoll.Until(t, settle, "LB status", func() error {
 		if lb := h.service("rbac").Status.LoadBalancer.Ingress; len(lb) != 2 {
 			return fmt.Errorf("status %+v", lb)
 		}
@@ -280,7 +281,7 @@ func TestWorksWithManifestRBAC(t *testing.T) {
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "rbac", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "proxy gone", func() error { return h.proxyGone("svc", "rbac") })
+	testpoll.Until(t, settle, "proxy gone", func() error { return h.proxyGone("svc", "rbac") })
 	if !slices.Contains(h.api.Deleted(), "nRBAC") {
 		t.Fatalf("device not deleted: %v", h.api.Deleted())
 	}
@@ -291,7 +292,7 @@ func TestWorksWithManifestRBAC(t *testing.T) {
 func TestProxyConfigErrorShown(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(exposed("cfgerr", nil))
-	eventually(t, "proxy", func() error { return h.proxyExists("svc", "cfgerr") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("svc", "cfgerr") })
 	patch := `{"stringData":{"config_error":"l4.ports[0].target: bad address"}}`
 	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("svc", "cfgerr").StateSecret, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

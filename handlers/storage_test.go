@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
 // stateOf returns the runtime's state ConfigMap of one of the user's
@@ -52,10 +53,10 @@ func TestNothingWrittenOnUsersObjects(t *testing.T) {
 	h.backend("web", 8080)
 	h.createService(exposed("exp", nil))
 	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 8080)})
-	eventually(t, "proxies", func() error {
+	testpoll.Until(t, settle, "proxies", func() error {
 		return errors.Join(h.proxyExists("svc", "exp"), h.proxyExists("ingress", "site"))
 	})
-	eventually(t, "state kept in the operator namespace", func() error {
+	testpoll.Until(t, settle, "state kept in the operator namespace", func() error {
 		for _, s := range []*corev1.ConfigMap{h.stateOf("services", "exp"), h.stateOf("ingresses", "site"), h.stateOfIn("ingressclasses", "", "tailscale")} {
 			if s == nil || s.Data["last-handled"] == "" {
 				return fmt.Errorf("missing or unfinished state: %+v", s)
@@ -101,7 +102,7 @@ func TestNothingWrittenOnUsersObjects(t *testing.T) {
 	if err := h.kube.NetworkingV1().Ingresses(h.ns).Delete(h.ctx(), "site", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "state removed with the objects", func() error {
+	testpoll.Until(t, settle, "state removed with the objects", func() error {
 		if s := h.stateOf("services", "exp"); s != nil {
 			return fmt.Errorf("Service state %s left", s.Name)
 		}
@@ -119,7 +120,7 @@ func TestExternalNameNotReadyUntilItResolves(t *testing.T) {
 	svc := exposed("ext", nil)
 	svc.Spec.Type, svc.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.test"
 	h.createService(svc)
-	eventually(t, "proxy objects", func() error { return h.proxyExists("svc", "ext") })
+	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "ext") })
 	h.simulateLogin("svc", "ext", "nEXT", h.ns+"-ext.tail1.ts.net", "100.64.0.21")
 	h.wantCondition("ext", "False", "ProxyFailed", `spec.externalName "db.example.test" does not resolve`)
 	h.dns.add("db.example.test", "192.0.2.10")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -67,7 +68,7 @@ func (h *harness) asOldRelease(objs ...oldObject) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- op.Run(ctx) }()
-	eventually(h.t, "old release's annotations", func() error {
+	testpoll.Until(h.t, settle, "old release's annotations", func() error {
 		for _, o := range objs {
 			obj, err := h.dyn.Resource(o.res).Namespace(h.ns).Get(h.ctx(), o.name, metav1.GetOptions{})
 			if err != nil {
@@ -95,7 +96,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 	h.backend("web", 8080)
 	h.createService(exposed("old", nil))
 	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 8080)})
-	eventually(t, "proxies", func() error {
+	testpoll.Until(t, settle, "proxies", func() error {
 		return errors.Join(h.proxyExists("svc", "old"), h.proxyExists("ingress", "site"))
 	})
 	h.simulateLogin("svc", "old", "nOLD", h.ns+"-old.tail1.ts.net", "100.64.0.30")
@@ -134,10 +135,10 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, "old annotations moved into the operator namespace", migrated)
+	testpoll.Until(t, settle, "old annotations moved into the operator namespace", migrated)
 	// The record written then hashes the Service without the mark: its
 	// removal is no update.
-	consistently(t, "no update", 2*time.Second, func() error {
+	testpoll.Always(t, 2*time.Second, "no update", func() error {
 		list, err := h.kube.CoreV1().Events(h.ns).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=old"})
 		if err != nil {
 			return err
@@ -165,7 +166,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 func TestUpgradeCleansUpOldReleaseParent(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createService(exposed("left", nil))
-	eventually(t, "proxy", func() error { return h.proxyExists("svc", "left") })
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("svc", "left") })
 	h.simulateLogin("svc", "left", "nLEFT", h.ns+"-left.tail1.ts.net", "100.64.0.32")
 	h.wantCondition("left", "True", "ProxyCreated", "ProxyCreated")
 	h.stop()
@@ -173,7 +174,7 @@ func TestUpgradeCleansUpOldReleaseParent(t *testing.T) {
 	h.patchService("left", `{"metadata":{"annotations":{"tailscale.com/expose":null}}}`)
 
 	h.start()
-	eventually(t, "cleanup", func() error {
+	testpoll.Until(t, settle, "cleanup", func() error {
 		if err := h.proxyGone("svc", "left"); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ import (
 	"tailscale.com/ipn/store/mem"
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/plugins"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
@@ -83,7 +84,7 @@ func TestPluginsInTheTsnetProxy(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = e.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 60*time.Second, "proxy ready", func() bool { return e.Ready() })
+	testpoll.UntilTrue(t, 60*time.Second, "proxy ready", func() bool { return e.Ready() })
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	if err := tailnettest.WaitDERP(wctx, e.Node()); err != nil {
@@ -111,7 +112,7 @@ func TestPluginsInTheTsnetProxy(t *testing.T) {
 		t.Helper()
 		var resp *http.Response
 		var body []byte
-		eventually(t, 30*time.Second, "GET "+url, func() bool {
+		testpoll.UntilTrue(t, 30*time.Second, "GET "+url, func() bool {
 			r, err := c.Get(url)
 			if err != nil {
 				return false
@@ -136,17 +137,6 @@ func TestPluginsInTheTsnetProxy(t *testing.T) {
 	specs[1] = spec("redirect", "./plugins/examples/redirect", `{"rules":[{"match":"^/old/(.*)$","to":"/v2/$1","status":301}]}`, 10)
 	mustLoad(t, m.Apply(context.Background(), specs))
 	check(tailnet, "http://plugin-proxy/old/a", want{301, "/v2/a", ""})
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		<-time.After(25 * time.Millisecond)
-	}
 }
 
 // selfSigned writes a self-signed certificate for host and returns its

@@ -27,6 +27,7 @@ import (
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testenv"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
 )
@@ -53,7 +54,7 @@ func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Optio
 	t.Helper()
 	r := startEngine(t, tn, cfg, opts)
 	e := r.engine
-	waitFor(t, 60*time.Second, "proxy ready", func() error {
+	testpoll.Until(t, 60*time.Second, "proxy ready", func() error {
 		if !e.Ready() {
 			return fmt.Errorf("not ready")
 		}
@@ -161,24 +162,6 @@ func testLogger(t *testing.T) *log.Logger {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
-// waitFor polls check until it returns nil or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		<-tick.C
-	}
-}
 
 // echoBackend answers with its name and the request headers it saw.
 func echoBackend(t *testing.T, name string) *httptest.Server {

@@ -17,6 +17,7 @@ import (
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
 )
@@ -100,11 +101,11 @@ func TestSecretConfigAndState(t *testing.T) {
 			return nil
 		}
 	}
-	waitFor(t, 20*time.Second, "served by a", backendIs("a"))
+	testpoll.Until(t, 20*time.Second, "served by a", backendIs("a"))
 
 	// Device info, with containerboot's key names and formats.
 	var deviceID string
-	waitFor(t, 20*time.Second, "device info", func() error {
+	testpoll.Until(t, 20*time.Second, "device info", func() error {
 		id, ok1 := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyDeviceID)
 		fqdn, ok2 := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyDeviceFQDN)
 		ips, ok3 := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyDeviceIPs)
@@ -131,7 +132,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	cfg.L7.DefaultBackend = &bb
 	changed := time.Now()
 	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, cfg))
-	waitFor(t, 2*time.Second, "served by b within 2s", backendIs("b"))
+	testpoll.Until(t, 2*time.Second, "served by b within 2s", backendIs("b"))
 	t.Logf("config change applied in %v", time.Since(changed))
 
 	// Bad configs are refused precisely; b keeps serving.
@@ -147,7 +148,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	}
 	for _, ref := range refusals {
 		putConfig(t, cs, ns, "kube-proxy-0", ref.doc)
-		waitFor(t, 5*time.Second, "config_error "+ref.want, func() error {
+		testpoll.Until(t, 5*time.Second, "config_error "+ref.want, func() error {
 			msg, _ := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError)
 			if !strings.Contains(msg, ref.want) {
 				return fmt.Errorf("config_error %q", msg)
@@ -165,7 +166,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	laterL7.TLS.SecretName = "later-tls"
 	later.L7 = &laterL7
 	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, &later))
-	waitFor(t, 5*time.Second, "later-tls refused", func() error {
+	testpoll.Until(t, 5*time.Second, "later-tls refused", func() error {
 		msg, _ := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError)
 		if !strings.Contains(msg, "later-tls not found") {
 			return fmt.Errorf("config_error %q", msg)
@@ -177,7 +178,7 @@ func TestSecretConfigAndState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "retry applies once the TLS Secret exists", func() error {
+	testpoll.Until(t, 10*time.Second, "retry applies once the TLS Secret exists", func() error {
 		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError); ok {
 			return fmt.Errorf("config_error still %q", msg)
 		}
@@ -186,7 +187,7 @@ func TestSecretConfigAndState(t *testing.T) {
 
 	// A good config clears config_error.
 	putConfig(t, cs, ns, "kube-proxy-0", mustJSON(t, cfg))
-	waitFor(t, 5*time.Second, "config_error cleared", func() error {
+	testpoll.Until(t, 5*time.Second, "config_error cleared", func() error {
 		if msg, ok := stateKey(t, cs, ns, "kube-proxy-0", proxystate.KeyConfigError); ok {
 			return fmt.Errorf("config_error still %q", msg)
 		}
@@ -224,7 +225,7 @@ func TestSecretConfigAndState(t *testing.T) {
 		t.Fatal(err)
 	}
 	renewedClient := r2.httpsClient(renewed.roots)
-	waitFor(t, 10*time.Second, "renewed certificate served", func() error {
+	testpoll.Until(t, 10*time.Second, "renewed certificate served", func() error {
 		_, _, err := get(renewedClient, "https://app.example.com/", nil)
 		return err
 	})
@@ -250,7 +251,7 @@ func TestBadAuthKeyThenGoodKey(t *testing.T) {
 	}
 	src := &configwatch.Secret{Client: cs, Namespace: ns, Name: "auth-proxy-0", Key: config.SecretKey, Log: testLogger(t)}
 	r := startEngine(t, tn, nil, Options{Source: src, State: st, Status: st, Kube: cs, Namespace: ns, LocalAddr: "127.0.0.1:0"})
-	waitFor(t, 60*time.Second, "login refusal in config_error", func() error {
+	testpoll.Until(t, 60*time.Second, "login refusal in config_error", func() error {
 		msg, _ := stateKey(t, cs, ns, "auth-proxy-0", proxystate.KeyConfigError)
 		if !strings.Contains(msg, `tailnet login as "auth-proxy" failed`) {
 			return fmt.Errorf("config_error %q", msg)
@@ -267,7 +268,7 @@ func TestBadAuthKeyThenGoodKey(t *testing.T) {
 	resp.Body.Close()
 	cfg.AuthKey = "tskey-good"
 	putConfig(t, cs, ns, "auth-proxy-0", mustJSON(t, cfg))
-	waitFor(t, 60*time.Second, "ready with the good key", func() error {
+	testpoll.Until(t, 60*time.Second, "ready with the good key", func() error {
 		if !r.engine.Ready() {
 			return fmt.Errorf("not ready")
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -99,7 +100,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 	r := start(t, tn, cfg, Options{LocalAddr: "127.0.0.1:0"})
 	ctx := context.Background()
 	for _, port := range []int{5432, 5433} {
-		waitFor(t, 20*time.Second, fmt.Sprintf("tcp echo on %d", port), func() error {
+		testpoll.Until(t, 20*time.Second, fmt.Sprintf("tcp echo on %d", port), func() error {
 			c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(port))
 			if err != nil {
 				return err
@@ -111,7 +112,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 			return nil
 		})
 	}
-	waitFor(t, 20*time.Second, "udp echo", func() error {
+	testpoll.Until(t, 20*time.Second, "udp echo", func() error {
 		c, err := r.client.Dial(ctx, "udp", r.proxyAddr(5353))
 		if err != nil {
 			return err
@@ -142,7 +143,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 	// allowedSourceRanges that exclude the client shut it out at once.
 	cfg.AllowedSourceRanges = []string{"10.0.0.0/8"}
 	writeConfig(t, r.cfgPath, cfg)
-	waitFor(t, 10*time.Second, "client refused by allowedSourceRanges", func() error {
+	testpoll.Until(t, 10*time.Second, "client refused by allowedSourceRanges", func() error {
 		c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(5432))
 		if err != nil {
 			return nil // refused outright is fine too
@@ -154,7 +155,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 		return nil
 	})
 	// Idle UDP flows are closed after the idle timeout.
-	waitFor(t, 10*time.Second, "udp flow reaped", func() error {
+	testpoll.Until(t, 10*time.Second, "udp flow reaped", func() error {
 		if v := gaugeValue(t, r.engine, "tailplane_proxy_active_connections", "l4"); v != 0 {
 			return fmt.Errorf("%v L4 flows/connections still open", v)
 		}
@@ -195,7 +196,7 @@ func TestEgressToTailnetTarget(t *testing.T) {
 		{IP: ip4.String(), Ports: []config.PortMap{{Port: p2, TargetPort: 5432}, {Protocol: config.UDP, Port: p3, TargetPort: 53}}},
 	}}
 	start(t, tn, cfg, Options{EgressHost: "127.0.0.1"})
-	waitFor(t, 20*time.Second, "udp egress", func() error {
+	testpoll.Until(t, 20*time.Second, "udp egress", func() error {
 		c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", p3))
 		if err != nil {
 			return err
@@ -208,7 +209,7 @@ func TestEgressToTailnetTarget(t *testing.T) {
 	})
 	for _, p := range []int{p1, p2} {
 		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		waitFor(t, 20*time.Second, "egress via "+addr, func() error {
+		testpoll.Until(t, 20*time.Second, "egress via "+addr, func() error {
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				return err
@@ -270,7 +271,7 @@ func TestShutdownEndsLiveUDPFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, 20*time.Second, "live udp flow", func() error {
+	testpoll.Until(t, 20*time.Second, "live udp flow", func() error {
 		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		if _, err := io.WriteString(c, "ping"); err != nil {
 			return err

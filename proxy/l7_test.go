@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/l7"
 	"github.com/tailplane/tailplane/proxy/route"
@@ -74,7 +75,7 @@ func TestL7RoutingTLSIdentity(t *testing.T) {
 	for _, tc := range cases {
 		var resp *http.Response
 		var body []byte
-		waitFor(t, 20*time.Second, "GET "+tc.url, func() (err error) { resp, body, err = get(c, tc.url, spoof); return err })
+		testpoll.Until(t, 20*time.Second, "GET "+tc.url, func() (err error) { resp, body, err = get(c, tc.url, spoof); return err })
 		var e echoed
 		if err := json.Unmarshal(body, &e); err != nil {
 			t.Fatalf("%s: status %d body %q", tc.url, resp.StatusCode, body)
@@ -169,7 +170,7 @@ func TestL7NotFoundAndBackendDown(t *testing.T) {
 	c := r.httpsClient(cert.roots)
 	var resp *http.Response
 	var body []byte
-	waitFor(t, 20*time.Second, "404", func() (err error) { resp, body, err = get(c, "https://app.example.com/nothing", nil); return err })
+	testpoll.Until(t, 20*time.Second, "404", func() (err error) { resp, body, err = get(c, "https://app.example.com/nothing", nil); return err })
 	if resp.StatusCode != http.StatusNotFound || string(body) != routetable.NotFoundBody+"\n" {
 		t.Errorf("unmatched: %d %q, want 404 %q", resp.StatusCode, body, routetable.NotFoundBody)
 	}
@@ -274,7 +275,7 @@ func TestL7PublicListener(t *testing.T) {
 		TLSClientConfig: &tls.Config{RootCAs: cert.roots}}}
 	var resp *http.Response
 	var body []byte
-	waitFor(t, 10*time.Second, "public GET", func() (err error) {
+	testpoll.Until(t, 10*time.Second, "public GET", func() (err error) {
 		resp, body, err = get(c, "https://pub.example.com/open", http.Header{l7.HeaderUserLogin: {"spoof@x"}})
 		return err
 	})
@@ -317,7 +318,7 @@ func TestL7Streaming(t *testing.T) {
 	r := start(t, tn, cfg, Options{})
 	c := r.httpsClient(cert.roots)
 	var resp *http.Response
-	waitFor(t, 20*time.Second, "stream start", func() (err error) {
+	testpoll.Until(t, 20*time.Second, "stream start", func() (err error) {
 		resp, err = c.Get("https://stream.example.com/")
 		return err
 	})

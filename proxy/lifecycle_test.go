@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/route"
 )
@@ -25,7 +26,7 @@ func TestReloadUnderLoadZeroFailures(t *testing.T) {
 		{Path: "/", Backend: backendOf("a", a)}}}}}
 	r := start(t, tn, cfg, Options{})
 	c := r.httpsClient(cert.roots)
-	waitFor(t, 20*time.Second, "first request", func() error { _, _, err := get(c, "https://app.example.com/", nil); return err })
+	testpoll.Until(t, 20*time.Second, "first request", func() error { _, _, err := get(c, "https://app.example.com/", nil); return err })
 
 	var ok, failed atomic.Int64
 	var seen sync.Map
@@ -62,7 +63,7 @@ func TestReloadUnderLoadZeroFailures(t *testing.T) {
 		cfg.L7.HTTPRedirect = i%3 == 0 // also opens and closes the :80 listener
 		before := applied()
 		writeConfig(t, r.cfgPath, cfg)
-		waitFor(t, 5*time.Second, fmt.Sprintf("reload %d applied", i), func() error {
+		testpoll.Until(t, 5*time.Second, fmt.Sprintf("reload %d applied", i), func() error {
 			if applied() <= before {
 				return fmt.Errorf("not applied yet")
 			}
@@ -70,7 +71,7 @@ func TestReloadUnderLoadZeroFailures(t *testing.T) {
 		})
 		// Let some requests run on this config before the next reload.
 		target := ok.Load() + 20
-		waitFor(t, 10*time.Second, "requests on the new config", func() error {
+		testpoll.Until(t, 10*time.Second, "requests on the new config", func() error {
 			if ok.Load() < target {
 				return fmt.Errorf("%d requests so far", ok.Load())
 			}
@@ -106,7 +107,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	cfg.L7 = &config.L7{TLS: cert.files(t), DefaultBackend: &b}
 	r := start(t, tn, cfg, Options{DrainTimeout: 20 * time.Second})
 	c := r.httpsClient(cert.roots)
-	waitFor(t, 20*time.Second, "first request", func() error { _, _, err := get(c, "https://app.example.com/", nil); return err })
+	testpoll.Until(t, 20*time.Second, "first request", func() error { _, _, err := get(c, "https://app.example.com/", nil); return err })
 
 	type result struct {
 		status int
@@ -126,7 +127,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	r.cancel() // what SIGTERM does in cmd/tailplane-proxy
 	fresh := r.httpsClient(cert.roots)
 	fresh.Timeout = 2 * time.Second
-	waitFor(t, 10*time.Second, "new connections refused", func() error {
+	testpoll.Until(t, 10*time.Second, "new connections refused", func() error {
 		if _, _, err := get(fresh, "https://app.example.com/", nil); err == nil {
 			return fmt.Errorf("a new connection was still served")
 		}
@@ -164,7 +165,7 @@ func TestRoleAndPort80Changes(t *testing.T) {
 	r := start(t, tn, cfg, Options{})
 	plain := r.plainClient()
 	// As L4, port 80 reaches the backend as raw TCP: HTTP still works, with no redirect.
-	waitFor(t, 20*time.Second, "l4 :80", func() error {
+	testpoll.Until(t, 20*time.Second, "l4 :80", func() error {
 		resp, _, err := get(plain, "http://app.example.com/", nil)
 		if err != nil || resp.Header.Get("X-Backend") != "web" {
 			return fmt.Errorf("%v %v", err, resp)
@@ -175,7 +176,7 @@ func TestRoleAndPort80Changes(t *testing.T) {
 	b := backendOf("web", web)
 	cfg.L7 = &config.L7{TLS: cert.files(t), HTTPRedirect: true, DefaultBackend: &b}
 	writeConfig(t, r.cfgPath, cfg)
-	waitFor(t, 10*time.Second, "redirect on :80", func() error {
+	testpoll.Until(t, 10*time.Second, "redirect on :80", func() error {
 		resp, _, err := get(plain, "http://app.example.com/x", nil)
 		if err != nil || resp.StatusCode != http.StatusMovedPermanently {
 			return fmt.Errorf("%v %v", err, resp)
@@ -184,7 +185,7 @@ func TestRoleAndPort80Changes(t *testing.T) {
 	})
 	cfg.L7.HTTPRedirect, cfg.L7.PlainHTTP = false, true
 	writeConfig(t, r.cfgPath, cfg)
-	waitFor(t, 10*time.Second, "plain HTTP on :80", func() error {
+	testpoll.Until(t, 10*time.Second, "plain HTTP on :80", func() error {
 		resp, _, err := get(plain, "http://app.example.com/x", nil)
 		if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "web" {
 			return fmt.Errorf("%v %v", err, resp)
@@ -230,14 +231,14 @@ func TestPluginRoutersPerConfig(t *testing.T) {
 			return nil
 		}
 	}
-	waitFor(t, 20*time.Second, "plugin v1", pluginIs("v1"))
+	testpoll.Until(t, 20*time.Second, "plugin v1", pluginIs("v1"))
 	cfg.Plugins = []config.Plugin{{Name: "v2"}}
 	writeConfig(t, r.cfgPath, cfg)
-	waitFor(t, 5*time.Second, "plugin v2", pluginIs("v2"))
+	testpoll.Until(t, 5*time.Second, "plugin v2", pluginIs("v2"))
 	refused := gaugeValue(t, r.engine, "tailplane_proxy_config_reloads_total", "refused")
 	cfg.Plugins = []config.Plugin{{Name: "broken"}}
 	writeConfig(t, r.cfgPath, cfg)
-	waitFor(t, 5*time.Second, "broken plugin refused", func() error {
+	testpoll.Until(t, 5*time.Second, "broken plugin refused", func() error {
 		if gaugeValue(t, r.engine, "tailplane_proxy_config_reloads_total", "refused") <= refused {
 			return fmt.Errorf("not refused yet")
 		}

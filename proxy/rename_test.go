@@ -10,6 +10,7 @@ import (
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -55,7 +56,7 @@ func TestHostnameChangeRenamesTheDeviceLive(t *testing.T) {
 	cfg.L4 = &config.L4{Ports: []config.PortMap{{Protocol: config.TCP, Port: 5432, Target: ln.Addr().String()}}}
 	rec := &statusRecorder{}
 	r := start(t, tn, cfg, Options{Status: rec})
-	waitFor(t, 20*time.Second, "device_fqdn before", func() error {
+	testpoll.Until(t, 20*time.Second, "device_fqdn before", func() error {
 		if d, _ := rec.get(); d.FQDN != tailnettest.FQDN("before")+"." {
 			return fmt.Errorf("device_fqdn %q", d.FQDN)
 		}
@@ -75,12 +76,12 @@ func TestHostnameChangeRenamesTheDeviceLive(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 20*time.Second, "served as before", func() error { return roundTrip(tailnettest.FQDN("before")) })
+	testpoll.Until(t, 20*time.Second, "served as before", func() error { return roundTrip(tailnettest.FQDN("before")) })
 
 	renamedAt := time.Now()
 	cfg.Hostname = "after"
 	writeConfig(t, r.cfgPath, cfg)
-	waitFor(t, 10*time.Second, "device_fqdn after", func() error {
+	testpoll.Until(t, 10*time.Second, "device_fqdn after", func() error {
 		d, cfgErr := rec.get()
 		if cfgErr != "" {
 			return fmt.Errorf("config refused: %s", cfgErr)
@@ -90,7 +91,7 @@ func TestHostnameChangeRenamesTheDeviceLive(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, "served as after", func() error { return roundTrip(tailnettest.FQDN("after")) })
+	testpoll.Until(t, 10*time.Second, "served as after", func() error { return roundTrip(tailnettest.FQDN("after")) })
 	t.Logf("renamed and serving in %s", time.Since(renamedAt).Round(time.Millisecond))
 	if d, _ := rec.get(); d.ID != before.ID {
 		t.Fatalf("device %s replaced by %s; a rename keeps the device", before.ID, d.ID)
@@ -99,7 +100,7 @@ func TestHostnameChangeRenamesTheDeviceLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "old name gone from the tailnet", func() error {
+	testpoll.Until(t, 10*time.Second, "old name gone from the tailnet", func() error {
 		st, err := lc.Status(context.Background())
 		if err != nil {
 			return err

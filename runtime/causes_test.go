@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -30,16 +31,16 @@ func TestCreateUpdateDelete(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", map[string]any{"size": int64(1)}, nil))
-	eventually(t, 20*time.Second, "create result", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "create result", func() bool {
 		obj := get(t, gvr, ns, "w1")
 		return nested(obj, "status.make.size") == int64(1) && len(obj.GetFinalizers()) == 1
 	})
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"size":2}}`)
-	eventually(t, 20*time.Second, "update result", func() bool { return nested(get(t, gvr, ns, "w1"), "status.change") == "updated" })
+	testpoll.UntilTrue(t, 20*time.Second, "update result", func() bool { return nested(get(t, gvr, ns, "w1"), "status.change") == "updated" })
 	// A status-only change is not an update.
 	mergePatch(t, gvr, ns, "w1", `{"status":{"other":1}}`)
 	remove(t, gvr, ns, "w1")
-	eventually(t, 20*time.Second, "object gone", func() bool { return get(t, gvr, ns, "w1") == nil })
+	testpoll.UntilTrue(t, 20*time.Second, "object gone", func() bool { return get(t, gvr, ns, "w1") == nil })
 	if runs.get("create") != 1 || runs.get("update") != 1 || runs.get("delete") != 1 {
 		t.Fatalf("runs = %v, want one of each", &runs)
 	}
@@ -55,7 +56,7 @@ func TestOptionalDeleteAddsNoFinalizer(t *testing.T) {
 	op.OnDelete(gvr, "bye", func(context.Context, *runtime.Event) (any, error) { runs.inc("delete"); return nil, nil }, runtime.Optional())
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.make") == "ok" })
+	testpoll.UntilTrue(t, 20*time.Second, "handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.make") == "ok" })
 	if f := get(t, gvr, ns, "w1").GetFinalizers(); len(f) != 0 {
 		t.Fatalf("finalizers = %v, want none for an optional delete handler", f)
 	}
@@ -77,7 +78,7 @@ func TestOnField(t *testing.T) {
 	if c := <-got; c.old != nil || c.new != int64(1) {
 		t.Fatalf("on create: %+v, want nil -> 1", c)
 	}
-	eventually(t, 20*time.Second, "record written", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "record written", func() bool {
 		return get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"other":"b"}}`)
@@ -111,7 +112,7 @@ func TestOnResume(t *testing.T) {
 	}
 	first := start(t, build())
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "created", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "created", func() bool {
 		return get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
 	first.stop(t)
@@ -119,8 +120,8 @@ func TestOnResume(t *testing.T) {
 		t.Fatalf("resume ran for a new object")
 	}
 	start(t, build())
-	eventually(t, 20*time.Second, "resumed", func() bool { return runs.get("resume") == 1 })
-	consistently(t, time.Second, "one resume, one create", func() bool { return runs.get("resume") == 1 && runs.get("create") == 1 })
+	testpoll.UntilTrue(t, 20*time.Second, "resumed", func() bool { return runs.get("resume") == 1 })
+	testpoll.AlwaysTrue(t, time.Second, "one resume, one create", func() bool { return runs.get("resume") == 1 && runs.get("create") == 1 })
 }
 
 // Filters pick the handlers, and objects no handler matches are never patched.
@@ -143,10 +144,10 @@ func TestFiltersAndStealth(t *testing.T) {
 	create(t, gvr, widget(ns, "web", map[string]any{"off": false}, map[string]string{"app": "web", "tier": "frontend"}))
 	create(t, gvr, widget(ns, "kindx", map[string]any{"kind": "x"}, nil))
 	stealth := create(t, gvr, widget(ns, "nobody", map[string]any{"kind": "y"}, map[string]string{"app": "db", "tier": "db"}))
-	eventually(t, 20*time.Second, "handlers", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "handlers", func() bool {
 		return runs.get("label") == 1 && runs.get("func") == 1 && runs.get("combo") == 1 && runs.get("absent") == 1
 	})
-	consistently(t, time.Second, "non-matching handlers idle", func() bool { return runs.get("present") == 0 })
+	testpoll.AlwaysTrue(t, time.Second, "non-matching handlers idle", func() bool { return runs.get("present") == 0 })
 	if got := get(t, gvr, ns, "nobody"); got.GetResourceVersion() != stealth.GetResourceVersion() {
 		t.Fatalf("an object no handler matches was patched: %v", got.GetAnnotations())
 	}
@@ -196,7 +197,7 @@ func TestFinalizerBeforeCreateHandler(t *testing.T) {
 	if f := <-seen; len(f) != 1 {
 		t.Fatalf("finalizers while the create handler ran = %v, want ours", f)
 	}
-	eventually(t, 20*time.Second, "object gone after its delete handler", func() bool { return get(t, gvr, ns, "w1") == nil })
+	testpoll.UntilTrue(t, 20*time.Second, "object gone after its delete handler", func() bool { return get(t, gvr, ns, "w1") == nil })
 	if runs.get("delete") != 1 {
 		t.Fatalf("delete handler ran %d times, want 1", runs.get("delete"))
 	}

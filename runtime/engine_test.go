@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -25,16 +26,16 @@ func TestOneMergedPatchPerCycle(t *testing.T) {
 	}
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "handled", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "handled", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return nested(got, "status.c") == "c-result" && got.GetLabels()["example.com/a"] == "done"
 	})
 	// The object can be read back a moment before the operator counts the
 	// patch it sent; wait for the count, then check it stays at one.
-	eventually(t, 5*time.Second, "the patch counted", func() bool {
+	testpoll.UntilTrue(t, 5*time.Second, "the patch counted", func() bool {
 		return counterValue(t, op, "runtime_patches_total", "ok") >= 1
 	})
-	consistently(t, time.Second, "exactly one patch", func() bool {
+	testpoll.AlwaysTrue(t, time.Second, "exactly one patch", func() bool {
 		return counterValue(t, op, "runtime_patches_total", "ok") == 1
 	})
 }
@@ -76,7 +77,7 @@ func TestOneKeyOneWorker(t *testing.T) {
 			mergePatch(t, gvr, ns, fmt.Sprintf("w%d", i), fmt.Sprintf(`{"spec":{"n":%d}}`, n))
 		}
 	}
-	eventually(t, 30*time.Second, "all updates handled", func() bool {
+	testpoll.UntilTrue(t, 30*time.Second, "all updates handled", func() bool {
 		for i := range 4 {
 			if nested(get(t, gvr, ns, fmt.Sprintf("w%d", i)), "spec.n") != int64(9) {
 				return false

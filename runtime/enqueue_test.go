@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -48,7 +49,7 @@ func (a *attempts) list() []attempt {
 // object, i.e. its first cycle is over.
 func handled(t *testing.T, gvr schema.GroupVersionResource, ns, name string) {
 	t.Helper()
-	eventually(t, 20*time.Second, name+" handled", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, name+" handled", func() bool {
 		return get(t, gvr, ns, name).GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
 }
@@ -77,10 +78,10 @@ func TestEnqueueHonoursTemporary(t *testing.T) {
 		t.Fatalf("an enqueue-only handler ran %d times before any Enqueue", n)
 	}
 	op.Enqueue(gvr, ns+"/w1", 0)
-	eventually(t, 20*time.Second, "progress record of the delayed retry", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "progress record of the delayed retry", func() bool {
 		return strings.Contains(get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/poke"], `"d":`)
 	})
-	eventually(t, 20*time.Second, "result after the retry", func() bool { return nested(get(t, gvr, ns, "w1"), "status.poke") == "poked" })
+	testpoll.UntilTrue(t, 20*time.Second, "result after the retry", func() bool { return nested(get(t, gvr, ns, "w1"), "status.poke") == "poked" })
 	got := seen.list()
 	if len(got) != 2 {
 		t.Fatalf("attempts = %d, want 2", len(got))
@@ -99,7 +100,7 @@ func TestEnqueueHonoursTemporary(t *testing.T) {
 	// A later Enqueue handles it again; Enqueue after a delay waits for it.
 	before := time.Now()
 	op.Enqueue(gvr, ns+"/w1", 700*time.Millisecond)
-	eventually(t, 20*time.Second, "third run", func() bool { return len(seen.list()) == 3 })
+	testpoll.UntilTrue(t, 20*time.Second, "third run", func() bool { return len(seen.list()) == 3 })
 	if gap := seen.list()[2].at.Sub(before); gap < 690*time.Millisecond {
 		t.Fatalf("delayed Enqueue ran after %s, want at least 700ms", gap)
 	}
@@ -120,11 +121,11 @@ func TestEnqueueCutsRetryDelayShort(t *testing.T) {
 	}, runtime.Causes(runtime.CauseCreate, runtime.CauseEnqueue))
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "delayed", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "delayed", func() bool {
 		return strings.Contains(get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/sync"], `"d":`)
 	})
 	op.Enqueue(gvr, ns+"/w1", 0)
-	eventually(t, 20*time.Second, "result", func() bool { return nested(get(t, gvr, ns, "w1"), "status.sync") == "synced" })
+	testpoll.UntilTrue(t, 20*time.Second, "result", func() bool { return nested(get(t, gvr, ns, "w1"), "status.sync") == "synced" })
 	if got := seen.list(); len(got) != 2 || got[0].cause != runtime.CauseCreate || got[1].retry != 1 {
 		t.Fatalf("attempts = %+v, want create then a retry", got)
 	}
@@ -159,18 +160,18 @@ func TestWatchMapping(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "handled after the ConfigMap appeared", func() bool { return len(synced.list()) == 2 })
+	testpoll.UntilTrue(t, 20*time.Second, "handled after the ConfigMap appeared", func() bool { return len(synced.list()) == 2 })
 	cm.Data = map[string]string{"k": "v"}
 	if _, err := kube.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "handled after the ConfigMap changed", func() bool { return len(synced.list()) == 3 })
+	testpoll.UntilTrue(t, 20*time.Second, "handled after the ConfigMap changed", func() bool { return len(synced.list()) == 3 })
 	// A ConfigMap outside the filter maps to nothing.
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c2", Namespace: ns}}
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	consistently(t, time.Second, "no more runs", func() bool { return len(synced.list()) == 3 && len(made.list()) == 1 })
+	testpoll.AlwaysTrue(t, time.Second, "no more runs", func() bool { return len(synced.list()) == 3 && len(made.list()) == 1 })
 	got := synced.list()
 	if got[0].cause != runtime.CauseCreate || got[1].cause != runtime.CauseEnqueue || got[2].cause != runtime.CauseEnqueue {
 		t.Fatalf("causes = %+v, want create, enqueue, enqueue", got)
@@ -203,7 +204,7 @@ func (s *eventLog) String() string { s.mu.Lock(); defer s.mu.Unlock(); return st
 func wantEvent(t *testing.T, ns, name, reason, msg string) {
 	t.Helper()
 	kube := kubernetes.NewForConfigOrDie(env.Config(t))
-	eventually(t, 20*time.Second, "Event "+reason, func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "Event "+reason, func() bool {
 		list, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false

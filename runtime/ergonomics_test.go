@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -36,10 +37,10 @@ func TestOnSeveralCauses(t *testing.T) {
 	events := func() []*runtime.Event { mu.Lock(); defer mu.Unlock(); return append([]*runtime.Event(nil), seen...) }
 	first := start(t, build())
 	create(t, gvr, widget(ns, "w1", map[string]any{"size": int64(1), "keep": "x"}, map[string]string{"app": "a"}))
-	eventually(t, 20*time.Second, "create", func() bool { return len(events()) == 1 })
+	testpoll.UntilTrue(t, 20*time.Second, "create", func() bool { return len(events()) == 1 })
 	handled(t, gvr, ns, "w1")
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"size":2,"extra":true},"metadata":{"labels":{"app":null}}}`)
-	eventually(t, 20*time.Second, "update", func() bool { return len(events()) == 2 })
+	testpoll.UntilTrue(t, 20*time.Second, "update", func() bool { return len(events()) == 2 })
 	ev := events()[1]
 	if ev.Cause != runtime.CauseUpdate {
 		t.Fatalf("second run cause = %s, want update", ev.Cause)
@@ -57,7 +58,7 @@ func TestOnSeveralCauses(t *testing.T) {
 	if !reflect.DeepEqual(ev.Diff, want) {
 		t.Fatalf("diff = %+v, want %+v", ev.Diff, want)
 	}
-	eventually(t, 20*time.Second, "record with the new essence", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "record with the new essence", func() bool {
 		return strings.Contains(get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"], `"extra":true`)
 	})
 	first.stop(t)
@@ -65,8 +66,8 @@ func TestOnSeveralCauses(t *testing.T) {
 	// the restart sees that change in its diff, in the same single run.
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"size":3}}`)
 	start(t, build())
-	eventually(t, 20*time.Second, "one run after the restart", func() bool { return len(events()) == 3 })
-	consistently(t, time.Second, "no second run", func() bool { return len(events()) == 3 })
+	testpoll.UntilTrue(t, 20*time.Second, "one run after the restart", func() bool { return len(events()) == 3 })
+	testpoll.AlwaysTrue(t, time.Second, "no second run", func() bool { return len(events()) == 3 })
 	ev = events()[2]
 	if ev.Cause != runtime.CauseUpdate || len(ev.Diff) != 1 || ev.Diff[0].Old != float64(2) || ev.Diff[0].New != float64(3) {
 		t.Fatalf("after restart: cause %s, diff %+v; want one update run 2 -> 3", ev.Cause, ev.Diff)
@@ -145,7 +146,7 @@ func TestTimerRetriedWithBackoff(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "timer result after two retries", func() bool { return nested(get(t, gvr, ns, "w1"), "status.tick") == "ticked" })
+	testpoll.UntilTrue(t, 20*time.Second, "timer result after two retries", func() bool { return nested(get(t, gvr, ns, "w1"), "status.tick") == "ticked" })
 	got := seen.list()
 	if len(got) != 3 || got[1].retry != 1 || got[2].retry != 2 {
 		t.Fatalf("ticks = %+v, want 3 with Retry 0, 1, 2", got)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -27,7 +28,7 @@ func TestTemporaryRetried(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "result after retries", func() bool { return nested(get(t, gvr, ns, "w1"), "status.flaky") == "done" })
+	testpoll.UntilTrue(t, 20*time.Second, "result after retries", func() bool { return nested(get(t, gvr, ns, "w1"), "status.flaky") == "done" })
 	if attempts.Load() != 3 || retries[2] != 2 {
 		t.Fatalf("attempts = %d, retries seen %v; want 3 attempts, Retry 0,1,2", attempts.Load(), retries)
 	}
@@ -49,8 +50,8 @@ func TestPermanentStops(t *testing.T) {
 	op.OnCreate(gvr, "good", func(context.Context, *runtime.Event) (any, error) { good.Add(1); return "ok", nil })
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "cycle done", func() bool { return nested(get(t, gvr, ns, "w1"), "status.good") == "ok" })
-	consistently(t, time.Second, "bad ran once", func() bool { return bad.Load() == 1 && good.Load() == 1 })
+	testpoll.UntilTrue(t, 20*time.Second, "cycle done", func() bool { return nested(get(t, gvr, ns, "w1"), "status.good") == "ok" })
+	testpoll.AlwaysTrue(t, time.Second, "bad ran once", func() bool { return bad.Load() == 1 && good.Load() == 1 })
 }
 
 // Retries caps attempts of plain errors (retried with backoff in between),
@@ -78,7 +79,7 @@ func TestRetriesAndTimeout(t *testing.T) {
 	op.OnCreate(gvr, "after", func(context.Context, *runtime.Event) (any, error) { return "ran", nil })
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "cycle done", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "cycle done", func() bool {
 		return get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
 	if capped.Load() != 3 || slow.Load() != 1 {
@@ -105,7 +106,7 @@ func TestProgressStaysBounded(t *testing.T) {
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", map[string]any{"big": strings.Repeat("y", 5000)}, nil))
 	maxSize := 0
-	eventually(t, 60*time.Second, "100 retries", func() bool {
+	testpoll.UntilTrue(t, 60*time.Second, "100 retries", func() bool {
 		size := 0
 		for k, v := range get(t, gvr, ns, "w1").GetAnnotations() {
 			size += len(k) + len(v)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onsi/gomega"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tailplane/tailplane/internal/testenv"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -114,7 +113,7 @@ func start(t *testing.T, op *runtime.Operator) *running {
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	go func() { r.err = op.Run(ctx); close(r.done) }()
 	t.Cleanup(func() { cancel(); <-r.done })
-	eventually(t, 30*time.Second, "operator ready", func() bool {
+	testpoll.UntilTrue(t, 30*time.Second, "operator ready", func() bool {
 		select {
 		case <-r.done:
 			t.Fatalf("Run returned early: %v", r.err)
@@ -123,20 +122,6 @@ func start(t *testing.T, op *runtime.Operator) *running {
 		return op.Ready() && op.Leading()
 	})
 	return r
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	gomega.NewWithT(t).Eventually(cond).WithTimeout(timeout).WithPolling(20*time.Millisecond).
-		Should(gomega.BeTrue(), "timed out after %s waiting for %s", timeout, what)
-}
-
-// consistently checks that cond holds for the whole duration.
-func consistently(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	gomega.NewWithT(t).Consistently(cond).WithTimeout(d).WithPolling(20*time.Millisecond).
-		Should(gomega.BeTrue(), "%s stopped holding", what)
 }
 
 func widget(ns, name string, spec map[string]any, labels map[string]string) *unstructured.Unstructured {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -28,7 +29,7 @@ func TestStartupAndCleanupHooks(t *testing.T) {
 	op.OnCreate(gvr, "h", func(context.Context, *runtime.Event) (any, error) { note("handler"); return nil, nil })
 	create(t, gvr, widget(ns, "w1", nil, nil))
 	r := start(t, op)
-	eventually(t, 20*time.Second, "handler", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 2 })
+	testpoll.UntilTrue(t, 20*time.Second, "handler", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 2 })
 	r.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
@@ -61,7 +62,7 @@ func TestOnEvent(t *testing.T) {
 	created := create(t, gvr, widget(ns, "w1", nil, nil))
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"x":1}}`)
 	remove(t, gvr, ns, "w1")
-	eventually(t, 20*time.Second, "added, modified, deleted", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "added, modified, deleted", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == 3 && seen[0] == watch.Added && seen[1] == watch.Modified && seen[2] == watch.Deleted
@@ -86,9 +87,9 @@ func TestStatusSubresourceAndHandlerPatch(t *testing.T) {
 	op.OnUpdate(gvr, "upd", func(context.Context, *runtime.Event) (any, error) { updates.Add(1); return nil, nil })
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "status and annotation", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "status and annotation", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return nested(got, "status.make.ready") == true && got.GetAnnotations()["example.com/made"] == "yes"
 	})
-	consistently(t, time.Second, "no update cause from own patch", func() bool { return updates.Load() == 0 })
+	testpoll.AlwaysTrue(t, time.Second, "no update cause from own patch", func() bool { return updates.Load() == 0 })
 }

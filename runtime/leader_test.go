@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -38,12 +39,12 @@ func TestLeaderElection(t *testing.T) {
 		go func() { dones[i] <- ops[i].Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-dones[i] })
 		if i == 0 {
-			eventually(t, 30*time.Second, "first replica leads", func() bool { return ops[0].Leading() && ops[0].Ready() })
+			testpoll.UntilTrue(t, 30*time.Second, "first replica leads", func() bool { return ops[0].Leading() && ops[0].Ready() })
 		}
 	}
-	consistently(t, time.Second, "exactly one leader", func() bool { return ops[0].Leading() && !ops[1].Leading() && ops[1].Ready() })
+	testpoll.AlwaysTrue(t, time.Second, "exactly one leader", func() bool { return ops[0].Leading() && !ops[1].Leading() && ops[1].Ready() })
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "handled by the leader", func() bool { return handledBy[0].Load() == 1 })
+	testpoll.UntilTrue(t, 20*time.Second, "handled by the leader", func() bool { return handledBy[0].Load() == 1 })
 
 	began := time.Now()
 	cancels[0]()
@@ -51,12 +52,12 @@ func TestLeaderElection(t *testing.T) {
 		t.Fatalf("leader Run: %v", err)
 	}
 	dones[0] <- nil // for the cleanup
-	eventually(t, 10*time.Second, "second replica leads", func() bool { return ops[1].Leading() && ops[1].Ready() })
+	testpoll.UntilTrue(t, 10*time.Second, "second replica leads", func() bool { return ops[1].Leading() && ops[1].Ready() })
 	if took := time.Since(began); took > 10*time.Second {
 		t.Fatalf("hand-over took %s, lease not released", took)
 	}
 	create(t, gvr, widget(ns, "w2", nil, nil))
-	eventually(t, 20*time.Second, "handled by the new leader", func() bool { return handledBy[1].Load() == 1 })
+	testpoll.UntilTrue(t, 20*time.Second, "handled by the new leader", func() bool { return handledBy[1].Load() == 1 })
 	if handledBy[0].Load() != 1 {
 		t.Fatalf("old leader handled %d objects", handledBy[0].Load())
 	}
@@ -119,7 +120,7 @@ func TestApplyAndAdopt(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "child applied", func() bool { return nested(get(t, gvr, ns, "w1"), "status.child") == "applied" })
+	testpoll.UntilTrue(t, 20*time.Second, "child applied", func() bool { return nested(get(t, gvr, ns, "w1"), "status.child") == "applied" })
 	cm, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Get(context.Background(), "w1-cfg", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

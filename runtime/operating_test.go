@@ -17,6 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -63,7 +64,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "ok" })
+	testpoll.UntilTrue(t, 20*time.Second, "handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "ok" })
 	health, metrics := "http://"+s.HealthAddress, "http://"+s.MetricsAddress
 	if code, body := httpGet(health + "/readyz"); code != 200 {
 		t.Fatalf("/readyz = %d %s", code, body)
@@ -101,7 +102,7 @@ func TestEventsAndObjectLogger(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "Handled event", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "Handled event", func() bool {
 		list, err := env.Clientset(t).CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false

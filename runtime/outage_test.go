@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -52,18 +53,18 @@ func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
 	})
 	r := start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "w1 handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "done" })
+	testpoll.UntilTrue(t, 20*time.Second, "w1 handled", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "done" })
 
 	cut.Start()
-	eventually(t, 20*time.Second, "leadership lost during the outage", func() bool { return !op.Leading() || !alive(r) })
+	testpoll.UntilTrue(t, 20*time.Second, "leadership lost during the outage", func() bool { return !op.Leading() || !alive(r) })
 	// The term ends with its cleanup hooks once in-flight writes gave up
 	// (each is bounded by the runtime's 30 s patch timeout).
-	eventually(t, 40*time.Second, "the term's cleanup hooks", func() bool { return cleanups.Load() == 1 || !alive(r) })
-	consistently(t, 2*time.Second, "standing by, Run alive, while the API server is away", func() bool {
+	testpoll.UntilTrue(t, 40*time.Second, "the term's cleanup hooks", func() bool { return cleanups.Load() == 1 || !alive(r) })
+	testpoll.AlwaysTrue(t, 2*time.Second, "standing by, Run alive, while the API server is away", func() bool {
 		return alive(r) && !op.Leading() && cleanups.Load() == 1
 	})
 	cut.End()
-	eventually(t, 30*time.Second, "leading again after the outage", func() bool {
+	testpoll.UntilTrue(t, 30*time.Second, "leading again after the outage", func() bool {
 		if !alive(r) {
 			t.Fatalf("Run returned: %v", r.err)
 		}
@@ -73,7 +74,7 @@ func TestLeaderRecampaignsAfterAPIOutage(t *testing.T) {
 		t.Fatalf("startup hooks ran %d times, want 2 (one per term)", startups.Load())
 	}
 	create(t, gvr, widget(ns, "w2", nil, nil))
-	eventually(t, 20*time.Second, "w2 handled after the outage", func() bool { return nested(get(t, gvr, ns, "w2"), "status.h") == "done" })
+	testpoll.UntilTrue(t, 20*time.Second, "w2 handled after the outage", func() bool { return nested(get(t, gvr, ns, "w2"), "status.h") == "done" })
 	if handled.get("w1") != 1 {
 		t.Fatalf("w1 created once but handled %d times", handled.get("w1"))
 	}
@@ -129,18 +130,18 @@ func TestPartitionedLeaderStandsBy(t *testing.T) {
 			<-tick.C
 		}
 	}()
-	consistently(t, time.Second, "a leads, b stands by", func() bool { return ops[0].Leading() && !ops[1].Leading() && ops[1].Ready() })
+	testpoll.AlwaysTrue(t, time.Second, "a leads, b stands by", func() bool { return ops[0].Leading() && !ops[1].Leading() && ops[1].Ready() })
 	create(t, gvr, widget(ns, "w1", nil, nil))
 	// Cut only once the result is stored, or a retry while a still leads
 	// (at-least-once) would count as a second handling.
-	eventually(t, 20*time.Second, "w1 handled by a", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "a" })
+	testpoll.UntilTrue(t, 20*time.Second, "w1 handled by a", func() bool { return nested(get(t, gvr, ns, "w1"), "status.h") == "a" })
 
 	cut.Start()
-	eventually(t, 30*time.Second, "b leads once a's Lease expired", func() bool { return ops[1].Leading() && ops[1].Ready() })
+	testpoll.UntilTrue(t, 30*time.Second, "b leads once a's Lease expired", func() bool { return ops[1].Leading() && ops[1].Ready() })
 	create(t, gvr, widget(ns, "w2", nil, nil))
-	eventually(t, 20*time.Second, "w2 handled by b", func() bool { return nested(get(t, gvr, ns, "w2"), "status.h") == "b" })
+	testpoll.UntilTrue(t, 20*time.Second, "w2 handled by b", func() bool { return nested(get(t, gvr, ns, "w2"), "status.h") == "b" })
 	cut.End()
-	consistently(t, 3*time.Second, "a stands by after the partition, Run alive and ready", func() bool {
+	testpoll.AlwaysTrue(t, 3*time.Second, "a stands by after the partition, Run alive and ready", func() bool {
 		return alive(runs[0]) && !ops[0].Leading() && ops[0].Ready() && ops[1].Leading()
 	})
 
@@ -149,9 +150,9 @@ func TestPartitionedLeaderStandsBy(t *testing.T) {
 	if runs[1].err != nil {
 		t.Fatalf("b's Run: %v", runs[1].err)
 	}
-	eventually(t, 20*time.Second, "a leads again once b released the Lease", func() bool { return ops[0].Leading() && ops[0].Ready() })
+	testpoll.UntilTrue(t, 20*time.Second, "a leads again once b released the Lease", func() bool { return ops[0].Leading() && ops[0].Ready() })
 	create(t, gvr, widget(ns, "w3", nil, nil))
-	eventually(t, 20*time.Second, "w3 handled by a", func() bool { return nested(get(t, gvr, ns, "w3"), "status.h") == "a" })
+	testpoll.UntilTrue(t, 20*time.Second, "w3 handled by a", func() bool { return nested(get(t, gvr, ns, "w3"), "status.h") == "a" })
 	if a, b := handledBy[0].String(), handledBy[1].String(); a != "map[w1:1 w3:1]" || b != "map[w2:1]" {
 		t.Fatalf("each object must be handled once, by the leader of the moment: a handled %s, b handled %s", a, b)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -43,7 +44,7 @@ func TestRestartMidCycle(t *testing.T) {
 		t.Fatalf("A's success was not recorded at shutdown: %v %v", got.GetAnnotations(), got.Object["status"])
 	}
 	start(t, build(false))
-	eventually(t, 20*time.Second, "cycle finished", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "cycle finished", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return nested(got, "status.c") == "c" && got.GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
@@ -71,12 +72,12 @@ func TestConflictRetriedAndForeignFinalizerKept(t *testing.T) {
 	obj := widget(ns, "w1", nil, nil)
 	obj.SetFinalizers([]string{"example.com/foreign"})
 	create(t, gvr, obj)
-	eventually(t, 20*time.Second, "both finalizers", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "both finalizers", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return nested(got, "status.grab") == "ok" && len(got.GetFinalizers()) == 2
 	})
 	remove(t, gvr, ns, "w1")
-	eventually(t, 20*time.Second, "own finalizer removed, foreign kept", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "own finalizer removed, foreign kept", func() bool {
 		got := get(t, gvr, ns, "w1")
 		return slices.Equal(got.GetFinalizers(), []string{"example.com/foreign"})
 	})
@@ -87,7 +88,7 @@ func TestConflictRetriedAndForeignFinalizerKept(t *testing.T) {
 		t.Fatalf("runs = %v, want one create and one delete", &runs)
 	}
 	mergePatch(t, gvr, ns, "w1", `{"metadata":{"finalizers":null}}`)
-	eventually(t, 10*time.Second, "gone", func() bool { return get(t, gvr, ns, "w1") == nil })
+	testpoll.UntilTrue(t, 10*time.Second, "gone", func() bool { return get(t, gvr, ns, "w1") == nil })
 }
 
 // Objects deleted while their create handler runs: the runtime neither
@@ -121,16 +122,16 @@ func TestDeletedWhileHandlerRuns(t *testing.T) {
 	remove(t, gvr, ns, "held")
 	remove(t, gvr, ns, "plain")
 	close(release)
-	eventually(t, 20*time.Second, "delete handlers of both objects", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "delete handlers of both objects", func() bool {
 		return runs.get("delete-held") == 1 && runs.get("delete-plain") == 1
 	})
-	eventually(t, 20*time.Second, "held object settled, plain object gone", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "held object settled, plain object gone", func() bool {
 		got := get(t, gvr, ns, "held")
 		return slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) &&
 			strings.Contains(got.GetAnnotations()["runtime.tailplane.io/cleanup"], `"ok":true`) &&
 			get(t, gvr, ns, "plain") == nil
 	})
-	consistently(t, time.Second, "no retries", func() bool {
+	testpoll.AlwaysTrue(t, time.Second, "no retries", func() bool {
 		return runs.get("create-held") == 1 && runs.get("create-plain") == 1 &&
 			runs.get("delete-held") == 1 && runs.get("delete-plain") == 1
 	})
@@ -157,12 +158,12 @@ func TestStalledWatchRestarted(t *testing.T) {
 	op.OnCreate(gvr, "seen", func(context.Context, *runtime.Event) (any, error) { seen.Add(1); return "seen", nil })
 	start(t, op)
 	create(t, gvr, widget(ns, "before", nil, nil))
-	eventually(t, 20*time.Second, "first object", func() bool { return nested(get(t, gvr, ns, "before"), "status.seen") == "seen" })
+	testpoll.UntilTrue(t, 20*time.Second, "first object", func() bool { return nested(get(t, gvr, ns, "before"), "status.seen") == "seen" })
 	if fr.freezeAll() == 0 {
 		t.Fatal("no watch stream to freeze")
 	}
 	create(t, gvr, widget(ns, "during", nil, nil))
-	eventually(t, 30*time.Second, "object created during the stall", func() bool {
+	testpoll.UntilTrue(t, 30*time.Second, "object created during the stall", func() bool {
 		return nested(get(t, gvr, ns, "during"), "status.seen") == "seen"
 	})
 	if n := counterValue(t, op, "runtime_watch_restarts_total", ""); n < 1 {

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -29,11 +30,11 @@ func TestDaemon(t *testing.T) {
 	})
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "daemon and finalizer", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "daemon and finalizer", func() bool {
 		return started.Load() == 1 && len(get(t, gvr, ns, "w1").GetFinalizers()) == 1
 	})
 	remove(t, gvr, ns, "w1")
-	eventually(t, 20*time.Second, "object gone", func() bool { return get(t, gvr, ns, "w1") == nil })
+	testpoll.UntilTrue(t, 20*time.Second, "object gone", func() bool { return get(t, gvr, ns, "w1") == nil })
 	if stopped.Load() != 1 {
 		t.Fatal("daemon was not stopped while the object still existed")
 	}
@@ -60,18 +61,18 @@ func TestTimer(t *testing.T) {
 	op.OnUpdate(gvr, "seen", func(context.Context, *runtime.Event) (any, error) { updated <- struct{}{}; return nil, nil })
 	start(t, op)
 	create(t, gvr, widget(ns, "w1", nil, nil))
-	eventually(t, 20*time.Second, "three ticks written", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "three ticks written", func() bool {
 		v, _ := nested(get(t, gvr, ns, "w1"), "status.tick").(int64)
 		return v >= 3
 	})
 	if idleTicks.Load() != 0 {
 		t.Fatal("an Idle timer ticked on a fresh object")
 	}
-	eventually(t, 20*time.Second, "idle timer ticks once the object is quiet", func() bool { return quietTicks.Load() > 0 })
+	testpoll.UntilTrue(t, 20*time.Second, "idle timer ticks once the object is quiet", func() bool { return quietTicks.Load() > 0 })
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"changed":true}}`)
 	<-updated // the change has been seen: the idle clock restarted before handlers ran
 	before := quietTicks.Load()
-	consistently(t, 300*time.Millisecond, "idle timer pauses after a change", func() bool { return quietTicks.Load() <= before+1 })
+	testpoll.AlwaysTrue(t, 300*time.Millisecond, "idle timer pauses after a change", func() bool { return quietTicks.Load() <= before+1 })
 	if f := get(t, gvr, ns, "w1").GetFinalizers(); len(f) != 0 {
 		t.Fatalf("a timer added finalizers %v", f)
 	}
@@ -97,9 +98,9 @@ func TestIndex(t *testing.T) {
 		return nil, nil
 	})
 	start(t, op)
-	eventually(t, 20*time.Second, "every handler saw the full index", func() bool { return sawAll.Load() == 3 })
+	testpoll.UntilTrue(t, 20*time.Second, "every handler saw the full index", func() bool { return sawAll.Load() == 3 })
 	remove(t, gvr, ns, "a1")
-	eventually(t, 20*time.Second, "index follows deletes", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "index follows deletes", func() bool {
 		return slices.Equal(op.GetIndex("by-owner").Get("a"), []any{"a2"})
 	})
 }

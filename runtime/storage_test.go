@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -67,7 +68,7 @@ func TestConfigMapStorage(t *testing.T) {
 	first := start(t, build())
 	create(t, gvr, widget(ns, "w1", map[string]any{"size": int64(1)}, map[string]string{"app": "x"}))
 	create(t, gvr, widget(ns, "w2", nil, map[string]string{"app": "x"}))
-	eventually(t, 20*time.Second, "both handled, state in ConfigMaps", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "both handled, state in ConfigMaps", func() bool {
 		return runs.get("create/w1") == 1 && runs.get("create/w2") == 1 && len(stateConfigMaps(t, stateNS)) == 2 &&
 			len(get(t, gvr, ns, "w1").GetFinalizers()) == 1
 	})
@@ -83,22 +84,22 @@ func TestConfigMapStorage(t *testing.T) {
 	mergePatch(t, gvr, ns, "w2", `{"metadata":{"finalizers":null}}`)
 	remove(t, gvr, ns, "w2")
 	start(t, build())
-	eventually(t, 20*time.Second, "resumed, stale state swept", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "resumed, stale state swept", func() bool {
 		return runs.get("resume/w1") == 1 && len(stateConfigMaps(t, stateNS)) == 1
 	})
 	mergePatch(t, gvr, ns, "w1", `{"spec":{"size":2}}`)
-	eventually(t, 20*time.Second, "update", func() bool { return runs.get("update/w1") == 1 })
+	testpoll.UntilTrue(t, 20*time.Second, "update", func() bool { return runs.get("update/w1") == 1 })
 	if runs.get("create/w1") != 1 {
 		t.Fatalf("runs = %v: w1 created again", &runs)
 	}
 
 	// No longer matching: finalizer and state go; matching again is a create.
 	mergePatch(t, gvr, ns, "w1", `{"metadata":{"labels":{"app":null}}}`)
-	eventually(t, 20*time.Second, "released", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "released", func() bool {
 		return len(get(t, gvr, ns, "w1").GetFinalizers()) == 0 && len(stateConfigMaps(t, stateNS)) == 0
 	})
 	mergePatch(t, gvr, ns, "w1", `{"metadata":{"labels":{"app":"x"}}}`)
-	eventually(t, 20*time.Second, "created again", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "created again", func() bool {
 		return runs.get("create/w1") == 2 && len(stateConfigMaps(t, stateNS)) == 1
 	})
 	if err := untouched("w1"); err != nil {
@@ -106,7 +107,7 @@ func TestConfigMapStorage(t *testing.T) {
 	}
 
 	remove(t, gvr, ns, "w1")
-	eventually(t, 20*time.Second, "deleted, state gone", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "deleted, state gone", func() bool {
 		return get(t, gvr, ns, "w1") == nil && runs.get("delete/w1") == 1 && len(stateConfigMaps(t, stateNS)) == 0
 	})
 }
@@ -133,13 +134,13 @@ func TestConfigMapStorageMigratesAnnotations(t *testing.T) {
 	}
 	old := start(t, build())
 	create(t, gvr, widget(ns, "w1", nil, map[string]string{"app": "x"}))
-	eventually(t, 20*time.Second, "handled, state in annotations", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "handled, state in annotations", func() bool {
 		return runs.get("create") == 1 && get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
 	old.stop(t)
 
 	start(t, build(runtime.Store(&runtime.ConfigMapStorage{Namespace: stateNS, Legacy: "runtime.tailplane.io"})))
-	eventually(t, 20*time.Second, "resumed, state moved", func() bool {
+	testpoll.UntilTrue(t, 20*time.Second, "resumed, state moved", func() bool {
 		cms := stateConfigMaps(t, stateNS)
 		return runs.get("resume") == 1 && len(get(t, gvr, ns, "w1").GetAnnotations()) == 0 &&
 			len(cms) == 1 && nested(firstOf(cms), "data.last-handled") != nil

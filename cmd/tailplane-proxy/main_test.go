@@ -18,24 +18,9 @@ import (
 
 	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
-
-func poll(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for ; ; <-tick.C {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-	}
-}
 
 // The real binary, configured from a file: it serves over the tailnet,
 // refuses a bad config without exiting, and on SIGTERM stops accepting,
@@ -89,7 +74,7 @@ func TestBinaryBadConfigAndSIGTERMDrain(t *testing.T) {
 	client := tn.Node(t, "client")
 	lc, _ := client.LocalClient()
 	var proxyIP string
-	poll(t, 60*time.Second, "proxy peer", func() error {
+	testpoll.Until(t, 60*time.Second, "proxy peer", func() error {
 		st, err := lc.Status(context.Background())
 		if err != nil {
 			return err
@@ -117,11 +102,11 @@ func TestBinaryBadConfigAndSIGTERMDrain(t *testing.T) {
 		}
 		return string(b), err
 	}
-	poll(t, 60*time.Second, "served through the binary", func() error { _, err := getBody(hc, "/"); return err })
+	testpoll.Until(t, 60*time.Second, "served through the binary", func() error { _, err := getBody(hc, "/"); return err })
 
 	// A bad config is refused; the process keeps running and serving.
 	write([]byte(`{"version":"v2","hostname":"bin-proxy"}`))
-	poll(t, 10*time.Second, "refusal logged", func() error {
+	testpoll.Until(t, 10*time.Second, "refusal logged", func() error {
 		if !strings.Contains(logs.String(), `unknown config version \"v2\"`) {
 			return fmt.Errorf("not logged yet")
 		}
@@ -147,7 +132,7 @@ func TestBinaryBadConfigAndSIGTERMDrain(t *testing.T) {
 	fresh := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return client.Dial(ctx, "tcp", net.JoinHostPort(proxyIP, "80"))
 	}}}
-	poll(t, 10*time.Second, "new connections refused", func() error {
+	testpoll.Until(t, 10*time.Second, "new connections refused", func() error {
 		if _, err := getBody(fresh, "/"); err == nil {
 			return fmt.Errorf("still accepting")
 		}

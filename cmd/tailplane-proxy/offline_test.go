@@ -22,6 +22,7 @@ import (
 
 	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -177,7 +178,7 @@ func TestBinaryContactsOnlyItsTailnet(t *testing.T) {
 	client := tn.Node(t, "client")
 	lc, _ := client.LocalClient()
 	var proxyIP string
-	poll(t, 60*time.Second, "proxy peer", func() error {
+	testpoll.Until(t, 60*time.Second, "proxy peer", func() error {
 		st, err := lc.Status(context.Background())
 		if err != nil {
 			return err
@@ -190,7 +191,7 @@ func TestBinaryContactsOnlyItsTailnet(t *testing.T) {
 		}
 		return fmt.Errorf("not seen yet")
 	})
-	poll(t, 60*time.Second, "target reached by its name", func() error {
+	testpoll.Until(t, 60*time.Second, "target reached by its name", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c, err := client.Dial(ctx, "tcp", net.JoinHostPort(proxyIP, "7000"))
@@ -221,7 +222,7 @@ func TestBinaryContactsOnlyItsTailnet(t *testing.T) {
 	// tsnet starts uploading logs within seconds of starting; give it a few
 	// more after the proxy serves.
 	deadline := time.Now().Add(8 * time.Second)
-	poll(t, 10*time.Second, "the observation window", func() error {
+	testpoll.Until(t, 10*time.Second, "the observation window", func() error {
 		if hosts := tailscaleHosts(); len(hosts) > 0 {
 			t.Fatalf("the proxy looked up Tailscale's public hosts %v (all lookups: %v)", hosts, dns.names())
 		}
@@ -290,7 +291,7 @@ func TestBinarySIGTERMWithLiveUDPFlow(t *testing.T) {
 	client := tn.Node(t, "client")
 	lc, _ := client.LocalClient()
 	var proxyIP string
-	poll(t, 60*time.Second, "proxy peer", func() error {
+	testpoll.Until(t, 60*time.Second, "proxy peer", func() error {
 		st, err := lc.Status(context.Background())
 		if err != nil {
 			return err
@@ -320,7 +321,7 @@ func TestBinarySIGTERMWithLiveUDPFlow(t *testing.T) {
 		}
 		return nil
 	}
-	poll(t, 60*time.Second, "live udp flow", roundTrip)
+	testpoll.Until(t, 60*time.Second, "live udp flow", roundTrip)
 	// The client keeps its flow busy while the proxy shuts down.
 	busy, stopBusy := context.WithCancel(context.Background())
 	defer stopBusy()

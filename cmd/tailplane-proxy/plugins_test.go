@@ -21,6 +21,7 @@ import (
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/testenv"
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/route"
 )
@@ -128,7 +129,7 @@ func TestPluginLoaderRetriesFailedLoads(t *testing.T) {
 	if _, err := kube.CoreV1().Secrets(ns).Create(ctx, copied, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the plugin to load by itself", func() error {
+	testpoll.Until(t, 30*time.Second, "the plugin to load by itself", func() error {
 		r, err := reports()
 		if err != nil {
 			return err

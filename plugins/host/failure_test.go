@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/proxy/route"
@@ -118,8 +119,8 @@ func TestTrapEveryTenthCall(t *testing.T) {
 		t.Errorf("discarded = %v, want 10", got)
 	}
 	// The last replacement is created in the background.
-	eventually(t, func() bool { return metric(t, e, "tailplane_plugin_instances_created_total", lbl) == 11 },
-		"created_total reaches 11 (1 pre-warmed + 10 replacements)")
+	testpoll.UntilTrue(t, 10*time.Second, "created_total reaches 11 (1 pre-warmed + 10 replacements)",
+		func() bool { return metric(t, e, "tailplane_plugin_instances_created_total", lbl) == 11 })
 	if got := metric(t, e, "tailplane_plugin_instances", lbl); got != 1 {
 		t.Errorf("live instances = %v, want 1 (the pool's bound)", got)
 	}

@@ -3,11 +3,9 @@ package host_test
 import (
 	"context"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -100,17 +98,4 @@ func request(uri string) *route.Request {
 	path, _, _ := strings.Cut(uri, "?")
 	return &route.Request{Method: "GET", Host: "app.example.ts.net", URI: uri, Path: path, Header: http.Header{"User-Agent": {"test"}},
 		Identity: &route.Identity{LoginName: "alice@example.com", NodeName: "laptop", Tags: nil}, Route: testRoute()}
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t testing.TB, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		runtime.Gosched()
-		<-time.After(5 * time.Millisecond)
-	}
 }
