@@ -1,9 +1,11 @@
 // Package handlers holds Tailplane's operator logic as small handler modules,
-// one sub-package per concern (service, ingress, ingressclass, egress,
-// connector, proxygroup, proxyclass, plugin). Each module exposes
+// one sub-package per concern: service, egress and ingress (a proxy per
+// parent), ingressclass, proxyclassready (the ProxyClass kind; the pure rules
+// are handlers/proxyclass) and plugin (RoutingPlugin). Each module exposes
 // Register(op, deps): a pure render step (parent object and settings to
-// desired children), unit-tested without a cluster, and a thin apply step
-// using server-side apply.
+// desired children, with handlers/proxyset for the proxy's objects),
+// unit-tested without a cluster, and a thin apply step using server-side
+// apply. docs/development.md ("Adding a handler module") lists the steps.
 //
 // Register (register.go) adds every module to a runtime.Operator; handlers/kit
 // holds the apply plumbing the modules share (server-side apply of proxies,

@@ -6,7 +6,8 @@
 // Engine.Run applies each config document atomically: listeners that stay
 // are kept, routes and targets swap, and anything that fails leaves the
 // previous config serving. L7 requests go through a chain of route.Router:
-// the routing table (proxy/routetable) first, then Options.ExtraRouters.
+// the routing table (proxy/routetable) first, then Options.ExtraRouters,
+// then the routers Options.PluginRouters returns for the config's plugins.
 //
 // It may import tailscale.com, client-go, plugins/ and its own sub-packages;
 // never handlers/ or runtime/.

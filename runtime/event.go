@@ -124,7 +124,7 @@ func (p *Patch) Set(value any, path ...string) {
 	m[path[len(path)-1]] = value
 }
 
-// SetAnnotation sets (or, with remove, deletes) an annotation.
+// SetAnnotation sets an annotation; RemoveAnnotation deletes one.
 func (p *Patch) SetAnnotation(key, value string) { p.Set(value, "metadata", "annotations", key) }
 
 // RemoveAnnotation deletes an annotation.

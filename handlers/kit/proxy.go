@@ -175,8 +175,8 @@ func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyC
 
 // ApplyProxy applies a proxy's objects with server-side apply, after
 // applying the ProxyClass (nil: none) to the StatefulSet. The config Secret
-// gets the hostname label used by CheckHostname, the state Secret the role
-// label of kind (LabelProxyRole). A ProxyClass with
+// gets the hostname label (LabelHostname) ClaimHostname looks for, the state
+// Secret the role label of kind (LabelProxyRole). A ProxyClass with
 // metrics.enable also gets the proxy a metrics Service (and ServiceMonitor).
 func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind, hostname string, extra ...any) error {
 	sts := objs.StatefulSet

@@ -47,15 +47,21 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 	return nil
 }
 
-// Post records an Event about a typed or unstructured object (TypeMeta set).
+// Post records an Event about a typed or unstructured object of any kind
+// (TypeMeta set: the Event's involvedObject needs apiVersion and kind).
 func (d *Deps) Post(obj any, eventType, reason, message string) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		var err error
-		if u, _, err = ToUnstructured(obj); err != nil {
-			d.Log.Warn("cannot post Event", "reason", reason, "err", err)
+		m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			d.Log.Warn("cannot post Event", "reason", reason, "err", fmt.Errorf("convert %T: %w", obj, err))
 			return
 		}
+		u = &unstructured.Unstructured{Object: m}
+	}
+	if u.GetKind() == "" || u.GetAPIVersion() == "" {
+		d.Log.Warn("cannot post Event: object has no apiVersion and kind", "reason", reason, "object", u.GetNamespace()+"/"+u.GetName())
+		return
 	}
 	d.Op.Post(u, eventType, reason, message)
 }

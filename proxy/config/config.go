@@ -52,17 +52,21 @@ type Config struct {
 	L4     *L4     `json:"l4,omitempty"`
 	Egress *Egress `json:"egress,omitempty"`
 
-	// Plugins is a placeholder filled by the RoutingPlugin work: routing
-	// plugins the proxy runs after its routing table, in order.
+	// Plugins are the RoutingPlugins that target this proxy, in the order
+	// the proxy runs them after its routing table (L7 only).
 	Plugins []Plugin `json:"plugins,omitempty"`
 }
 
-// Plugin names one routing plugin. Its fields are filled by the
-// RoutingPlugin work; the proxy passes the list on unchanged.
+// Plugin is one routing plugin, as handlers/plugin.ProxyPlugin writes it and
+// tailplane-proxy (cmd/tailplane-proxy, through proxy.Options.PluginRouters)
+// loads it.
 type Plugin struct {
-	// Name identifies the plugin.
+	// Name is the RoutingPlugin's "<namespace>/<name>"; the proxy reports
+	// the plugin under it (internal/proxystate.KeyPluginStatus).
 	Name string `json:"name"`
-	// Spec is the plugin's own settings, opaque to this package.
+	// Spec is the RoutingPlugin's spec with its module pointing at the
+	// operator's copy in the proxy's namespace (handlers/plugin.ProxySpec);
+	// opaque to this package.
 	Spec json.RawMessage `json:"spec,omitempty"`
 }
 
