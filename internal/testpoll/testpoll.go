@@ -1,42 +1,32 @@
-// Package testpoll is how tests wait: they poll a check until it passes or a
-// deadline expires, and fail with what they waited for and the check's last
-// error. Tests never sleep a fixed time; a condition that must keep holding
-// is checked with Always instead.
+// Package testpoll is how tests wait: they poll a check with Gomega's
+// Eventually until it passes or a deadline expires, and fail with what they
+// waited for and the check's last error. Tests never sleep a fixed time; a
+// condition that must keep holding is checked with Always (Gomega's
+// Consistently) instead.
 //
-// The interval starts at 5 ms (in-memory conditions settle fast) and doubles
-// up to 100 ms, so a long wait on the API server does not hammer it.
-//
-// It imports only the standard library; only _test.go files import it.
+// It gives the tests of every package one short form of those two Gomega
+// calls with one polling interval. It imports only Gomega and the standard
+// library; only _test.go files import it.
 package testpoll
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/onsi/gomega"
 )
 
-const (
-	firstInterval = 5 * time.Millisecond
-	maxInterval   = 100 * time.Millisecond
-)
+// interval is how often a check runs: short enough for in-memory
+// conditions, long enough not to hammer an API server during a long wait.
+const interval = 20 * time.Millisecond
 
 // Until polls check until it returns nil; after timeout it fails tb with
 // what and check's last error.
 func Until(tb testing.TB, timeout time.Duration, what string, check func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	interval := firstInterval
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		<-time.After(interval)
-		interval = min(2*interval, maxInterval)
-	}
+	gomega.NewWithT(tb).Eventually(check).WithTimeout(timeout).WithPolling(interval).
+		Should(gomega.Succeed(), "waiting for %s", what)
 }
 
 // UntilTrue polls cond until it holds; after timeout it fails tb with what.
@@ -49,18 +39,8 @@ func UntilTrue(tb testing.TB, timeout time.Duration, what string, cond func() bo
 // and the error as soon as it does not.
 func Always(tb testing.TB, d time.Duration, what string, check func() error) {
 	tb.Helper()
-	end := time.Now().Add(d)
-	interval := firstInterval
-	for {
-		if err := check(); err != nil {
-			tb.Fatalf("%s stopped holding: %v", what, err)
-		}
-		if time.Now().After(end) {
-			return
-		}
-		<-time.After(interval)
-		interval = min(2*interval, maxInterval)
-	}
+	gomega.NewWithT(tb).Consistently(check).WithTimeout(d).WithPolling(interval).
+		Should(gomega.Succeed(), "%s stopped holding", what)
 }
 
 // AlwaysTrue checks that cond keeps holding for d.
