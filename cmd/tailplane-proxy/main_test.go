@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"tailscale.com/tsnet"
+
 	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -59,34 +61,10 @@ func TestBinaryBadConfigAndSIGTERMDrain(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "TAILPLANE_CONFIG_FILE="+cfgPath, "TAILPLANE_STATE_DIR="+filepath.Join(dir, "state"),
 		"TAILPLANE_LOCAL_ADDR=127.0.0.1:0", "TAILPLANE_DRAIN_TIMEOUT=20s")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		t.Logf("proxy log:\n%s", logs.String())
-	})
+	exited := startProxy(t, cmd, &logs)
 
 	client := tn.Node(t, "client")
-	lc, _ := client.LocalClient()
-	var proxyIP string
-	testpoll.Until(t, 60*time.Second, "proxy peer", func() error {
-		st, err := lc.Status(context.Background())
-		if err != nil {
-			return err
-		}
-		for _, p := range st.Peer {
-			if p.HostName == "bin-proxy" && len(p.TailscaleIPs) > 0 {
-				proxyIP = p.TailscaleIPs[0].String()
-				return nil
-			}
-		}
-		return fmt.Errorf("not seen yet")
-	})
+	proxyIP := peerIP(t, client, "bin-proxy")
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return client.Dial(ctx, "tcp", net.JoinHostPort(proxyIP, "80"))
 	}}}
@@ -155,4 +133,47 @@ func TestBinaryBadConfigAndSIGTERMDrain(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("did not exit after draining")
 	}
+}
+
+// startProxy starts the proxy binary's cmd with its output in logs, killed
+// with the test (and with the test process), and returns its exit.
+func startProxy(t *testing.T, cmd *exec.Cmd, logs *syncbuf.Buffer) <-chan error {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		t.Logf("proxy log:\n%s", logs.String())
+	})
+	return exited
+}
+
+// peerIP waits until client sees the peer named hostname and returns its
+// first tailnet IP.
+func peerIP(t *testing.T, client *tsnet.Server, hostname string) string {
+	t.Helper()
+	lc, err := client.LocalClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	testpoll.Until(t, 60*time.Second, "peer "+hostname, func() error {
+		st, err := lc.Status(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, p := range st.Peer {
+			if p.HostName == hostname && len(p.TailscaleIPs) > 0 {
+				ip = p.TailscaleIPs[0].String()
+				return nil
+			}
+		}
+		return fmt.Errorf("not seen yet")
+	})
+	return ip
 }

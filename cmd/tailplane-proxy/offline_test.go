@@ -176,21 +176,7 @@ func TestBinaryContactsOnlyItsTailnet(t *testing.T) {
 	})
 
 	client := tn.Node(t, "client")
-	lc, _ := client.LocalClient()
-	var proxyIP string
-	testpoll.Until(t, 60*time.Second, "proxy peer", func() error {
-		st, err := lc.Status(context.Background())
-		if err != nil {
-			return err
-		}
-		for _, p := range st.Peer {
-			if p.HostName == "offline-proxy" && len(p.TailscaleIPs) > 0 {
-				proxyIP = p.TailscaleIPs[0].String()
-				return nil
-			}
-		}
-		return fmt.Errorf("not seen yet")
-	})
+	proxyIP := peerIP(t, client, "offline-proxy")
 	testpoll.Until(t, 60*time.Second, "target reached by its name", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -276,34 +262,10 @@ func TestBinarySIGTERMWithLiveUDPFlow(t *testing.T) {
 	cmd.Env = append(os.Environ(), "TAILPLANE_CONFIG_SECRET=udp-proxy-config", "TS_KUBE_SECRET=udp-proxy-0", "POD_NAMESPACE="+ns,
 		"KUBECONFIG="+filepath.Join(env.Dir(), "kubeconfig"), "TAILPLANE_STATE_DIR="+filepath.Join(dir, "state"),
 		"TAILPLANE_LOCAL_ADDR=127.0.0.1:0", "TAILPLANE_DRAIN_TIMEOUT="+drain.String())
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		t.Logf("proxy log:\n%s", logs.String())
-	})
+	exited := startProxy(t, cmd, &logs)
 
 	client := tn.Node(t, "client")
-	lc, _ := client.LocalClient()
-	var proxyIP string
-	testpoll.Until(t, 60*time.Second, "proxy peer", func() error {
-		st, err := lc.Status(context.Background())
-		if err != nil {
-			return err
-		}
-		for _, p := range st.Peer {
-			if p.HostName == "udp-proxy" && len(p.TailscaleIPs) > 0 {
-				proxyIP = p.TailscaleIPs[0].String()
-				return nil
-			}
-		}
-		return fmt.Errorf("not seen yet")
-	})
+	proxyIP := peerIP(t, client, "udp-proxy")
 	c, err := client.Dial(context.Background(), "udp", net.JoinHostPort(proxyIP, "5353"))
 	if err != nil {
 		t.Fatal(err)
