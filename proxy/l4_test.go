@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"tailscale.com/tsnet"
+
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -55,6 +57,20 @@ func udpEchoServer(t *testing.T) string {
 }
 
 // halfCloseRoundTrip writes msg, half-closes and reads the whole answer.
+// pingEcho sends "ping" through the TCP echo backend at addr, dialled from
+// client, and checks the echo.
+func pingEcho(ctx context.Context, client *tsnet.Server, addr string) error {
+	c, err := client.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	got, err := halfCloseRoundTrip(c, "ping")
+	if err != nil || got != "got:ping" {
+		return fmt.Errorf("got %q, %v", got, err)
+	}
+	return nil
+}
+
 func halfCloseRoundTrip(c net.Conn, msg string) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -101,15 +117,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 	ctx := context.Background()
 	for _, port := range []int{5432, 5433} {
 		testpoll.Until(t, 20*time.Second, fmt.Sprintf("tcp echo on %d", port), func() error {
-			c, err := r.client.Dial(ctx, "tcp", r.proxyAddr(port))
-			if err != nil {
-				return err
-			}
-			got, err := halfCloseRoundTrip(c, "ping")
-			if err != nil || got != "got:ping" {
-				return fmt.Errorf("got %q, %v", got, err)
-			}
-			return nil
+			return pingEcho(ctx, r.client, r.proxyAddr(port))
 		})
 	}
 	testpoll.Until(t, 20*time.Second, "udp echo", func() error {

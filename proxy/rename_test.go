@@ -66,15 +66,7 @@ func TestHostnameChangeRenamesTheDeviceLive(t *testing.T) {
 	roundTrip := func(host string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := r.client.Dial(ctx, "tcp", net.JoinHostPort(host, "5432"))
-		if err != nil {
-			return err
-		}
-		got, err := halfCloseRoundTrip(c, "ping")
-		if err != nil || got != "got:ping" {
-			return fmt.Errorf("got %q, %v", got, err)
-		}
-		return nil
+		return pingEcho(ctx, r.client, net.JoinHostPort(host, "5432"))
 	}
 	testpoll.Until(t, 20*time.Second, "served as before", func() error { return roundTrip(tailnettest.FQDN("before")) })
 
