@@ -150,7 +150,7 @@ func TestDeleteRevokesTheUnusedKey(t *testing.T) {
 		t.Fatalf("config %+v %v", cfg, err)
 	}
 	keys := h.api.Keys()
-	if len(keys) != 1 || keys[0].Description != proxyset.KeyDescription(h.names("svc", "early").Base) {
+	if len(keys) != 1 || keys[0].Description != proxyset.KeyDescription(h.names("svc", "early").Base, 0) {
 		t.Fatalf("keys %+v", keys)
 	}
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "early", metav1.DeleteOptions{}); err != nil {

@@ -5,20 +5,22 @@ import (
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclassready"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// Register adds every handler module to op, sharing d.
+// Register adds every handler module to op, sharing d and one proxy
+// pipeline.
 func Register(op *runtime.Operator, d *kit.Deps) {
-	d.WatchProxyState()
+	p := pipeline.New(d)
 	d.IndexParents()
-	service.Register(op, d)
-	egress.Register(op, d)
-	ingress.Register(op, d)
+	service.Register(op, d, p)
+	egress.Register(op, d, p)
+	ingress.Register(op, d, p)
 	ingressclass.Register(op, d)
 	proxyclassready.Register(op, d)
-	plugin.Register(op, d)
+	plugin.Register(op, d, p)
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -57,7 +58,7 @@ func (h *harness) asOldRelease(objs ...oldObject) {
 			h.t.Fatal(err)
 		}
 		mark := func(_ context.Context, ev *runtime.Event) (any, error) {
-			ev.Patch.SetAnnotation(kit.LegacyMark, o.role)
+			ev.Patch.SetAnnotation(pipeline.LegacyMark, o.role)
 			return nil, nil
 		}
 		if err := op.On(o.res, "old-"+o.name, mark, runtime.Namespace(h.ns), runtime.Causes(runtime.CauseCreate),
@@ -74,7 +75,7 @@ func (h *harness) asOldRelease(objs ...oldObject) {
 			if err != nil {
 				return err
 			}
-			if a := obj.GetAnnotations(); a["runtime.tailplane.io/last-handled"] == "" || a[kit.LegacyMark] != o.role {
+			if a := obj.GetAnnotations(); a["runtime.tailplane.io/last-handled"] == "" || a[pipeline.LegacyMark] != o.role {
 				return fmt.Errorf("%s: %v", o.name, a)
 			}
 		}

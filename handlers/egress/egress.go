@@ -129,35 +129,49 @@ type Objects struct {
 	HeadlessService *corev1.Service
 }
 
+// NameKey tells egress proxies' object names apart from those of the
+// exposed-Service proxy of the same Service (proxyset.Parent.NameKey);
+// releases before it named both after "svc".
+const NameKey = "egress"
+
+// Parent is the proxyset parent of svc's egress proxy.
+func Parent(svc *corev1.Service) proxyset.Parent {
+	return proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID,
+		Role: Role, NameKey: NameKey}
+}
+
 // Render returns the egress proxy's objects for svc.
 func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*Objects, error) {
 	cfg, err := Config(svc, s, loginServer, authKey)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := proxyset.Render(proxyset.Spec{
-		Parent:    proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID},
-		Namespace: s.Namespace, Image: s.ProxyImage, Config: cfg,
-	})
+	objs, err := proxyset.Render(proxyset.Spec{Parent: Parent(svc), Namespace: s.Namespace, Image: s.ProxyImage,
+		Configs: []*config.Config{cfg}})
 	if err != nil {
 		return nil, err
 	}
+	return &Objects{Objects: objs, HeadlessService: Headless(svc, objs)}, nil
+}
+
+// Headless is the headless Service that gives the egress proxy's Pods a DNS
+// name, with the user's ports.
+func Headless(svc *corev1.Service, objs *proxyset.Objects) *corev1.Service {
 	var ports []corev1.ServicePort
 	for _, p := range svc.Spec.Ports {
 		ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
 	}
-	labels := proxyset.ChildLabels(proxyset.ParentService, svc.Namespace, svc.Name)
-	headless := &corev1.Service{
+	sts := objs.StatefulSet
+	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Name: objs.Names.Base, Namespace: s.Namespace, Labels: maps.Clone(labels)},
+		ObjectMeta: metav1.ObjectMeta{Name: objs.Names.Base, Namespace: sts.Namespace, Labels: Parent(svc).Labels()},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:      corev1.ClusterIPNone,
-			Selector:       maps.Clone(objs.StatefulSet.Spec.Selector.MatchLabels),
+			Selector:       maps.Clone(sts.Spec.Selector.MatchLabels),
 			Ports:          ports,
 			IPFamilyPolicy: new(corev1.IPFamilyPolicyPreferDualStack),
 		},
 	}
-	return &Objects{Objects: objs, HeadlessService: headless}, nil
 }
 
 // ExternalName is the DNS name the user's Service is rewritten to point at.

@@ -68,7 +68,7 @@ func TestRenderAndRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(objs.ConfigSecret.Data[config.SecretKey])
+	cfg, err := config.Parse(objs.Replicas[0].ConfigSecret.Data[config.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}

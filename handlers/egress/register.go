@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -14,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -30,96 +31,99 @@ const (
 	reasonProxyInvalid   = "ProxyInvalid"
 	reasonProxyFailed    = "ProxyFailed"
 	reasonInvalidService = "INVALIDSERVICE"
-	messagePending       = "no Tailscale hostname known yet, waiting for proxy pod to finish auth"
 )
 
 type module struct{ d *kit.Deps }
 
-// Register adds the egress Service handlers: the proxy and its headless
-// Service are applied and the user's Service is rewritten to an ExternalName
-// pointing at it; delete removes the device, the objects, then the
-// finalizer. Removing the annotations removes the proxy (the Service stays an
-// ExternalName, as in the official operator).
-func Register(op *runtime.Operator, d *kit.Deps) {
+// Register adds the egress module to the pipeline: the proxy and its
+// headless Service are applied and the user's Service is rewritten to an
+// ExternalName pointing at it; delete removes the device, the objects, then
+// the finalizer. Removing the annotations removes the proxy (the Service
+// stays an ExternalName, as in the official operator).
+func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
-	d.RegisterProxyParent(op, kit.ProxyParent{
-		ID: "egress", Type: proxyset.ParentService, Resource: kit.Services, Kind: "Service",
-		Role: Role, IsOurs: m.isOurs, Sync: m.sync,
+	p.Register(op, pipeline.Module{
+		ID: "egress", Resource: kit.Services, Kind: "Service",
+		ParentType: proxyset.ParentService, Role: Role, NameKey: NameKey, LegacyNameKey: proxyset.ParentService,
+		ProxyKind: proxyclass.Egress,
+		IsOurs:    m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 	})
 }
 
-func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	var svc corev1.Service
-	if kit.FromUnstructured(obj, &svc) != nil {
-		return false
-	}
-	return IsEgress(&svc)
-}
-
-func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+func decode(obj *unstructured.Unstructured) (*corev1.Service, error) {
 	var svc corev1.Service
 	if err := kit.FromUnstructured(obj, &svc); err != nil {
-		return runtime.Permanent(err)
+		return nil, runtime.Permanent(err)
 	}
 	svc.APIVersion, svc.Kind = "v1", "Service"
+	return &svc, nil
+}
+
+func (m *module) isOurs(obj *unstructured.Unstructured) bool {
+	svc, err := decode(obj)
+	return err == nil && IsEgress(svc)
+}
+
+// plan is one egress replica dialling the tailnet target, with a headless
+// Service in front; the user's Service then points at that.
+func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
+	svc, err := decode(obj)
+	if err != nil {
+		return nil, err
+	}
 	s := m.d.Settings
-	if !IsEgress(&svc) {
-		// Released: condition first, then the proxy, whose end lets the
-		// runtime remove the finalizer.
-		if c := kit.RemoveCondition(svc.Status.Conditions, conditionProxyReady); len(c) != len(svc.Status.Conditions) {
-			if err := m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": c}); err != nil {
-				return err
-			}
+	if problems := Validate(svc, s); len(problems) > 0 {
+		return &pipeline.Plan{Invalid: strings.Join(problems, " ")}, nil
+	}
+	cfg, err := Config(svc, s, "", "")
+	if err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	return &pipeline.Plan{
+		Hostnames: []string{cfg.Hostname}, Tags: cfg.Tags,
+		ProxyClass: proxyset.ProxyClassName(svc.Labels, svc.Annotations, s.DefaultProxyClass),
+		Config: func(_ int, key string) (*config.Config, error) {
+			return Config(svc, s, m.d.Backend.LoginServer(), key)
+		},
+		Extra: func(objs *proxyset.Objects) []any { return []any{Headless(svc, objs)} },
+		AfterApply: func(ctx context.Context, objs *proxyset.Objects) error {
+			return m.rewrite(ctx, svc, ExternalName(Headless(svc, objs), m.d.ClusterDomain))
+		},
+	}, nil
+}
+
+// report writes TailscaleProxyReady with the official reasons.
+func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
+	svc, err := decode(obj)
+	if err != nil {
+		return err
+	}
+	reason, msg := reasonProxyCreated, reasonProxyCreated
+	switch out.Stage {
+	case pipeline.Invalid:
+		reason, msg = reasonProxyInvalid, "unable to provision proxy resources: invalid Service: "+out.Message
+		m.d.Post(svc, corev1.EventTypeWarning, reasonInvalidService, msg)
+	case pipeline.Waiting, pipeline.Pending:
+		reason, msg = reasonProxyPending, out.Message
+	case pipeline.Failed:
+		reason, msg = reasonProxyFailed, out.Message
+		if out.Cause == pipeline.CauseAuthKey {
+			m.d.Post(svc, corev1.EventTypeWarning, reasonProxyFailed, out.Message)
 		}
-		if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
-			return err
-		}
-		return m.d.WaitProxyGone(ctx, Role, proxyset.ParentService, svc.Namespace, svc.Name)
 	}
-	if problems := Validate(&svc, s); len(problems) > 0 {
-		msg := "unable to provision proxy resources: invalid Service: " + strings.Join(problems, " ")
-		m.d.Post(&svc, corev1.EventTypeWarning, reasonInvalidService, msg)
-		return m.setCondition(ctx, &svc, reasonProxyInvalid, msg)
-	}
-	pc, waiting, err := m.d.ProxyClassFor(ctx, proxyset.ProxyClassName(svc.Labels, svc.Annotations, s.DefaultProxyClass))
+	return m.setCondition(ctx, svc, reason, msg)
+}
+
+// release removes the condition of a Service that is no longer egress.
+func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ []proxyset.Device) error {
+	svc, err := decode(obj)
 	if err != nil {
 		return err
 	}
-	if waiting != "" {
-		return m.setCondition(ctx, &svc, reasonProxyPending, waiting)
+	if c := kit.RemoveCondition(svc.Status.Conditions, conditionProxyReady); len(c) != len(svc.Status.Conditions) {
+		return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": c})
 	}
-	cfg, err := Config(&svc, s, "", "")
-	if err != nil {
-		return runtime.Permanent(err)
-	}
-	if err := m.d.ClaimHostname(ctx, cfg.Hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
-		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
-		m.d.Post(&svc, corev1.EventTypeWarning, reasonInvalidService, msg)
-		return errors.Join(m.setCondition(ctx, &svc, reasonProxyInvalid, msg), runtime.Temporary(err, kit.HostnameRetry))
-	}
-	ps, err := m.d.ReadProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name)
-	if err != nil {
-		return err
-	}
-	key, err := m.d.AuthKey(ctx, ps, cfg.Tags)
-	if err != nil {
-		m.d.Post(&svc, corev1.EventTypeWarning, reasonProxyFailed, err.Error())
-		return errors.Join(m.setCondition(ctx, &svc, reasonProxyFailed, err.Error()), err)
-	}
-	objs, err := Render(&svc, s, m.d.Backend.LoginServer(), key)
-	if err != nil {
-		return runtime.Permanent(err)
-	}
-	if err := m.d.ApplyProxy(ctx, objs.Objects, pc, proxyclass.Egress, cfg.Hostname, objs.HeadlessService); err != nil {
-		return errors.Join(err, m.setCondition(ctx, &svc, reasonProxyFailed, "failed to provision proxy: "+err.Error()))
-	}
-	if err := m.rewrite(ctx, &svc, ExternalName(objs.HeadlessService, m.d.ClusterDomain)); err != nil {
-		return err
-	}
-	if ps.Device.ID == "" {
-		return m.setCondition(ctx, &svc, reasonProxyPending, messagePending)
-	}
-	return m.setCondition(ctx, &svc, reasonProxyCreated, reasonProxyCreated)
+	return nil
 }
 
 // rewrite turns the user's Service into an ExternalName pointing at the

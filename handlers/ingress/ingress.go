@@ -132,7 +132,7 @@ func BackendServices(ing *networkingv1.Ingress) []string {
 // with the user's Secret (a custom domain's certificate, from cert-manager for
 // example); the proxy serves it.
 func TLSSecretName(ing *networkingv1.Ingress) string {
-	return proxyset.NamesFor(proxyset.ParentIngress, ing.Namespace, ing.Name).Base + "-tls"
+	return Parent(ing).Names().Base + "-tls"
 }
 
 // customTLS reports whether the Ingress brings its own certificate (beyond

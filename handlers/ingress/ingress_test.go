@@ -122,7 +122,7 @@ func TestRenderSeedIngress(t *testing.T) {
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("%v %v", err, problems)
 	}
-	cfg, err := config.Parse(objs.ConfigSecret.Data[config.SecretKey])
+	cfg, err := config.Parse(objs.Replicas[0].ConfigSecret.Data[config.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestCustomCertificate(t *testing.T) {
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("%v %v", err, problems)
 	}
-	cfg, err := config.Parse(objs.ConfigSecret.Data[config.SecretKey])
+	cfg, err := config.Parse(objs.Replicas[0].ConfigSecret.Data[config.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}

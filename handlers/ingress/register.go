@@ -15,6 +15,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
@@ -44,16 +45,17 @@ const (
 
 type module struct{ d *kit.Deps }
 
-// Register adds the Ingress handlers: create, update and resume apply the
-// proxy; delete (and an Ingress that left the class) removes the device,
-// the objects, then the finalizer. An index of backend Services re-handles
-// an Ingress when one of its backends changes (ClusterIP, ports, created,
-// deleted).
-func Register(op *runtime.Operator, d *kit.Deps) {
+// Register adds the Ingress module to the pipeline: create, update and
+// resume apply the proxy; delete (and an Ingress that left the class)
+// removes the device, the objects, then the finalizer. An index of backend
+// Services re-handles an Ingress when one of its backends changes
+// (ClusterIP, ports, created, deleted).
+func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
-	d.RegisterProxyParent(op, kit.ProxyParent{
-		ID: "ingress", Type: proxyset.ParentIngress, Resource: kit.Ingresses, Kind: "Ingress",
-		Role: Role, IsOurs: m.isOurs, Sync: m.sync,
+	p.Register(op, pipeline.Module{
+		ID: "ingress", Resource: kit.Ingresses, Kind: "Ingress",
+		ParentType: proxyset.ParentIngress, Role: Role, ProxyKind: proxyclass.L7,
+		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 	})
 	op.Index(kit.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
 		if !m.isOurs(obj) {
@@ -69,63 +71,61 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 		}
 		return out
 	}, d.Scope()...)
-	op.Timer(kit.Ingresses, "ingress-tls-refresh", d.CertRefresh, m.refreshTLS,
-		d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool {
-			var ing networkingv1.Ingress
-			return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
-		}))...)
+	op.Timer(kit.Ingresses, "ingress-tls-refresh", d.CertRefresh, func(ctx context.Context, ev *runtime.Event) (any, error) {
+		return nil, m.refreshTLS(ctx, p, ev)
+	}, d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool {
+		var ing networkingv1.Ingress
+		return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
+	}))...)
 	op.Watch(kit.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
 		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), kit.Ingresses)
 	}, d.Scope()...)
 }
 
-func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	var ing networkingv1.Ingress
-	if kit.FromUnstructured(obj, &ing) != nil {
-		return false
-	}
-	return IsOurs(&ing, m.d.Settings.IngressClassName)
-}
-
-// sync brings the Ingress's proxy and status in line with the Ingress.
-func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+func decode(obj *unstructured.Unstructured) (*networkingv1.Ingress, error) {
 	var ing networkingv1.Ingress
 	if err := kit.FromUnstructured(obj, &ing); err != nil {
-		return runtime.Permanent(err)
+		return nil, runtime.Permanent(err)
 	}
 	ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
-	s := m.d.Settings
-	if !IsOurs(&ing, s.IngressClassName) {
-		return m.release(ctx, &ing)
+	return &ing, nil
+}
+
+func (m *module) isOurs(obj *unstructured.Unstructured) bool {
+	ing, err := decode(obj)
+	return err == nil && IsOurs(ing, m.d.Settings.IngressClassName)
+}
+
+// plan is one L7 replica serving the Ingress's routes, with its plugins and
+// its own TLS certificate's copy. An Ingress refused by its class or with no
+// servable backend gets no plan: its proxy, if any, keeps serving what it
+// had.
+func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
+	ing, err := decode(obj)
+	if err != nil {
+		return nil, err
 	}
+	s := m.d.Settings
 	class, err := m.d.Kube.NetworkingV1().IngressClasses().Get(ctx, s.IngressClassName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		class, err = nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read IngressClass %s: %w", s.IngressClassName, err)
+		return nil, fmt.Errorf("read IngressClass %s: %w", s.IngressClassName, err)
 	}
 	if v := ingressclass.Check(class, s.IngressClassName); v.IngressMessage != "" {
-		m.d.Post(&ing, corev1.EventTypeWarning, v.Reason, v.IngressMessage)
+		m.d.Post(ing, corev1.EventTypeWarning, v.Reason, v.IngressMessage)
 		if v.Refused {
-			return nil // handled again when the class changes
+			return nil, nil // handled again when the class changes
 		}
 	}
-	hostname, err := Hostname(&ing)
+	hostname, err := Hostname(ing)
+	var tags []string
 	if err == nil {
-		_, err = proxyset.Tags(ing.Annotations, s.ProxyTags)
+		tags, err = proxyset.Tags(ing.Annotations, s.ProxyTags)
 	}
 	if err != nil {
-		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
-		return nil
-	}
-	pc, waiting, err := m.d.ProxyClassFor(ctx, ProxyClassName(&ing, s))
-	if err != nil {
-		return err
-	}
-	if waiting != "" {
-		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyPending, waiting)
-		return nil
+		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
 	lookup := func(name string) (*corev1.Service, error) {
 		svc, err := m.d.Kube.CoreV1().Services(ing.Namespace).Get(ctx, name, metav1.GetOptions{})
@@ -135,59 +135,74 @@ func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch
 		return svc, err
 	}
 	// Render once without a key to learn what is servable before minting.
-	if _, problems, err := Render(&ing, s, lookup, "", ""); err != nil {
-		m.post(&ing, problems)
+	_, problems, err := Config(ing, s, lookup, "", "")
+	m.post(ing, problems)
+	if err != nil {
 		if errors.Is(err, ErrNoValidBackends) {
-			return nil // the proxy, if any, keeps serving what it had
+			return nil, nil // the proxy, if any, keeps serving what it had
 		}
-		return err
+		return nil, err
 	}
-	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
-		m.d.Post(&ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+err.Error())
-		return runtime.Temporary(err, kit.HostnameRetry)
-	}
-	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
+	plugins, pluginSecrets, err := m.plugins(ctx, ing)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tags, _ := proxyset.Tags(ing.Annotations, s.ProxyTags)
-	key, err := m.d.AuthKey(ctx, ps, tags)
-	if err != nil {
-		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, err.Error())
-		return err
+	plan := &pipeline.Plan{
+		Hostnames: []string{hostname}, Tags: tags, ProxyClass: ProxyClassName(ing, s),
+		ExtraSecrets: pluginSecrets,
+		Config: func(_ int, key string) (*config.Config, error) {
+			cfg, _, err := Config(ing, s, lookup, m.d.Backend.LoginServer(), key)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Plugins = plugins
+			return cfg, nil
+		},
 	}
-	plugins, pluginSecrets, err := m.plugins(ctx, &ing)
-	if err != nil {
-		return err
-	}
-	objs, problems, err := RenderWithPlugins(&ing, s, lookup, m.d.Backend.LoginServer(), key, plugins, pluginSecrets)
-	m.post(&ing, problems)
-	if err != nil {
-		return err
-	}
-	var extra []any
-	if customTLS(&ing) {
-		copied, err := m.tlsCopy(ctx, &ing, TLSSecretName(&ing))
+	if customTLS(ing) {
+		plan.ExtraSecrets = append([]string{TLSSecretName(ing)}, plan.ExtraSecrets...)
+		copied, err := m.tlsCopy(ctx, ing, TLSSecretName(ing))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if copied != nil {
-			extra = append(extra, copied)
+			plan.Extra = func(*proxyset.Objects) []any { return []any{copied} }
 		}
 	}
-	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L7, hostname, extra...); err != nil {
-		// Ingresses have no conditions: the whole refusal goes in an Event.
-		m.d.Post(&ing, corev1.EventTypeWarning, ReasonProxyFailed, "failed to provision proxy: "+err.Error())
+	return plan, nil
+}
+
+// report posts Events (Ingresses have no conditions) and writes
+// status.loadBalancer.ingress once the proxy serves under its name.
+func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
+	ing, err := decode(obj)
+	if err != nil {
 		return err
 	}
-	dev := ps.Device
-	if dev.FQDN != "" && !dev.Named(hostname) {
-		// Renamed: no address until control gave the device its new
-		// name, since the old one stops resolving.
-		m.d.Post(&ing, corev1.EventTypeNormal, ReasonProxyRenaming, kit.RenamePending(dev, hostname))
-		dev = proxyset.Device{}
+	switch out.Stage {
+	case pipeline.Invalid:
+		m.d.Post(ing, corev1.EventTypeWarning, ReasonInvalidIngress, "unable to provision proxy resources: "+out.Message)
+		return nil
+	case pipeline.Waiting:
+		m.d.Post(ing, corev1.EventTypeWarning, ReasonProxyPending, out.Message)
+		return nil
+	case pipeline.Failed:
+		m.d.Post(ing, corev1.EventTypeWarning, ReasonProxyFailed, out.Message)
+		if out.Cause != pipeline.CauseConfigError {
+			return nil
+		}
+	case pipeline.Pending:
+		if out.Cause == pipeline.CauseRenaming {
+			// No address until control gave the device its new name,
+			// since the old one stops resolving.
+			m.d.Post(ing, corev1.EventTypeNormal, ReasonProxyRenaming, out.Message)
+		}
 	}
-	return m.setStatus(ctx, &ing, dev)
+	var dev proxyset.Device
+	if len(out.Serving) > 0 {
+		dev = out.Serving[0]
+	}
+	return m.setStatus(ctx, ing, dev)
 }
 
 // plugins are the accepted RoutingPlugins of the Ingress's namespace that
@@ -249,7 +264,7 @@ func (m *module) copyOf(ing *networkingv1.Ingress, secret *corev1.Secret, copyNa
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: copyName, Namespace: m.d.Settings.Namespace,
-			Labels: proxyset.ChildLabels(proxyset.ParentIngress, ing.Namespace, ing.Name)},
+			Labels: Parent(ing).Labels()},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: secret.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: secret.Data[corev1.TLSPrivateKeyKey]},
 	}
@@ -259,34 +274,29 @@ func (m *module) copyOf(ing *networkingv1.Ingress, secret *corev1.Secret, copyNa
 // no API call within Apply's cache minute, then one no-op apply); the proxy
 // serves the new key pair as soon as its copy changes. Before the proxy
 // exists there is nothing to refresh.
-func (m *module) refreshTLS(ctx context.Context, ev *runtime.Event) (any, error) {
-	var ing networkingv1.Ingress
-	if err := kit.FromUnstructured(ev.Object, &ing); err != nil {
-		return nil, err
-	}
-	ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
-	if err != nil || ps.Config == nil {
-		return nil, err
-	}
-	secret, err := m.userTLSSecret(ctx, &ing)
-	if err != nil || secret == nil {
-		return nil, err // a missing Secret was reported by the Ingress's own handler
-	}
-	return nil, m.d.Apply(ctx, m.copyOf(&ing, secret, TLSSecretName(&ing)))
-}
-
-// release removes the status of an Ingress that left the class, then its
-// proxy, whose end lets the runtime remove the finalizer.
-func (m *module) release(ctx context.Context, ing *networkingv1.Ingress) error {
-	if len(ing.Status.LoadBalancer.Ingress) > 0 {
-		if err := m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}}); err != nil {
-			return err
-		}
-	}
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name); err != nil {
+func (m *module) refreshTLS(ctx context.Context, p *pipeline.Pipeline, ev *runtime.Event) error {
+	ing, err := decode(ev.Object)
+	if err != nil {
 		return err
 	}
-	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentIngress, ing.Namespace, ing.Name)
+	proxy, err := p.ReadProxy(ctx, Parent(ing), 1)
+	if err != nil || proxy.Replicas[0].Config == nil {
+		return err
+	}
+	secret, err := m.userTLSSecret(ctx, ing)
+	if err != nil || secret == nil {
+		return err // a missing Secret was reported by the Ingress's own handler
+	}
+	return m.d.Apply(ctx, m.copyOf(ing, secret, TLSSecretName(ing)))
+}
+
+// release removes the status of an Ingress that left the class.
+func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ []proxyset.Device) error {
+	ing, err := decode(obj)
+	if err != nil || len(ing.Status.LoadBalancer.Ingress) == 0 {
+		return err
+	}
+	return m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}})
 }
 
 // setStatus writes status.loadBalancer.ingress (hostname and ports) when it

@@ -64,10 +64,10 @@ func RenderWithPlugins(ing *networkingv1.Ingress, s settings.Settings, lookup Se
 	}
 	cfg.Plugins = plugins
 	spec := proxyset.Spec{
-		Parent:    proxyset.Parent{Type: proxyset.ParentIngress, Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID},
+		Parent:    Parent(ing),
 		Namespace: s.Namespace,
 		Image:     s.ProxyImage,
-		Config:    cfg,
+		Configs:   []*config.Config{cfg},
 	}
 	if customTLS(ing) {
 		spec.ExtraSecrets = []string{TLSSecretName(ing)}
@@ -78,6 +78,11 @@ func RenderWithPlugins(ing *networkingv1.Ingress, s settings.Settings, lookup Se
 		return nil, problems, fmt.Errorf("render proxy for Ingress %s/%s: %w", ing.Namespace, ing.Name, err)
 	}
 	return objs, problems, nil
+}
+
+// Parent is the proxyset parent of ing's proxy.
+func Parent(ing *networkingv1.Ingress) proxyset.Parent {
+	return proxyset.Parent{Type: proxyset.ParentIngress, Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID, Role: Role}
 }
 
 // LoadBalancerIngress is the Ingress's status.loadBalancer.ingress once its

@@ -1,8 +1,6 @@
 package kit
 
 import (
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -10,7 +8,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
@@ -73,11 +70,7 @@ type Deps struct {
 	CertRefresh time.Duration
 
 	stateStore *runtime.ConfigMapStorage
-	claimLock  sync.Mutex
 	applied    appliedCache
-	claims     map[string]string   // hostname -> parent key
-	claimed    map[string]string   // parent key -> hostname
-	waiters    map[string][]string // hostname -> parents refused it
 }
 
 // DefaultCertRefresh is the default of Deps.CertRefresh.
@@ -89,34 +82,6 @@ func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interf
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
 			Legacy: LegacyStatePrefix}}
-}
-
-// parentResource is the resource of a proxyset parent type.
-func parentResource(parentType string) (schema.GroupVersionResource, bool) {
-	switch parentType {
-	case proxyset.ParentService:
-		return Services, true
-	case proxyset.ParentIngress:
-		return Ingresses, true
-	}
-	return schema.GroupVersionResource{}, false
-}
-
-// EnqueueParent has the runtime handle a parent (type, namespace, name)
-// again after delay: its handlers registered for runtime.CauseEnqueue run
-// with the runtime's retries, progress, metrics and Events.
-func (d *Deps) EnqueueParent(parentType, namespace, name string, after time.Duration) {
-	if res, ok := parentResource(parentType); ok {
-		d.Op.Enqueue(res, namespace+"/"+name, after)
-	}
-}
-
-// enqueueParentKey is EnqueueParent for a "type/namespace/name" key.
-func (d *Deps) enqueueParentKey(key string, after time.Duration) {
-	if typ, rest, ok := strings.Cut(key, "/"); ok {
-		ns, name, _ := strings.Cut(rest, "/")
-		d.EnqueueParent(typ, ns, name, after)
-	}
 }
 
 // Scope returns opts plus the watch-namespace option of parents.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,7 +43,7 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 	}
 	ri := d.Dyn.Resource(gvr).Namespace(namespace)
 	if _, err := ri.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, ignoreNotFound(err))
+		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, apiNotFoundNil(err))
 	}
 	return nil
 }
@@ -72,4 +73,11 @@ func FromUnstructured(u *unstructured.Unstructured, out any) error {
 		return fmt.Errorf("decode %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
+}
+
+func apiNotFoundNil(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
@@ -32,6 +33,7 @@ const statusInterval = 15 * time.Second
 
 type module struct {
 	d *kit.Deps
+	p *pipeline.Pipeline
 
 	mu     sync.Mutex
 	engine *host.Engine // created on first use: compile-only
@@ -42,8 +44,8 @@ type module struct {
 // into its targeted Ingresses' proxy configs; a timer keeps Ready and
 // loadedBy current; delete removes the copy and the plugin from the
 // proxies.
-func Register(op *runtime.Operator, d *kit.Deps) {
-	m := &module{d: d}
+func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+	m := &module{d: d, p: p}
 	op.OnCreate(kit.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
 	op.OnUpdate(kit.RoutingPlugins, "routingplugin-update", m.handle, d.Scope()...)
 	op.OnResume(kit.RoutingPlugins, "routingplugin-resume", m.handle, d.Scope()...)
@@ -218,28 +220,31 @@ func (m *module) ready(ctx context.Context, rp *RoutingPlugin) (metav1.Condition
 		if !Targets(rp, "Ingress", ing.Namespace, ing.Name, ing.Labels) {
 			continue
 		}
-		targets++
-		ps, err := m.d.ReadProxy(ctx, proxyset.ParentIngress, ing.Namespace, ing.Name)
+		parent := proxyset.Parent{Type: proxyset.ParentIngress, Namespace: ing.Namespace, Name: ing.Name, Role: kit.RoleIngressL7}
+		proxy, err := m.p.ReadProxy(ctx, parent, 1)
 		if err != nil {
 			return metav1.Condition{}, nil, err
 		}
-		if ps.Config != nil && bytes.Contains(ps.Config.Data["proxy-config.json"], []byte(rp.Status.SHA256)) {
-			distributed++
-		}
-		if ps.State == nil {
-			continue
-		}
-		var reports []proxystate.PluginReport
-		if json.Unmarshal(ps.State.Data[proxystate.KeyPluginStatus], &reports) != nil {
-			continue
-		}
-		for _, r := range reports {
-			if r.Name != name {
+		for _, r := range proxy.All() {
+			targets++
+			if r.Config != nil && bytes.Contains(r.Config.Data["proxy-config.json"], []byte(rp.Status.SHA256)) {
+				distributed++
+			}
+			if r.State == nil {
 				continue
 			}
-			loaded = append(loaded, LoadedBy{Proxy: ps.Names.StateSecret, SHA256: r.SHA256, Error: r.Error})
-			if r.Loaded && r.SHA256 == rp.Status.SHA256 && r.Error == "" {
-				ok++
+			var reports []proxystate.PluginReport
+			if json.Unmarshal(r.State.Data[proxystate.KeyPluginStatus], &reports) != nil {
+				continue
+			}
+			for _, rep := range reports {
+				if rep.Name != name {
+					continue
+				}
+				loaded = append(loaded, LoadedBy{Proxy: r.Names.StateSecret, SHA256: rep.SHA256, Error: rep.Error})
+				if rep.Loaded && rep.SHA256 == rp.Status.SHA256 && rep.Error == "" {
+					ok++
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package proxyset
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -48,21 +49,53 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// Names are the names of one proxy's objects, all in the operator namespace.
+// Names are the names of one proxy replica's objects, all in the operator
+// namespace. A parent's proxy is a StatefulSet of one or more replicas; each
+// replica has its own config Secret, state Secret, auth key and device.
 type Names struct {
-	// StatefulSet, ServiceAccount, Role and RoleBinding share this name.
+	// StatefulSet, ServiceAccount, Role and RoleBinding of the whole proxy
+	// share this name.
 	Base string
-	// ConfigSecret holds the proxy config (config.SecretKey).
+	// Ordinal is the replica's index in the StatefulSet.
+	Ordinal int
+	// ConfigSecret holds the replica's proxy config (config.SecretKey):
+	// "<Base>-<ordinal>-config", which the Pod names from its own name.
 	ConfigSecret string
-	// StateSecret is the proxy's kubestore: the tailscaled state and the
-	// device_* keys. It is named like the proxy's only Pod.
+	// StateSecret is the replica's kubestore: the tailscaled state and the
+	// device_* keys. It is named like the replica's Pod, "<Base>-<ordinal>".
 	StateSecret string
 }
 
-// NamesFor returns the names of the proxy of a parent.
-func NamesFor(parentType, namespace, name string) Names {
-	base := BaseName(parentType, namespace, name)
-	return Names{Base: base, ConfigSecret: base + "-config", StateSecret: base + "-0"}
+// NamesFor returns the names of replica 0 of a parent's proxy; nameKey
+// tells apart the proxies of different modules on one parent (see
+// BaseName). Replica gives the others.
+func NamesFor(nameKey, namespace, name string) Names {
+	return Names{Base: BaseName(nameKey, namespace, name)}.Replica(0)
+}
+
+// Replica returns the names of replica ordinal of the same proxy.
+func (n Names) Replica(ordinal int) Names {
+	pod := n.Base + "-" + strconv.Itoa(ordinal)
+	return Names{Base: n.Base, Ordinal: ordinal, ConfigSecret: pod + "-config", StateSecret: pod}
+}
+
+// LegacyConfigSecret is the config Secret of releases that ran a single
+// replica per proxy, "<Base>-config"; the pipeline removes it.
+func (n Names) LegacyConfigSecret() string { return n.Base + "-config" }
+
+// OrdinalOf returns the ordinal of a replica's state or config Secret name
+// under base, or false if the name is no replica Secret of base.
+func OrdinalOf(base, secretName string) (int, bool) {
+	rest, ok := strings.CutPrefix(secretName, base+"-")
+	if !ok {
+		return 0, false
+	}
+	rest = strings.TrimSuffix(rest, "-config")
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || strconv.Itoa(i) != rest {
+		return 0, false
+	}
+	return i, true
 }
 
 // ChildLabels are the labels on every object of a parent's proxy, used to

@@ -2,6 +2,8 @@ package proxyset_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,7 +133,7 @@ func TestTags(t *testing.T) {
 func TestRenderRefusesAnInvalidConfig(t *testing.T) {
 	_, err := proxyset.Render(proxyset.Spec{
 		Parent: proxyset.Parent{Type: "svc", Namespace: "default", Name: "web"}, Namespace: "tailscale", Image: "img",
-		Config: &config.Config{Version: config.Version, Hostname: "web", Role: config.RoleIngressL4, L4: &config.L4{}},
+		Configs: []*config.Config{{Version: config.Version, Hostname: "web", Role: config.RoleIngressL4, L4: &config.L4{}}},
 	})
 	if err == nil || !strings.Contains(err.Error(), "l4.ports: at least one port is required") {
 		t.Fatalf("got %v", err)
@@ -140,15 +142,21 @@ func TestRenderRefusesAnInvalidConfig(t *testing.T) {
 
 func TestKeyDescriptionFitsAndIsDistinct(t *testing.T) {
 	short := proxyset.BaseName("svc", "default", "web")
-	if d := proxyset.KeyDescription(short); d != "tailplane "+short {
-		t.Fatalf("short: %q", d)
+	if d := proxyset.KeyDescription(short, -1); d != "tailplane "+short {
+		t.Fatalf("short, single-replica release: %q", d)
 	}
-	a := proxyset.KeyDescription(proxyset.BaseName("svc", "default", strings.Repeat("a", 60)))
-	b := proxyset.KeyDescription(proxyset.BaseName("svc", "prod", strings.Repeat("a", 60)))
+	if d := proxyset.KeyDescription(short, 3); d != "tailplane "+short+"-3" || !proxyset.IsReplicaKeyDescription(short, d) {
+		t.Fatalf("short, replica 3: %q", d)
+	}
+	if proxyset.IsReplicaKeyDescription(short, "tailplane "+short) || proxyset.IsReplicaKeyDescription(proxyset.BaseName("svc", "default", "web2"), proxyset.KeyDescription(short, 0)) {
+		t.Fatal("IsReplicaKeyDescription matches another proxy's or the legacy description")
+	}
+	a := proxyset.KeyDescription(proxyset.BaseName("svc", "default", strings.Repeat("a", 60)), 12)
+	b := proxyset.KeyDescription(proxyset.BaseName("svc", "prod", strings.Repeat("a", 60)), 12)
 	if len(a) > 50 || len(b) > 50 || a == b || !strings.HasPrefix(a, "tailplane ts-aaa") {
 		t.Fatalf("long: %q (%d) / %q (%d)", a, len(a), b, len(b))
 	}
-	if hash := proxyset.BaseName("svc", "default", strings.Repeat("a", 60)); !strings.HasSuffix(a, hash[len(hash)-9:]) {
+	if hash := proxyset.BaseName("svc", "default", strings.Repeat("a", 60)); !strings.HasSuffix(a, hash[len(hash)-9:]+"-12") {
 		t.Fatalf("%q does not end with the hash of %q", a, hash)
 	}
 }
@@ -157,5 +165,66 @@ func TestDeviceNamed(t *testing.T) {
 	d := proxyset.Device{FQDN: "Web.tail1.ts.net"}
 	if !d.Named("web") || d.Named("web2") || d.Named("tail1") || (proxyset.Device{}).Named("") {
 		t.Fatal("Named")
+	}
+}
+
+func TestReplicaNames(t *testing.T) {
+	n := proxyset.NamesFor("svc", "default", "web")
+	if n.Ordinal != 0 || n.StateSecret != n.Base+"-0" || n.ConfigSecret != n.Base+"-0-config" {
+		t.Fatalf("replica 0: %+v", n)
+	}
+	r := n.Replica(2)
+	if r.Base != n.Base || r.StateSecret != n.Base+"-2" || r.ConfigSecret != n.Base+"-2-config" {
+		t.Fatalf("replica 2: %+v", r)
+	}
+	for name, want := range map[string]int{r.StateSecret: 2, r.ConfigSecret: 2, n.Base + "-10": 10} {
+		if got, ok := proxyset.OrdinalOf(n.Base, name); !ok || got != want {
+			t.Errorf("OrdinalOf(%q) = %d, %v", name, got, ok)
+		}
+	}
+	for _, name := range []string{n.LegacyConfigSecret(), n.Base + "-tls", n.Base + "-01", n.Base + "-x-config", "other-0"} {
+		if _, ok := proxyset.OrdinalOf(n.Base, name); ok {
+			t.Errorf("OrdinalOf(%q) accepted", name)
+		}
+	}
+}
+
+// Every replica reads its own Secrets: the Pod names them from its own name,
+// and the Role lets the proxies read no other.
+func TestRenderReplicas(t *testing.T) {
+	cfg := func(h string) *config.Config {
+		return &config.Config{Version: config.Version, Hostname: h, Role: config.RoleIngressL4,
+			L4: &config.L4{Ports: []config.PortMap{{Protocol: config.TCP, Port: 80, Target: "10.0.0.1:80"}}}}
+	}
+	objs, err := proxyset.Render(proxyset.Spec{
+		Parent:    proxyset.Parent{Type: "connector", Name: "c", Role: "connector"},
+		Namespace: "tailscale", Image: "img", Configs: []*config.Config{cfg("c-0"), cfg("c-1"), cfg("c-2")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *objs.StatefulSet.Spec.Replicas != 3 || len(objs.Replicas) != 3 {
+		t.Fatalf("replicas: %d StatefulSet, %d rendered", *objs.StatefulSet.Spec.Replicas, len(objs.Replicas))
+	}
+	var names []string
+	for i, r := range objs.Replicas {
+		c, err := config.Parse(r.ConfigSecret.Data[config.SecretKey])
+		if err != nil || c.Hostname != fmt.Sprintf("c-%d", i) || r.ConfigSecret.Name != objs.Names.Replica(i).ConfigSecret {
+			t.Fatalf("replica %d: %s %v %v", i, r.ConfigSecret.Name, c, err)
+		}
+		if r.StateSecret.Labels[proxyset.LabelProxyRole] != "connector" {
+			t.Fatalf("replica %d state Secret labels %v", i, r.StateSecret.Labels)
+		}
+		names = append(names, r.ConfigSecret.Name, r.StateSecret.Name)
+	}
+	if got := objs.Role.Rules[0].ResourceNames; !slices.Equal(got, names) {
+		t.Fatalf("Role names %v, want %v", got, names)
+	}
+	env := map[string]string{}
+	for _, e := range objs.StatefulSet.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env[proxyset.EnvConfigSecret] != "$(POD_NAME)-config" || env[proxyset.EnvStateSecret] != "$(POD_NAME)" {
+		t.Fatalf("env %v", env)
 	}
 }

@@ -47,14 +47,46 @@ const (
 	SecretTypeState  = "state"
 )
 
-// Parent identifies the object a proxy serves.
+// Parent identifies the object a proxy serves, and the module whose proxy it
+// is: one object can have a proxy of each role (a Service switching from
+// expose to egress has both for a moment).
 type Parent struct {
-	// Type is ParentService or ParentIngress.
+	// Type is the official parent type label (ParentService, ...).
 	Type string
 	// Namespace, Name and UID of the parent.
 	Namespace, Name string
 	UID             types.UID
+	// Role is the owning module's role (LabelProxyRole on every object).
+	Role string
+	// NameKey replaces Type in BaseName when two modules share a Type, so
+	// that their proxies' objects never share names ("" means Type).
+	NameKey string
 }
+
+// Names returns the names of replica 0 of the parent's proxy.
+func (p Parent) Names() Names {
+	key := p.NameKey
+	if key == "" {
+		key = p.Type
+	}
+	return NamesFor(key, p.Namespace, p.Name)
+}
+
+// Labels are the labels on every object of the parent's proxy: the
+// official parent labels and the role.
+func (p Parent) Labels() map[string]string {
+	l := ChildLabels(p.Type, p.Namespace, p.Name)
+	l[LabelProxyRole] = p.Role
+	return l
+}
+
+// LabelProxyRole is put on every object of a proxy (in the operator
+// namespace): the role of the module that owns it. The state Secrets carry
+// it too, and the parent has a proxy of that role for as long as one
+// exists: it replaces a mark on the parent, which users' GitOps tools would
+// report as drift. State Secrets are applied first and deleted last, so they
+// cover every other object of the proxy.
+const LabelProxyRole = "tailplane.dev/proxy-role"
 
 // Spec is everything needed to render one proxy.
 type Spec struct {
@@ -63,59 +95,98 @@ type Spec struct {
 	Namespace string
 	// Image is the tailplane-proxy image.
 	Image string
-	// Config is the proxy config written into the config Secret.
-	Config *config.Config
+	// Configs are the proxy configs of the replicas, one per replica, in
+	// ordinal order; their number is the StatefulSet's replicas.
+	Configs []*config.Config
 	// ExtraSecrets are further Secrets in the operator namespace the proxy
 	// may read (an Ingress's TLS certificate copy); the Role names them.
 	ExtraSecrets []string
 }
 
+// Replica is what belongs to one replica of a proxy.
+type Replica struct {
+	Names        Names
+	ConfigSecret *corev1.Secret
+	// StateSecret carries only labels: its data belongs to the proxy, and
+	// applying it without data never takes fields the proxy wrote.
+	StateSecret *corev1.Secret
+}
+
 // Objects are the desired objects of one proxy, ready for server-side
 // apply (TypeMeta set, no status).
 type Objects struct {
+	// Names are replica 0's names; Names.Base names the shared objects.
 	Names          Names
 	ServiceAccount *corev1.ServiceAccount
 	Role           *rbacv1.Role
 	RoleBinding    *rbacv1.RoleBinding
-	ConfigSecret   *corev1.Secret
-	// StateSecret carries only labels: its data belongs to the proxy, and
-	// applying it without data never takes fields the proxy wrote.
-	StateSecret *corev1.Secret
-	StatefulSet *appsv1.StatefulSet
+	Replicas       []Replica
+	StatefulSet    *appsv1.StatefulSet
 }
 
-// List returns the objects in the order they should be applied: identity and
-// Secrets before the StatefulSet that uses them.
+// List returns the objects in the order they should be applied: the state
+// Secrets first (see LabelProxyRole), identity and configs, then the
+// StatefulSet that uses them.
 func (o *Objects) List() []any {
-	return []any{o.ServiceAccount, o.Role, o.RoleBinding, o.ConfigSecret, o.StateSecret, o.StatefulSet}
+	var out []any
+	for _, r := range o.Replicas {
+		out = append(out, r.StateSecret)
+	}
+	out = append(out, o.ServiceAccount, o.Role, o.RoleBinding)
+	for _, r := range o.Replicas {
+		out = append(out, r.ConfigSecret)
+	}
+	return append(out, o.StatefulSet)
 }
 
-// Render returns the objects of the proxy described by spec. The config is
+// Render returns the objects of the proxy described by spec. Each config is
 // validated first (config.Config.Validate), so a proxy is never given a
 // config it would refuse.
 func Render(spec Spec) (*Objects, error) {
-	if spec.Config == nil {
+	if len(spec.Configs) == 0 {
 		return nil, fmt.Errorf("proxyset: no proxy config")
 	}
 	if spec.Namespace == "" || spec.Image == "" {
 		return nil, fmt.Errorf("proxyset: operator namespace and proxy image are required")
 	}
-	if err := spec.Config.Validate(); err != nil {
-		return nil, fmt.Errorf("proxyset: proxy config for %s/%s: %w", spec.Parent.Namespace, spec.Parent.Name, err)
-	}
-	cfg, err := json.MarshalIndent(spec.Config, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("proxyset: encode proxy config: %w", err)
-	}
 	p := spec.Parent
-	names := NamesFor(p.Type, p.Namespace, p.Name)
-	labels := ChildLabels(p.Type, p.Namespace, p.Name)
+	names := p.Names()
+	labels := p.Labels()
 	meta := func(name string, extra map[string]string) metav1.ObjectMeta {
 		l := maps.Clone(labels)
 		maps.Copy(l, extra)
 		return metav1.ObjectMeta{Name: name, Namespace: spec.Namespace, Labels: l}
 	}
 	o := &Objects{Names: names}
+	var readable []string
+	for i, c := range spec.Configs {
+		if c == nil {
+			return nil, fmt.Errorf("proxyset: no proxy config for replica %d", i)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("proxyset: proxy config for %s/%s (replica %d): %w", p.Namespace, p.Name, i, err)
+		}
+		cfg, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("proxyset: encode proxy config: %w", err)
+		}
+		rn := names.Replica(i)
+		readable = append(readable, rn.ConfigSecret, rn.StateSecret)
+		o.Replicas = append(o.Replicas, Replica{
+			Names: rn,
+			ConfigSecret: &corev1.Secret{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+				ObjectMeta: meta(rn.ConfigSecret, map[string]string{proxystate.LabelSecretType: SecretTypeConfig}),
+				Type:       corev1.SecretTypeOpaque,
+				Data:       map[string][]byte{config.SecretKey: cfg},
+			},
+			StateSecret: &corev1.Secret{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+				ObjectMeta: meta(rn.StateSecret, map[string]string{proxystate.LabelSecretType: SecretTypeState}),
+				Type:       corev1.SecretTypeOpaque,
+			},
+		})
+	}
 	o.ServiceAccount = &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: meta(names.Base, nil),
@@ -124,13 +195,13 @@ func Render(spec Spec) (*Objects, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: meta(names.Base, nil),
 		Rules: []rbacv1.PolicyRule{{
-			// Only its own two Secrets: read and watch the config, keep
-			// its state. list and watch are allowed by name because a
+			// Only the replicas' Secrets: read and watch the config, keep
+			// the state. list and watch are allowed by name because a
 			// watch with fieldSelector metadata.name is authorized against
 			// resourceNames.
 			APIGroups:     []string{""},
 			Resources:     []string{"secrets"},
-			ResourceNames: append([]string{names.ConfigSecret, names.StateSecret}, spec.ExtraSecrets...),
+			ResourceNames: append(readable, spec.ExtraSecrets...),
 			Verbs:         []string{"get", "list", "watch", "patch", "update"},
 		}},
 	}
@@ -140,22 +211,11 @@ func Render(spec Spec) (*Objects, error) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: names.Base},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: names.Base, Namespace: spec.Namespace}},
 	}
-	o.ConfigSecret = &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: meta(names.ConfigSecret, map[string]string{proxystate.LabelSecretType: SecretTypeConfig}),
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{config.SecretKey: cfg},
-	}
-	o.StateSecret = &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: meta(names.StateSecret, map[string]string{proxystate.LabelSecretType: SecretTypeState}),
-		Type:       corev1.SecretTypeOpaque,
-	}
-	o.StatefulSet = statefulSet(spec, names, labels)
+	o.StatefulSet = statefulSet(spec, names, labels, int32(len(spec.Configs)))
 	return o, nil
 }
 
-func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.StatefulSet {
+func statefulSet(spec Spec, names Names, labels map[string]string, replicas int32) *appsv1.StatefulSet {
 	selector := map[string]string{proxystate.LabelApp: string(spec.Parent.UID)}
 	podLabels := maps.Clone(labels)
 	maps.Copy(podLabels, selector)
@@ -167,7 +227,7 @@ func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.State
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: names.Base, Namespace: spec.Namespace, Labels: maps.Clone(labels)},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    new(int32(1)),
+			Replicas:    &replicas,
 			ServiceName: names.Base,
 			Selector:    &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
@@ -184,8 +244,10 @@ func statefulSet(spec Spec, names Names, labels map[string]string) *appsv1.State
 							fieldEnv(EnvPodName, "metadata.name"),
 							fieldEnv(EnvPodUID, "metadata.uid"),
 							fieldEnv(EnvPodNamespace, "metadata.namespace"),
-							{Name: EnvConfigSecret, Value: names.ConfigSecret},
-							{Name: EnvStateSecret, Value: names.StateSecret},
+							// Each replica reads its own Secrets, named
+							// after its Pod (Names.Replica).
+							{Name: EnvConfigSecret, Value: "$(" + EnvPodName + ")-config"},
+							{Name: EnvStateSecret, Value: "$(" + EnvPodName + ")"},
 						},
 						// Userspace networking (tsnet): no privileges, no
 						// capabilities, no init container, and nothing

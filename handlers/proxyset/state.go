@@ -3,6 +3,7 @@ package proxyset
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,19 +74,35 @@ func (d Device) Named(hostname string) bool {
 // for a proxy.
 const keyDescriptionPrefix = "tailplane "
 
-// KeyDescription is the description of the auth keys minted for the proxy
-// whose objects are named base (BaseName): "tailplane " and base, its
-// parent's name shortened so that the whole fits the API's 50 characters.
-// The hash ending base keeps it unique, so that keys minted for a proxy and
-// never recorded (the operator died before writing the config) are found
-// again and revoked.
-func KeyDescription(base string) string {
+// KeyDescription is the description of the auth keys minted for replica
+// ordinal of the proxy whose objects are named base (BaseName): "tailplane ",
+// base and "-<ordinal>", the parent's name in base shortened so that the
+// whole fits the API's 50 characters. The hash ending base keeps it unique,
+// so that keys minted for a replica and never recorded (the operator died
+// before writing the config) are found again and revoked. Ordinal -1 gives
+// the description of releases that ran one replica per proxy, without the
+// ordinal.
+func KeyDescription(base string, ordinal int) string {
 	const room = 50 - len(keyDescriptionPrefix)
-	if len(base) <= room {
-		return keyDescriptionPrefix + base
-	}
 	// base is "ts-<name>-<8 hex>".
-	hash := base[len(base)-9:]
-	head := strings.TrimRight(base[:room-len(hash)], "-.")
-	return keyDescriptionPrefix + head + hash
+	cut := max(len(base)-9, 0)
+	head, tail := base[:cut], base[cut:]
+	if ordinal >= 0 {
+		tail += "-" + strconv.Itoa(ordinal)
+	}
+	if len(head)+len(tail) > room {
+		head = strings.TrimRight(head[:max(room-len(tail), 0)], "-.")
+	}
+	return keyDescriptionPrefix + head + tail
+}
+
+// IsReplicaKeyDescription reports whether desc is KeyDescription(base, i)
+// for some replica i.
+func IsReplicaKeyDescription(base, desc string) bool {
+	i := strings.LastIndexByte(desc, '-')
+	if i < 0 {
+		return false
+	}
+	n, err := strconv.Atoi(desc[i+1:])
+	return err == nil && n >= 0 && KeyDescription(base, n) == desc
 }

@@ -2,18 +2,20 @@ package service
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -24,115 +26,101 @@ const Role = kit.RoleIngressL4
 // Services.
 const ReasonInvalidService = "INVALIDSERVICE"
 
-// messagePending is the official ProxyPending message before the device is
-// known.
-const messagePending = "no Tailscale hostname known yet, waiting for proxy pod to finish auth"
-
 type module struct{ d *kit.Deps }
 
-// Register adds the Service handlers to the runtime: create, update and
-// resume apply the proxy; delete (and a Service that stopped asking for a
-// proxy) removes the device, the proxy's objects, then the finalizer.
+// Register adds the exposed-Service module to the pipeline: create, update
+// and resume apply the proxy; delete (and a Service that stopped asking for
+// a proxy) removes the device, the proxy's objects, then the finalizer.
 // Services that never asked for a proxy match no handler and are never
 // touched.
-func Register(op *runtime.Operator, d *kit.Deps) {
+func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
-	d.RegisterProxyParent(op, kit.ProxyParent{
-		ID: "service", Type: proxyset.ParentService, Resource: kit.Services, Kind: "Service",
-		Role: Role, IsOurs: m.isOurs, Sync: m.sync,
+	p.Register(op, pipeline.Module{
+		ID: "service", Resource: kit.Services, Kind: "Service",
+		ParentType: proxyset.ParentService, Role: Role, ProxyKind: proxyclass.L4,
+		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 	})
 }
 
-func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	var svc corev1.Service
-	if kit.FromUnstructured(obj, &svc) != nil {
-		return false
-	}
-	return Classify(&svc, m.d.Settings.DefaultLoadBalancer) != NotOurs
-}
-
-// sync brings the Service's proxy and status in line with the Service.
-func (m *module) sync(ctx context.Context, obj *unstructured.Unstructured, patch *runtime.Patch) error {
+func decode(obj *unstructured.Unstructured) (*corev1.Service, error) {
 	var svc corev1.Service
 	if err := kit.FromUnstructured(obj, &svc); err != nil {
-		return runtime.Permanent(err)
+		return nil, runtime.Permanent(err)
 	}
 	svc.APIVersion, svc.Kind = "v1", "Service"
+	return &svc, nil
+}
+
+func (m *module) isOurs(obj *unstructured.Unstructured) bool {
+	svc, err := decode(obj)
+	return err == nil && Classify(svc, m.d.Settings.DefaultLoadBalancer) != NotOurs
+}
+
+// plan is one L4 replica forwarding every port to the ClusterIP (or the
+// externalName, which must resolve before the Service is Ready).
+func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
+	svc, err := decode(obj)
+	if err != nil {
+		return nil, err
+	}
 	s := m.d.Settings
-	kind := Classify(&svc, s.DefaultLoadBalancer)
-	if kind == NotOurs {
-		return m.release(ctx, &svc)
+	if problems := Validate(svc, s); len(problems) > 0 {
+		return &pipeline.Plan{Invalid: strings.Join(problems, " ")}, nil
 	}
-	if problems := Validate(&svc, s); len(problems) > 0 {
-		msg := "unable to provision proxy resources: invalid Service: " + strings.Join(problems, " ")
-		m.d.Post(&svc, corev1.EventTypeWarning, ReasonInvalidService, msg)
-		return m.setStatus(ctx, &svc, kind, ReasonProxyInvalid, msg, proxyset.Device{})
-	}
-	hostname, _ := Hostname(&svc)
+	hostname, _ := Hostname(svc)
 	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
-	pc, waiting, err := m.d.ProxyClassFor(ctx, ProxyClassName(&svc, s))
-	if err != nil {
-		return err
-	}
-	if waiting != "" {
-		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, waiting, proxyset.Device{})
-	}
-	if err := m.d.ClaimHostname(ctx, hostname, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
-		msg := "unable to provision proxy resources: invalid Service: " + err.Error()
-		m.d.Post(&svc, corev1.EventTypeWarning, ReasonInvalidService, msg)
-		if serr := m.setStatus(ctx, &svc, kind, ReasonProxyInvalid, msg, proxyset.Device{}); serr != nil {
-			return serr
-		}
-		// Retried: the other parent may give the name up.
-		return runtime.Temporary(err, kit.HostnameRetry)
-	}
-	ps, err := m.d.ReadProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name)
-	if err != nil {
-		return err
-	}
-	key, err := m.d.AuthKey(ctx, ps, tags)
-	if err != nil {
-		m.d.Post(&svc, corev1.EventTypeWarning, ReasonProxyFailed, err.Error())
-		return errors.Join(err, m.setStatus(ctx, &svc, kind, ReasonProxyFailed, err.Error(), proxyset.Device{}))
-	}
-	objs, err := Render(&svc, s, m.d.Backend.LoginServer(), key)
-	if err != nil {
-		return runtime.Permanent(err)
-	}
-	if err := m.d.ApplyProxy(ctx, objs, pc, proxyclass.L4, hostname); err != nil {
-		// Shown on the Service, whole: the API server's refusal (a
-		// ProxyClass value it rejects, say) is what the user must fix.
-		msg := "failed to provision proxy: " + err.Error()
-		return errors.Join(err, m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, proxyset.Device{}))
-	}
-	if msg := kit.ConfigError(ps); msg != "" {
-		return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, msg, ps.Device)
-	}
-	if ps.Device.FQDN == "" {
-		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, messagePending, proxyset.Device{})
-	}
-	if !ps.Device.Named(hostname) {
-		// Renamed: the proxy renames its device, and until control has
-		// done so the old name serves and the new one does not resolve.
-		return m.setStatus(ctx, &svc, kind, ReasonProxyPending, kit.RenamePending(ps.Device, hostname), proxyset.Device{})
+	plan := &pipeline.Plan{
+		Hostnames: []string{hostname}, Tags: tags, ProxyClass: ProxyClassName(svc, s),
+		Config: func(_ int, key string) (*config.Config, error) {
+			return Config(svc, s, m.d.Backend.LoginServer(), key)
+		},
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		// The proxy is up but would reset every connection: not Ready
 		// until the name resolves, checked again meanwhile.
-		if err := m.d.CheckResolves(ctx, svc.Spec.ExternalName); err != nil {
-			m.d.EnqueueParent(proxyset.ParentService, svc.Namespace, svc.Name, m.d.ResolveRetry)
-			return m.setStatus(ctx, &svc, kind, ReasonProxyFailed, err.Error(), proxyset.Device{})
+		plan.Check = func(ctx context.Context) (string, time.Duration) {
+			if err := m.d.CheckResolves(ctx, svc.Spec.ExternalName); err != nil {
+				return err.Error(), m.d.ResolveRetry
+			}
+			return "", 0
 		}
 	}
-	return m.setStatus(ctx, &svc, kind, ReasonProxyCreated, ReasonProxyCreated, ps.Device)
+	return plan, nil
+}
+
+// report writes TailscaleProxyReady with the official reasons and, for a
+// tailscale LoadBalancer, status.loadBalancer.ingress.
+func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
+	svc, err := decode(obj)
+	if err != nil {
+		return err
+	}
+	reason, msg := ReasonProxyCreated, ReasonProxyCreated
+	var dev proxyset.Device
+	switch out.Stage {
+	case pipeline.Invalid:
+		reason, msg = ReasonProxyInvalid, "unable to provision proxy resources: invalid Service: "+out.Message
+		m.d.Post(svc, corev1.EventTypeWarning, ReasonInvalidService, msg)
+	case pipeline.Waiting, pipeline.Pending:
+		reason, msg = ReasonProxyPending, out.Message
+	case pipeline.Failed:
+		reason, msg = ReasonProxyFailed, out.Message
+		if out.Cause == pipeline.CauseAuthKey {
+			m.d.Post(svc, corev1.EventTypeWarning, ReasonProxyFailed, out.Message)
+		}
+		if out.Cause == pipeline.CauseConfigError && len(out.Serving) > 0 {
+			dev = out.Serving[0] // the previous config keeps serving
+		}
+	case pipeline.Ready:
+		dev = out.Serving[0]
+	}
+	return m.setStatus(ctx, svc, reason, msg, dev)
 }
 
 // release removes the condition and the LoadBalancer addresses of a Service
-// that no longer asks for a proxy (annotation removed, class switched away),
-// then its proxy: once the proxy is gone, the Service matches no handler and
-// the runtime removes the finalizer.
-func (m *module) release(ctx context.Context, svc *corev1.Service) error {
-	ps, err := m.d.ReadProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name)
+// that no longer asks for a proxy (annotation removed, class switched away).
+func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, devices []proxyset.Device) error {
+	svc, err := decode(obj)
 	if err != nil {
 		return err
 	}
@@ -140,30 +128,28 @@ func (m *module) release(ctx context.Context, svc *corev1.Service) error {
 	if c := kit.RemoveCondition(svc.Status.Conditions, ConditionProxyReady); len(c) != len(svc.Status.Conditions) {
 		status["conditions"] = c
 	}
-	if ps.Device.FQDN != "" {
-		ours := append([]string{ps.Device.FQDN}, ps.Device.IPs...)
-		kept := slices.DeleteFunc(slices.Clone(svc.Status.LoadBalancer.Ingress), func(i corev1.LoadBalancerIngress) bool {
-			return slices.Contains(ours, i.Hostname) || slices.Contains(ours, i.IP)
-		})
-		if len(kept) != len(svc.Status.LoadBalancer.Ingress) {
-			status["loadBalancer"] = map[string]any{"ingress": kept}
+	var ours []string
+	for _, d := range devices {
+		if d.FQDN != "" {
+			ours = append(append(ours, d.FQDN), d.IPs...)
 		}
 	}
-	if len(status) > 0 {
-		if err := m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, status); err != nil {
-			return err
-		}
+	kept := slices.DeleteFunc(slices.Clone(svc.Status.LoadBalancer.Ingress), func(i corev1.LoadBalancerIngress) bool {
+		return slices.Contains(ours, i.Hostname) || slices.Contains(ours, i.IP)
+	})
+	if len(kept) != len(svc.Status.LoadBalancer.Ingress) {
+		status["loadBalancer"] = map[string]any{"ingress": kept}
 	}
-	if err := m.d.DeleteProxy(ctx, proxyset.ParentService, svc.Namespace, svc.Name); err != nil {
-		return err
+	if len(status) == 0 {
+		return nil
 	}
-	return m.d.WaitProxyGone(ctx, Role, proxyset.ParentService, svc.Namespace, svc.Name)
+	return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, status)
 }
 
 // setStatus writes TailscaleProxyReady and, for a tailscale LoadBalancer,
 // status.loadBalancer.ingress (the FQDN, then the tailnet IPs), when they
 // changed.
-func (m *module) setStatus(ctx context.Context, svc *corev1.Service, kind Kind, reason, message string, dev proxyset.Device) error {
+func (m *module) setStatus(ctx context.Context, svc *corev1.Service, reason, message string, dev proxyset.Device) error {
 	cond := metav1.Condition{Type: ConditionProxyReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
 	if reason == ReasonProxyCreated {
 		cond.Status = metav1.ConditionTrue
@@ -173,7 +159,7 @@ func (m *module) setStatus(ctx context.Context, svc *corev1.Service, kind Kind, 
 	if !reflect.DeepEqual(conds, svc.Status.Conditions) {
 		status["conditions"] = conds
 	}
-	if kind == LoadBalancer {
+	if Classify(svc, m.d.Settings.DefaultLoadBalancer) == LoadBalancer {
 		lb, err := LoadBalancerIngress(svc, dev)
 		if err != nil {
 			return runtime.Permanent(err)

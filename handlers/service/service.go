@@ -182,10 +182,10 @@ func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey strin
 		return nil, err
 	}
 	return proxyset.Render(proxyset.Spec{
-		Parent:    proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID},
+		Parent:    proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Role: Role},
 		Namespace: s.Namespace,
 		Image:     s.ProxyImage,
-		Config:    cfg,
+		Configs:   []*config.Config{cfg},
 	})
 }
 

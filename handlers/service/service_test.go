@@ -180,14 +180,14 @@ func TestRenderObjects(t *testing.T) {
 	if sub := objs.RoleBinding.Subjects; len(sub) != 1 || sub[0].Name != names.Base || sub[0].Namespace != "tailscale" || objs.RoleBinding.RoleRef.Name != names.Base {
 		t.Fatalf("role binding %+v", objs.RoleBinding)
 	}
-	if objs.StateSecret.Data != nil || objs.StateSecret.Labels["tailscale.com/secret-type"] != "state" {
-		t.Fatalf("state Secret %+v", objs.StateSecret)
+	if objs.Replicas[0].StateSecret.Data != nil || objs.Replicas[0].StateSecret.Labels["tailscale.com/secret-type"] != "state" {
+		t.Fatalf("state Secret %+v", objs.Replicas[0].StateSecret)
 	}
 
 	checkStatefulSet(t, objs.StatefulSet, names)
 
 	// The config Secret holds an ingress-l4 config the proxy accepts.
-	cfg, err := config.Parse(objs.ConfigSecret.Data[config.SecretKey])
+	cfg, err := config.Parse(objs.Replicas[0].ConfigSecret.Data[config.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,9 @@ func checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet, names proxyset.Name
 	if e := env["POD_IP"]; e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "status.podIP" {
 		t.Errorf("POD_IP %+v", e)
 	}
-	if env[proxyset.EnvConfigSecret].Value != names.ConfigSecret || env[proxyset.EnvStateSecret].Value != names.StateSecret {
+	// The kubelet expands $(POD_NAME): the only Pod is replica 0.
+	inPod := func(v string) string { return strings.ReplaceAll(v, "$(POD_NAME)", names.Base+"-0") }
+	if inPod(env[proxyset.EnvConfigSecret].Value) != names.ConfigSecret || inPod(env[proxyset.EnvStateSecret].Value) != names.StateSecret {
 		t.Errorf("secret env %+v", c.Env)
 	}
 	if c.SecurityContext == nil || c.SecurityContext.Privileged != nil || len(pod.Spec.InitContainers) != 0 {
