@@ -19,15 +19,15 @@ func TestEgressService(t *testing.T) {
 		Annotations: map[string]string{"tailscale.com/tailnet-fqdn": "db.tail1.ts.net"}}})
 	h.createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "bad",
 		Annotations: map[string]string{"tailscale.com/tailnet-ip": "300.1.1.1"}}})
-	testpoll.Until(t, settle, "egress proxy", func() error { return h.proxyExists("svc", "db") })
-	cfg, err := h.proxyConfig("svc", "db")
+	testpoll.Until(t, settle, "egress proxy", func() error { return h.proxyExists("egress", "db") })
+	cfg, err := h.proxyConfig("egress", "db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Role != config.RoleEgress || cfg.Egress.Targets[0].FQDN != "db.tail1.ts.net." {
 		t.Fatalf("config %+v", cfg.Egress)
 	}
-	base := h.names("svc", "db").Base
+	base := h.names("egress", "db").Base
 	if _, err := h.kube.CoreV1().Services(h.opNS).Get(h.ctx(), base, metav1.GetOptions{}); err != nil {
 		t.Fatalf("headless Service: %v", err)
 	}
@@ -46,7 +46,7 @@ func TestEgressService(t *testing.T) {
 		t.Fatal(err)
 	}
 	testpoll.Until(t, settle, "egress proxy gone", func() error {
-		if err := h.proxyGone("svc", "db"); err != nil {
+		if err := h.proxyGone("egress", "db"); err != nil {
 			return err
 		}
 		if _, err := h.kube.CoreV1().Services(h.opNS).Get(h.ctx(), base, metav1.GetOptions{}); err == nil {
