@@ -23,16 +23,6 @@ import (
 // Role is the role of egress proxies.
 const Role = kit.RoleEgress
 
-// Condition and reasons on egress Services: the single-proxy Service ones.
-const (
-	conditionProxyReady  = "TailscaleProxyReady"
-	reasonProxyCreated   = "ProxyCreated"
-	reasonProxyPending   = "ProxyPending"
-	reasonProxyInvalid   = "ProxyInvalid"
-	reasonProxyFailed    = "ProxyFailed"
-	reasonInvalidService = "INVALIDSERVICE"
-)
-
 type module struct{ d *kit.Deps }
 
 // Register adds the egress module to the pipeline: the proxy and its
@@ -50,24 +40,15 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	})
 }
 
-func decode(obj *unstructured.Unstructured) (*corev1.Service, error) {
-	var svc corev1.Service
-	if err := kit.FromUnstructured(obj, &svc); err != nil {
-		return nil, runtime.Permanent(err)
-	}
-	svc.APIVersion, svc.Kind = "v1", "Service"
-	return &svc, nil
-}
-
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	return err == nil && IsEgress(svc)
 }
 
 // plan is one egress replica dialling the tailnet target, with a headless
 // Service in front; the user's Service then points at that.
 func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -94,33 +75,28 @@ func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipel
 
 // report writes TailscaleProxyReady with the official reasons.
 func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	if err != nil {
 		return err
 	}
-	reason, msg := reasonProxyCreated, reasonProxyCreated
-	switch out.Stage {
-	case pipeline.Invalid:
-		reason, msg = reasonProxyInvalid, "unable to provision proxy resources: invalid Service: "+out.Message
-		m.d.Post(svc, corev1.EventTypeWarning, reasonInvalidService, msg)
-	case pipeline.Waiting, pipeline.Pending:
-		reason, msg = reasonProxyPending, out.Message
-	case pipeline.Failed:
-		reason, msg = reasonProxyFailed, out.Message
-		if out.Cause == pipeline.CauseAuthKey {
-			m.d.Post(svc, corev1.EventTypeWarning, reasonProxyFailed, out.Message)
-		}
+	r := pipeline.ForService(out)
+	if r.EventReason != "" {
+		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
 	}
-	return m.setCondition(ctx, svc, reason, msg)
+	conds := kit.SetCondition(svc.Status.Conditions, r.Condition)
+	if reflect.DeepEqual(conds, svc.Status.Conditions) {
+		return nil
+	}
+	return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": conds})
 }
 
 // release removes the condition of a Service that is no longer egress.
 func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ []proxyset.Device) error {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	if err != nil {
 		return err
 	}
-	if c := kit.RemoveCondition(svc.Status.Conditions, conditionProxyReady); len(c) != len(svc.Status.Conditions) {
+	if c := kit.RemoveCondition(svc.Status.Conditions, pipeline.ConditionProxyReady); len(c) != len(svc.Status.Conditions) {
 		return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": c})
 	}
 	return nil
@@ -137,16 +113,4 @@ func (m *module) rewrite(ctx context.Context, svc *corev1.Service, externalName 
 		return fmt.Errorf("rewrite Service %s/%s to ExternalName: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
-}
-
-func (m *module) setCondition(ctx context.Context, svc *corev1.Service, reason, message string) error {
-	cond := metav1.Condition{Type: conditionProxyReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
-	if reason == reasonProxyCreated {
-		cond.Status = metav1.ConditionTrue
-	}
-	conds := kit.SetCondition(svc.Status.Conditions, cond)
-	if reflect.DeepEqual(conds, svc.Status.Conditions) {
-		return nil
-	}
-	return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": conds})
 }

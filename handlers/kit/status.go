@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tailplane/tailplane/runtime"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,4 +83,16 @@ func apiNotFoundNil(err error) error {
 		return nil
 	}
 	return err
+}
+
+// DecodeService decodes a Service with its TypeMeta set (an Event's
+// involvedObject needs it); an object that does not decode is a Permanent
+// error.
+func DecodeService(obj *unstructured.Unstructured) (*corev1.Service, error) {
+	var svc corev1.Service
+	if err := FromUnstructured(obj, &svc); err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	svc.APIVersion, svc.Kind = "v1", "Service"
+	return &svc, nil
 }

@@ -22,10 +22,6 @@ import (
 // Role is the role of the L4 proxies of exposed Services.
 const Role = kit.RoleIngressL4
 
-// ReasonInvalidService is the official Warning Event reason for refused
-// Services.
-const ReasonInvalidService = "INVALIDSERVICE"
-
 type module struct{ d *kit.Deps }
 
 // Register adds the exposed-Service module to the pipeline: create, update
@@ -42,24 +38,15 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	})
 }
 
-func decode(obj *unstructured.Unstructured) (*corev1.Service, error) {
-	var svc corev1.Service
-	if err := kit.FromUnstructured(obj, &svc); err != nil {
-		return nil, runtime.Permanent(err)
-	}
-	svc.APIVersion, svc.Kind = "v1", "Service"
-	return &svc, nil
-}
-
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	return err == nil && Classify(svc, m.d.Settings.DefaultLoadBalancer) != NotOurs
 }
 
 // plan is one L4 replica forwarding every port to the ClusterIP (or the
 // externalName, which must resolve before the Service is Ready).
 func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -91,36 +78,25 @@ func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipel
 // report writes TailscaleProxyReady with the official reasons and, for a
 // tailscale LoadBalancer, status.loadBalancer.ingress.
 func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	if err != nil {
 		return err
 	}
-	reason, msg := ReasonProxyCreated, ReasonProxyCreated
-	var dev proxyset.Device
-	switch out.Stage {
-	case pipeline.Invalid:
-		reason, msg = ReasonProxyInvalid, "unable to provision proxy resources: invalid Service: "+out.Message
-		m.d.Post(svc, corev1.EventTypeWarning, ReasonInvalidService, msg)
-	case pipeline.Waiting, pipeline.Pending:
-		reason, msg = ReasonProxyPending, out.Message
-	case pipeline.Failed:
-		reason, msg = ReasonProxyFailed, out.Message
-		if out.Cause == pipeline.CauseAuthKey {
-			m.d.Post(svc, corev1.EventTypeWarning, ReasonProxyFailed, out.Message)
-		}
-		if out.Cause == pipeline.CauseConfigError && len(out.Serving) > 0 {
-			dev = out.Serving[0] // the previous config keeps serving
-		}
-	case pipeline.Ready:
-		dev = out.Serving[0]
+	r := pipeline.ForService(out)
+	if r.EventReason != "" {
+		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
 	}
-	return m.setStatus(ctx, svc, reason, msg, dev)
+	var dev proxyset.Device
+	if len(out.Serving) > 0 && (out.Stage == pipeline.Ready || out.Cause == pipeline.CauseConfigError) {
+		dev = out.Serving[0] // with a refused config, the previous one keeps serving
+	}
+	return m.setStatus(ctx, svc, r.Condition, dev)
 }
 
 // release removes the condition and the LoadBalancer addresses of a Service
 // that no longer asks for a proxy (annotation removed, class switched away).
 func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, devices []proxyset.Device) error {
-	svc, err := decode(obj)
+	svc, err := kit.DecodeService(obj)
 	if err != nil {
 		return err
 	}
@@ -149,11 +125,7 @@ func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, de
 // setStatus writes TailscaleProxyReady and, for a tailscale LoadBalancer,
 // status.loadBalancer.ingress (the FQDN, then the tailnet IPs), when they
 // changed.
-func (m *module) setStatus(ctx context.Context, svc *corev1.Service, reason, message string, dev proxyset.Device) error {
-	cond := metav1.Condition{Type: ConditionProxyReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
-	if reason == ReasonProxyCreated {
-		cond.Status = metav1.ConditionTrue
-	}
+func (m *module) setStatus(ctx context.Context, svc *corev1.Service, cond metav1.Condition, dev proxyset.Device) error {
 	conds := kit.SetCondition(svc.Status.Conditions, cond)
 	status := map[string]any{}
 	if !reflect.DeepEqual(conds, svc.Status.Conditions) {

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -26,13 +27,15 @@ const (
 	LoadBalancerClass = "tailscale"
 )
 
-// Condition type and reasons on the Service, the official names.
+// Condition type and reasons on the Service, the official names
+// (pipeline.ForService).
 const (
-	ConditionProxyReady = "TailscaleProxyReady"
-	ReasonProxyCreated  = "ProxyCreated"
-	ReasonProxyPending  = "ProxyPending"
-	ReasonProxyInvalid  = "ProxyInvalid"
-	ReasonProxyFailed   = "ProxyFailed"
+	ConditionProxyReady  = pipeline.ConditionProxyReady
+	ReasonProxyCreated   = pipeline.ReasonProxyCreated
+	ReasonProxyPending   = pipeline.ReasonProxyPending
+	ReasonProxyInvalid   = pipeline.ReasonProxyInvalid
+	ReasonProxyFailed    = pipeline.ReasonProxyFailed
+	ReasonInvalidService = pipeline.ReasonInvalidService
 )
 
 // Kind says whether and why a Service is ours.
