@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,4 +176,43 @@ func TestGracefulShutdown(t *testing.T) {
 	if got := nested(get(t, gvr, ns, "w1"), "status.slow"); got != "finished" {
 		t.Fatalf("in-flight result not written before Run returned: %v", got)
 	}
+}
+
+// With QuietSuccess a successful handler run posts no Event, and a retry
+// still does.
+func TestQuietSuccessPostsOnlyProblems(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	s := testSettings()
+	s.QuietSuccess = true
+	op := newOperator(t, s)
+	var handled atomic.Int32
+	op.OnCreate(gvr, "quiet", func(_ context.Context, ev *runtime.Event) (any, error) {
+		if ev.Object.GetName() == "fails" && ev.Retry == 0 {
+			return nil, runtime.Temporary(errors.New("not yet"), 10*time.Millisecond)
+		}
+		handled.Add(1)
+		return nil, nil
+	})
+	start(t, op)
+	create(t, gvr, widget(ns, "fine", nil, nil))
+	create(t, gvr, widget(ns, "fails", nil, nil))
+	events := func() map[string][]string {
+		list, err := env.Clientset(t).CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, e := range list.Items {
+			out[e.InvolvedObject.Name] = append(out[e.InvolvedObject.Name], e.Reason)
+		}
+		return out
+	}
+	testpoll.UntilTrue(t, 20*time.Second, "both handled, the retry reported", func() bool {
+		return handled.Load() == 2 && slices.Contains(events()["fails"], runtime.ReasonRetry)
+	})
+	testpoll.AlwaysTrue(t, time.Second, "no Handled Event", func() bool {
+		e := events()
+		return !slices.Contains(e["fine"], runtime.ReasonHandled) && !slices.Contains(e["fails"], runtime.ReasonHandled)
+	})
 }

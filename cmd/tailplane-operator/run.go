@@ -38,6 +38,7 @@ const (
 	envDeviceTimeout  = "TAILPLANE_DEVICE_TIMEOUT"  // bound of the wait for the operator's tailnet device; default 5m
 	envTempDir        = "TMPDIR"                    // where the device's scratch folder goes; default /tmp
 	envDevice         = "TAILPLANE_OPERATOR_DEVICE" // false: no tailnet device of its own (API-only test doubles); default true
+	envSuccessEvents  = "TAILPLANE_SUCCESS_EVENTS"  // true: a Normal "Handled" Event per successful handler run; default false, as the official operator
 	envPodIP          = "POD_IP"
 	envPodName        = "POD_NAME"
 	envKubeconfig     = "KUBECONFIG"
@@ -146,6 +147,17 @@ func runtimeSettings(getenv func(string) string, namespace string, logger *log.L
 			errs = append(errs, fmt.Errorf("%s: %q is not a positive number", envWorkers, v))
 		}
 		rs.Workers = n
+	}
+	// The official operator posts Events for problems and changes, not
+	// for every successful reconcile; a Handled Event per cycle would
+	// bury them.
+	rs.QuietSuccess = true
+	if v := getenv(envSuccessEvents); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a boolean", envSuccessEvents, v))
+		}
+		rs.QuietSuccess = !b
 	}
 	le := true
 	if v := getenv(envLeaderElection); v != "" {
