@@ -26,10 +26,13 @@ const (
 	RoleIngressL4 Role = "ingress-l4"
 	// RoleEgress listens inside the cluster and dials a tailnet target.
 	RoleEgress Role = "egress"
+	// RoleConnector routes tailnet traffic into the networks the node
+	// reaches: subnet router, exit node or app connector.
+	RoleConnector Role = "connector"
 )
 
 // Config is one proxy's whole configuration. Exactly the section matching
-// Role (L7, L4 or Egress) is used; the others must be empty.
+// Role (L7, L4, Egress or Connector) is used; the others must be empty.
 type Config struct {
 	// Version must be Version ("v1alpha1").
 	Version string `json:"version"`
@@ -51,6 +54,8 @@ type Config struct {
 	L7     *L7     `json:"l7,omitempty"`
 	L4     *L4     `json:"l4,omitempty"`
 	Egress *Egress `json:"egress,omitempty"`
+	// Connector is the connector section (RoleConnector).
+	Connector *Connector `json:"connector,omitempty"`
 
 	// Plugins are the RoutingPlugins that target this proxy, in the order
 	// the proxy runs them after its routing table (L7 only).

@@ -50,9 +50,9 @@ func (c *Config) Validate() error {
 			add(fmt.Sprintf("plugins[%d].name", i), "must not be empty")
 		}
 	}
-	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil}
+	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil, RoleConnector: c.Connector != nil}
 	switch c.Role {
-	case RoleIngressL7, RoleIngressL4, RoleEgress:
+	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector:
 		for role, present := range sections {
 			if role != c.Role && present {
 				add(sectionName(role), "must be empty for role %q", c.Role)
@@ -62,7 +62,7 @@ func (c *Config) Validate() error {
 			add(sectionName(c.Role), "is required for role %q", c.Role)
 		}
 	default:
-		add("role", "unknown role %q (want ingress-l7, ingress-l4 or egress)", c.Role)
+		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress or connector)", c.Role)
 	}
 	if c.L7 != nil {
 		c.L7.validate(add)
@@ -79,6 +79,9 @@ func (c *Config) Validate() error {
 	if c.Egress != nil {
 		c.Egress.validate(add)
 	}
+	if c.Connector != nil {
+		c.Connector.validate(add)
+	}
 	return errors.Join(errs...)
 }
 
@@ -88,6 +91,8 @@ func sectionName(r Role) string {
 		return "l7"
 	case RoleIngressL4:
 		return "l4"
+	case RoleConnector:
+		return "connector"
 	default:
 		return "egress"
 	}
