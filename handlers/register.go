@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"github.com/tailplane/tailplane/handlers/connector"
 	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
@@ -20,6 +21,7 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	service.Register(op, d, p)
 	egress.Register(op, d, p)
 	ingress.Register(op, d, p)
+	connector.Register(op, d, p)
 	ingressclass.Register(op, d)
 	proxyclassready.Register(op, d)
 	plugin.Register(op, d, p)

@@ -24,6 +24,7 @@ var (
 	Ingresses       = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 	IngressClasses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}
 	ProxyClasses    = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "proxyclasses"}
+	Connectors      = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "connectors"}
 	RoutingPlugins  = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
 )
 

@@ -12,6 +12,7 @@ const (
 	RoleIngressL4 = "ingress-l4"
 	RoleIngressL7 = "ingress-l7"
 	RoleEgress    = "egress"
+	RoleConnector = "connector"
 )
 
 // LabelProxyRole is proxyset.LabelProxyRole.

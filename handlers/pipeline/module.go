@@ -35,6 +35,9 @@ type Module struct {
 	NameKey, LegacyNameKey string
 	// ProxyKind is how a ProxyClass applies to the proxies.
 	ProxyKind proxyclass.ProxyKind
+	// ClusterScoped parents (a Connector) are handled whatever the
+	// operator's watch namespace.
+	ClusterScoped bool
 	// IsOurs reports whether the object asks for this module's proxy.
 	IsOurs runtime.Predicate
 	// Plan reads the parent and returns the proxy it wants. A nil Plan
@@ -53,7 +56,8 @@ type Plan struct {
 	// outcome is Invalid and nothing is applied.
 	Invalid string
 	// Hostnames are the replicas' tailnet hostnames, one per replica: their
-	// number is the number of replicas.
+	// number is the number of replicas (none: a StatefulSet of zero
+	// replicas, every device deleted).
 	Hostnames []string
 	// Tags are the tags the replicas' auth keys are minted with.
 	Tags []string

@@ -49,7 +49,10 @@ func (p *Pipeline) Register(op *runtime.Operator, m Module) {
 	p.mu.Lock()
 	p.modules[m.Role] = &m
 	p.mu.Unlock()
-	ours := p.d.ForUsersObjects(runtime.When(runtime.Or(m.IsOurs, p.hasProxyPredicate(&m))))
+	ours := []runtime.Option{runtime.When(runtime.Or(m.IsOurs, p.hasProxyPredicate(&m))), p.d.StateStore()}
+	if !m.ClusterScoped {
+		ours = p.d.Scope(ours...)
+	}
 	sync := func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, kit.Retry(p.syncLegacy(ctx, &m, ev), ev.Retry)
 	}
@@ -82,9 +85,6 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	if plan.Invalid != "" {
 		return m.Report(ctx, obj, Outcome{Stage: Invalid, Cause: CauseInvalid, Message: plan.Invalid})
-	}
-	if len(plan.Hostnames) == 0 {
-		return runtime.Permanent(fmt.Errorf("%s %s/%s: the plan has no replicas", m.Kind, obj.GetNamespace(), obj.GetName()))
 	}
 	pc, waiting, err := p.d.ProxyClassFor(ctx, plan.ProxyClass)
 	if err != nil {
@@ -143,7 +143,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	out := outcome(proxy, plan.Hostnames)
 	if out.Stage == Ready && plan.Check != nil {
 		if msg, retry := plan.Check(ctx); msg != "" {
-			p.d.Op.Enqueue(m.Resource, obj.GetNamespace()+"/"+obj.GetName(), retry)
+			p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), retry)
 			out.Stage, out.Cause, out.Message = Failed, CauseCheck, msg
 		}
 	}
@@ -241,8 +241,17 @@ func (p *Pipeline) resourceOf(role string) (schema.GroupVersionResource, bool) {
 // enqueueKey has the runtime handle a parent ("role/namespace/name") again
 // after delay.
 func (p *Pipeline) enqueueKey(key string, after time.Duration) {
-	role, rest, _ := strings.Cut(key, "/")
+	role, ns, name := splitKey(key)
 	if res, ok := p.resourceOf(role); ok {
-		p.d.Op.Enqueue(res, rest, after)
+		p.d.Op.Enqueue(res, objectKey(ns, name), after)
 	}
+}
+
+// objectKey is the runtime's key of an object: "namespace/name", or the
+// name of a cluster-scoped one.
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }

@@ -25,6 +25,9 @@ const (
 	L7
 	// Egress reaches a tailnet target: metrics and debug do not apply.
 	Egress
+	// Connector routes tailnet traffic into the cluster's networks (a
+	// Connector's replica).
+	Connector
 )
 
 // LetsEncryptStagingDirectory is the ACME directory used with

@@ -96,7 +96,8 @@ type Spec struct {
 	// Image is the tailplane-proxy image.
 	Image string
 	// Configs are the proxy configs of the replicas, one per replica, in
-	// ordinal order; their number is the StatefulSet's replicas.
+	// ordinal order; their number is the StatefulSet's replicas (none:
+	// the proxy is scaled to zero).
 	Configs []*config.Config
 	// ExtraSecrets are further Secrets in the operator namespace the proxy
 	// may read (an Ingress's TLS certificate copy); the Role names them.
@@ -143,9 +144,6 @@ func (o *Objects) List() []any {
 // validated first (config.Config.Validate), so a proxy is never given a
 // config it would refuse.
 func Render(spec Spec) (*Objects, error) {
-	if len(spec.Configs) == 0 {
-		return nil, fmt.Errorf("proxyset: no proxy config")
-	}
 	if spec.Namespace == "" || spec.Image == "" {
 		return nil, fmt.Errorf("proxyset: operator namespace and proxy image are required")
 	}

@@ -1,0 +1,9 @@
+// Package connector serves the tailscale.com/v1alpha1 Connector: a
+// StatefulSet of replicas on the proxy pipeline, each a tailnet device that
+// is a subnet router, an exit node or an app connector (proxy role
+// connector). connector.go is pure (validation, hostnames, configs,
+// status); register.go adds it to the pipeline.
+//
+// It may import handlers/pipeline, handlers/kit, handlers/proxyset,
+// handlers/proxyclass, crds/ and proxy/config.
+package connector

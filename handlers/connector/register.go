@@ -1,0 +1,102 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+type module struct{ d *kit.Deps }
+
+// Register adds the Connector module to the pipeline: every Connector gets
+// its replicas; a change of routes, exit node or tags reaches the running
+// replicas without new devices; scaling down deletes the removed replicas'
+// devices; delete removes every device, child and the finalizer.
+func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+	m := &module{d: d}
+	p.Register(op, pipeline.Module{
+		ID: "connector", Resource: kit.Connectors, Kind: "Connector",
+		ParentType: ParentType, Role: kit.RoleConnector, ProxyKind: proxyclass.Connector, ClusterScoped: true,
+		IsOurs:  func(*unstructured.Unstructured) bool { return true },
+		Plan:    m.plan,
+		Report:  m.report,
+		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
+	})
+}
+
+func decode(obj *unstructured.Unstructured) (*v1alpha1.Connector, error) {
+	var cn v1alpha1.Connector
+	if err := kit.FromUnstructured(obj, &cn); err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	cn.APIVersion, cn.Kind = v1alpha1.GroupVersion.String(), "Connector"
+	return &cn, nil
+}
+
+func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
+	cn, err := decode(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(cn, m.d.Settings.ProxyTags); err != nil {
+		return &pipeline.Plan{Invalid: err.Error()}, nil
+	}
+	tags, _ := Tags(cn, m.d.Settings.ProxyTags)
+	return &pipeline.Plan{
+		Hostnames: Hostnames(cn), Tags: tags, ProxyClass: cn.Spec.ProxyClass,
+		Config: func(i int, key string) (*config.Config, error) {
+			return Config(cn, tags, m.d.Backend.LoginServer(), key, i), nil
+		},
+	}, nil
+}
+
+// report writes the Connector's status and posts the official Warning
+// Events for refused and failed Connectors.
+func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
+	cn, err := decode(obj)
+	if err != nil {
+		return err
+	}
+	st := Status(cn, out)
+	switch out.Stage {
+	case pipeline.Invalid:
+		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorInvalid, fmt.Sprintf(messageInvalid, out.Message))
+	case pipeline.Failed:
+		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorCreationFailed, fmt.Sprintf(messageCreationFailed, out.Message))
+	}
+	if reflect.DeepEqual(st, cn.Status) {
+		return nil
+	}
+	return m.d.PatchStatus(ctx, kit.Connectors, "", cn.Name, statusPatch(st))
+}
+
+// statusPatch is st as a merge patch that sets every field: an empty one
+// is null, so that routes and devices that are gone go from the status.
+func statusPatch(st v1alpha1.ConnectorStatus) map[string]any {
+	orNil := func(empty bool, v any) any {
+		if empty {
+			return nil
+		}
+		return v
+	}
+	return map[string]any{
+		"conditions":     orNil(len(st.Conditions) == 0, st.Conditions),
+		"subnetRoutes":   orNil(st.SubnetRoutes == "", st.SubnetRoutes),
+		"isExitNode":     orNil(!st.IsExitNode, true),
+		"isAppConnector": orNil(!st.IsAppConnector, true),
+		"tailnetIPs":     orNil(len(st.TailnetIPs) == 0, st.TailnetIPs),
+		"hostname":       orNil(st.Hostname == "", st.Hostname),
+		"devices":        orNil(len(st.Devices) == 0, st.Devices),
+	}
+}
