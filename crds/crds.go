@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
 
@@ -41,3 +42,8 @@ func Objects() ([]*unstructured.Unstructured, error) {
 	}
 	return out, nil
 }
+
+// RoutingPluginsResource is Tailplane's own RoutingPlugin kind
+// (tailplane.dev_routingplugins.yaml), for dynamic clients; the
+// tailscale.com kinds are in tailscale/v1alpha1.
+var RoutingPluginsResource = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}

@@ -8,13 +8,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tailplane/tailplane/crds"
 )
 
-var routingPlugins = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
+var routingPlugins = crds.RoutingPluginsResource
 
 func routingPluginClient(t *testing.T) (dynamic.ResourceInterface, string) {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -35,14 +36,14 @@ func (h *harness) connector(spec string) *connectorFixture {
 	if err := json.Unmarshal(fmt.Appendf(nil, `{"apiVersion":"tailscale.com/v1alpha1","kind":"Connector","metadata":{"name":%q},"spec":%s}`, c.name, spec), &obj.Object); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.dyn.Resource(kit.Connectors).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := h.dyn.Resource(resources.Connectors).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 	// Deleted while this test's operator still runs: it holds the finalizer.
 	h.t.Cleanup(func() {
-		_ = h.dyn.Resource(kit.Connectors).Delete(h.ctx(), c.name, metav1.DeleteOptions{})
+		_ = h.dyn.Resource(resources.Connectors).Delete(h.ctx(), c.name, metav1.DeleteOptions{})
 		testpoll.Until(h.t, settle, "Connector gone", func() error {
-			if _, err := h.dyn.Resource(kit.Connectors).Get(h.ctx(), c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := h.dyn.Resource(resources.Connectors).Get(h.ctx(), c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there: %v", err)
 			}
 			return nil
@@ -53,14 +54,14 @@ func (h *harness) connector(spec string) *connectorFixture {
 
 func (c *connectorFixture) patch(spec string) {
 	c.t.Helper()
-	if _, err := c.dyn.Resource(kit.Connectors).Patch(c.ctx(), c.name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
+	if _, err := c.dyn.Resource(resources.Connectors).Patch(c.ctx(), c.name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
 func (c *connectorFixture) get() *v1alpha1.Connector {
 	c.t.Helper()
-	u, err := c.dyn.Resource(kit.Connectors).Get(c.ctx(), c.name, metav1.GetOptions{})
+	u, err := c.dyn.Resource(resources.Connectors).Get(c.ctx(), c.name, metav1.GetOptions{})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -187,11 +188,11 @@ func TestConnectorLifecycle(t *testing.T) {
 	})
 	c.wantReady("True", "ConnectorCreated", "", 1)
 
-	if err := h.dyn.Resource(kit.Connectors).Delete(h.ctx(), c.name, metav1.DeleteOptions{}); err != nil {
+	if err := h.dyn.Resource(resources.Connectors).Delete(h.ctx(), c.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testpoll.Until(t, settle, "everything gone", func() error {
-		if _, err := h.dyn.Resource(kit.Connectors).Get(h.ctx(), c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := h.dyn.Resource(resources.Connectors).Get(h.ctx(), c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Connector still there: %v", err)
 		}
 		if !slices.Contains(h.api.Deleted(), "nCN0") {

@@ -1,15 +1,17 @@
 // Package handlers holds Tailplane's operator logic as small handler modules,
-// one sub-package per concern: service, egress and ingress (a proxy per
-// parent), ingressclass, proxyclassready (the ProxyClass kind; the pure rules
-// are handlers/proxyclass) and plugin (RoutingPlugin). Each module exposes
-// Register(op, deps): a pure render step (parent object and settings to
-// desired children, with handlers/proxyset for the proxy's objects),
-// unit-tested without a cluster, and a thin apply step using server-side
-// apply. docs/development.md ("Adding a handler module") lists the steps.
+// one sub-package per concern: service, egress, ingress and connector (proxy
+// parents, as hooks on handlers/pipeline), ingressclass, proxyclassready (the
+// ProxyClass kind; the pure rules are handlers/proxyclass) and plugin
+// (RoutingPlugin). Each module exposes Register: a pure render step (parent
+// object and settings to desired children or proxy configs), unit-tested
+// without a cluster, and a thin apply step. docs/development.md ("Adding a
+// handler module") lists the steps.
 //
-// Register (register.go) adds every module to a runtime.Operator; handlers/kit
-// holds the apply plumbing the modules share (server-side apply of proxies,
-// auth keys, cleanup, conditions, re-handling parents through the runtime's Enqueue).
+// Register (register.go) adds every module to a runtime.Operator. Shared by
+// the modules: handlers/pipeline (the proxy lifecycle: N replicas, keys,
+// hostnames, apply, scale-down, cleanup), handlers/kit (dependencies and
+// cluster writes), handlers/proxyset (a proxy's objects and names),
+// handlers/resources and handlers/conditions.
 //
 // Handlers may import runtime/, crds/, internal/tailnet, internal/proxystate
 // (the state Secret keys and labels shared with the proxy) and proxy/config;

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/plugin"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/plugins"
@@ -62,13 +62,13 @@ func (h *harness) routingPlugin(name, configMap, pin string, capabilities ...any
 			"targets":      map[string]any{"targetRefs": []any{map[string]any{"kind": "Ingress", "name": "site"}}},
 		},
 	}}
-	if _, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Create(h.ctx(), rp, metav1.CreateOptions{}); err != nil {
+	if _, err := h.dyn.Resource(resources.RoutingPlugins).Namespace(h.ns).Create(h.ctx(), rp, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
 func (h *harness) pluginCondition(name, typ string) (string, string, *unstructured.Unstructured) {
-	rp, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Get(h.ctx(), name, metav1.GetOptions{})
+	rp, err := h.dyn.Resource(resources.RoutingPlugins).Namespace(h.ns).Get(h.ctx(), name, metav1.GetOptions{})
 	if err != nil {
 		return "", err.Error(), nil
 	}
@@ -188,7 +188,7 @@ func TestRoutingPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	pinPatch, _ := json.Marshal(map[string]any{"spec": map[string]any{"module": map[string]any{"sha256": pin2}}})
-	if _, err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Patch(h.ctx(), "canary", types.MergePatchType, pinPatch, metav1.PatchOptions{}); err != nil {
+	if _, err := h.dyn.Resource(resources.RoutingPlugins).Namespace(h.ns).Patch(h.ctx(), "canary", types.MergePatchType, pinPatch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testpoll.Until(t, settle, "the new module accepted", func() error {
@@ -220,7 +220,7 @@ func TestRoutingPlugin(t *testing.T) {
 	})
 
 	// Deleting the plugin removes it from the proxy and deletes the copy.
-	if err := h.dyn.Resource(kit.RoutingPlugins).Namespace(h.ns).Delete(h.ctx(), "canary", metav1.DeleteOptions{}); err != nil {
+	if err := h.dyn.Resource(resources.RoutingPlugins).Namespace(h.ns).Delete(h.ctx(), "canary", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testpoll.Until(t, settle, "plugin removed from the proxy", func() error {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -23,14 +23,14 @@ func (h *harness) createProxyClass(name, image string) {
 			"pod":    map[string]any{"tailscaleContainer": map[string]any{"image": image}},
 		}},
 	}}
-	if _, err := h.dyn.Resource(kit.ProxyClasses).Create(h.ctx(), pc, metav1.CreateOptions{}); err != nil {
+	if _, err := h.dyn.Resource(resources.ProxyClasses).Create(h.ctx(), pc, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(func() { _ = h.dyn.Resource(kit.ProxyClasses).Delete(h.ctx(), name, metav1.DeleteOptions{}) })
+	h.t.Cleanup(func() { _ = h.dyn.Resource(resources.ProxyClasses).Delete(h.ctx(), name, metav1.DeleteOptions{}) })
 }
 
 func (h *harness) proxyClassReady(name string) (string, string) {
-	pc, err := h.dyn.Resource(kit.ProxyClasses).Get(h.ctx(), name, metav1.GetOptions{})
+	pc, err := h.dyn.Resource(resources.ProxyClasses).Get(h.ctx(), name, metav1.GetOptions{})
 	if err != nil {
 		return "", err.Error()
 	}
@@ -66,7 +66,7 @@ func TestProxyClassGatesAndApplies(t *testing.T) {
 	}
 
 	patch := `{"spec":{"statefulSet":{"pod":{"tailscaleContainer":{"image":"registry.example.com/proxy:v2"}}}}}`
-	if _, err := h.dyn.Resource(kit.ProxyClasses).Patch(h.ctx(), "pc-"+h.ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := h.dyn.Resource(resources.ProxyClasses).Patch(h.ctx(), "pc-"+h.ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testpoll.Until(t, settle, "proxy with the class applied", func() error {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -138,10 +138,12 @@ func TestProxyApplyFailureShownOnService(t *testing.T) {
 			"nodeSelector": map[string]any{"pool": "not a label value!"},
 		}}},
 	}}
-	if _, err := h.dyn.Resource(kit.ProxyClasses).Create(h.ctx(), pc, metav1.CreateOptions{}); err != nil {
+	if _, err := h.dyn.Resource(resources.ProxyClasses).Create(h.ctx(), pc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.dyn.Resource(kit.ProxyClasses).Delete(h.ctx(), "bad-selector", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = h.dyn.Resource(resources.ProxyClasses).Delete(h.ctx(), "bad-selector", metav1.DeleteOptions{})
+	})
 	h.createService(exposed("sel", map[string]string{"tailscale.com/proxy-class": "bad-selector"}))
 	h.wantCondition("sel", "False", "ProxyFailed", `failed to provision proxy: apply StatefulSet`)
 	h.wantCondition("sel", "False", "ProxyFailed", `not a label value!`)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -104,7 +105,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 	h.simulateLogin("ingress", "site", "nSITE", h.ns+"-site.tail1.ts.net", "100.64.0.31")
 	h.wantCondition("old", "True", "ProxyCreated", "ProxyCreated")
 	h.stop()
-	h.asOldRelease(oldObject{kit.Services, "svc", "old", kit.RoleIngressL4}, oldObject{kit.Ingresses, "ingress", "site", kit.RoleIngressL7})
+	h.asOldRelease(oldObject{resources.Services, "svc", "old", kit.RoleIngressL4}, oldObject{resources.Ingresses, "ingress", "site", kit.RoleIngressL7})
 	keys := len(h.api.Keys())
 
 	h.start()
@@ -171,7 +172,7 @@ func TestUpgradeCleansUpOldReleaseParent(t *testing.T) {
 	h.simulateLogin("svc", "left", "nLEFT", h.ns+"-left.tail1.ts.net", "100.64.0.32")
 	h.wantCondition("left", "True", "ProxyCreated", "ProxyCreated")
 	h.stop()
-	h.asOldRelease(oldObject{kit.Services, "svc", "left", kit.RoleIngressL4})
+	h.asOldRelease(oldObject{resources.Services, "svc", "left", kit.RoleIngressL4})
 	h.patchService("left", `{"metadata":{"annotations":{"tailscale.com/expose":null}}}`)
 
 	h.start()

@@ -13,6 +13,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -26,7 +27,7 @@ type module struct{ d *kit.Deps }
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
-		ID: "connector", Resource: kit.Connectors, Kind: "Connector",
+		ID: "connector", Resource: resources.Connectors, Kind: "Connector",
 		ParentType: ParentType, Role: kit.RoleConnector, ProxyKind: proxyclass.Connector, ClusterScoped: true,
 		IsOurs:  func(*unstructured.Unstructured) bool { return true },
 		Plan:    m.plan,
@@ -78,7 +79,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	if reflect.DeepEqual(st, cn.Status) {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, kit.Connectors, "", cn.Name, statusPatch(st))
+	return m.d.PatchStatus(ctx, resources.Connectors, "", cn.Name, statusPatch(st))
 }
 
 // statusPatch is st as a merge patch that sets every field: an empty one

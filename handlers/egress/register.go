@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -33,7 +35,7 @@ type module struct{ d *kit.Deps }
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
-		ID: "egress", Resource: kit.Services, Kind: "Service",
+		ID: "egress", Resource: resources.Services, Kind: "Service",
 		ParentType: proxyset.ParentService, Role: Role, NameKey: NameKey, LegacyNameKey: proxyset.ParentService,
 		ProxyKind: proxyclass.Egress,
 		IsOurs:    m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
@@ -83,11 +85,11 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	if r.EventReason != "" {
 		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
 	}
-	conds := kit.SetCondition(svc.Status.Conditions, r.Condition)
+	conds := conditions.Set(svc.Status.Conditions, r.Condition)
 	if reflect.DeepEqual(conds, svc.Status.Conditions) {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": conds})
+	return m.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, map[string]any{"conditions": conds})
 }
 
 // release removes the condition of a Service that is no longer egress.
@@ -96,8 +98,8 @@ func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ 
 	if err != nil {
 		return err
 	}
-	if c := kit.RemoveCondition(svc.Status.Conditions, pipeline.ConditionProxyReady); len(c) != len(svc.Status.Conditions) {
-		return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, map[string]any{"conditions": c})
+	if c := conditions.Remove(svc.Status.Conditions, pipeline.ConditionProxyReady); len(c) != len(svc.Status.Conditions) {
+		return m.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, map[string]any{"conditions": c})
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -53,11 +54,11 @@ type module struct{ d *kit.Deps }
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
-		ID: "ingress", Resource: kit.Ingresses, Kind: "Ingress",
+		ID: "ingress", Resource: resources.Ingresses, Kind: "Ingress",
 		ParentType: proxyset.ParentIngress, Role: Role, ProxyKind: proxyclass.L7,
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 	})
-	op.Index(kit.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
+	op.Index(resources.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
 		if !m.isOurs(obj) {
 			return nil
 		}
@@ -71,14 +72,14 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		}
 		return out
 	}, d.Scope()...)
-	op.Timer(kit.Ingresses, "ingress-tls-refresh", d.CertRefresh, func(ctx context.Context, ev *runtime.Event) (any, error) {
+	op.Timer(resources.Ingresses, "ingress-tls-refresh", d.CertRefresh, func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, m.refreshTLS(ctx, p, ev)
 	}, d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool {
 		var ing networkingv1.Ingress
 		return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 	}))...)
-	op.Watch(kit.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), kit.Ingresses)
+	op.Watch(resources.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
+		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), resources.Ingresses)
 	}, d.Scope()...)
 }
 
@@ -208,7 +209,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 // plugins are the accepted RoutingPlugins of the Ingress's namespace that
 // target it.
 func (m *module) plugins(ctx context.Context, ing *networkingv1.Ingress) ([]config.Plugin, []string, error) {
-	list, err := m.d.Dyn.Resource(kit.RoutingPlugins).Namespace(ing.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := m.d.Dyn.Resource(resources.RoutingPlugins).Namespace(ing.Namespace).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil // the CRD is not installed
 	}
@@ -296,7 +297,7 @@ func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ 
 	if err != nil || len(ing.Status.LoadBalancer.Ingress) == 0 {
 		return err
 	}
-	return m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}})
+	return m.d.PatchStatus(ctx, resources.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}})
 }
 
 // setStatus writes status.loadBalancer.ingress (hostname and ports) when it
@@ -306,5 +307,5 @@ func (m *module) setStatus(ctx context.Context, ing *networkingv1.Ingress, dev p
 	if reflect.DeepEqual(lb, ing.Status.LoadBalancer.Ingress) || (len(lb) == 0 && len(ing.Status.LoadBalancer.Ingress) == 0) {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, kit.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": lb}})
+	return m.d.PatchStatus(ctx, resources.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": lb}})
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -30,14 +31,14 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 		if v := Check(&class, name); v.ClassMessage != "" {
 			d.Post(&class, corev1.EventTypeWarning, v.Reason, v.ClassMessage)
 		}
-		d.EnqueueIndexed(kit.IndexIngressesByClass, name, kit.Ingresses)
+		d.EnqueueIndexed(kit.IndexIngressesByClass, name, resources.Ingresses)
 		return nil, nil
 	}
-	op.OnCreate(kit.IngressClasses, "ingressclass-create", check, isServed, store)
-	op.OnUpdate(kit.IngressClasses, "ingressclass-update", check, isServed, store)
-	op.OnResume(kit.IngressClasses, "ingressclass-resume", check, isServed, store)
-	op.OnDelete(kit.IngressClasses, "ingressclass-users", func(_ context.Context, _ *runtime.Event) (any, error) {
-		d.EnqueueIndexed(kit.IndexIngressesByClass, name, kit.Ingresses)
+	op.OnCreate(resources.IngressClasses, "ingressclass-create", check, isServed, store)
+	op.OnUpdate(resources.IngressClasses, "ingressclass-update", check, isServed, store)
+	op.OnResume(resources.IngressClasses, "ingressclass-resume", check, isServed, store)
+	op.OnDelete(resources.IngressClasses, "ingressclass-users", func(_ context.Context, _ *runtime.Event) (any, error) {
+		d.EnqueueIndexed(kit.IndexIngressesByClass, name, resources.Ingresses)
 		return nil, nil
 	}, isServed, runtime.Optional(), store)
 }

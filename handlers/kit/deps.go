@@ -4,28 +4,12 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
-)
-
-// Resources the modules watch or write.
-var (
-	Services        = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	Secrets         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	ServiceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
-	StatefulSets    = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
-	Roles           = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
-	RoleBindings    = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
-	Ingresses       = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
-	IngressClasses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}
-	ProxyClasses    = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "proxyclasses"}
-	Connectors      = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "connectors"}
-	RoutingPlugins  = schema.GroupVersionResource{Group: "tailplane.dev", Version: "v1alpha1", Resource: "routingplugins"}
 )
 
 // LabelHostname is put on config Secrets so that a tailnet hostname already

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -33,9 +34,9 @@ func (d *Deps) IndexParents() {
 		}
 		return map[string]any{name: obj.GetNamespace() + "/" + obj.GetName()}
 	}
-	d.Op.Index(Services, IndexServicesByProxyClass, byClass, d.Scope()...)
-	d.Op.Index(Ingresses, IndexIngressesByProxyClass, byClass, d.Scope()...)
-	d.Op.Index(Ingresses, IndexIngressesByClass, func(obj *unstructured.Unstructured) map[string]any {
+	d.Op.Index(resources.Services, IndexServicesByProxyClass, byClass, d.Scope()...)
+	d.Op.Index(resources.Ingresses, IndexIngressesByProxyClass, byClass, d.Scope()...)
+	d.Op.Index(resources.Ingresses, IndexIngressesByClass, func(obj *unstructured.Unstructured) map[string]any {
 		class, _, _ := unstructured.NestedString(obj.Object, "spec", "ingressClassName")
 		if class == "" {
 			return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/resources"
 )
 
 // applyMetrics gives the proxy run by sts the metrics Service (and
@@ -19,7 +20,7 @@ import (
 // afterwards the absence is remembered until the next apply.
 func (d *Deps) applyMetrics(ctx context.Context, sts *appsv1.StatefulSet, pc *v1alpha1.ProxyClass, kind proxyclass.ProxyKind) error {
 	ns, name := sts.Namespace, proxyclass.MetricsServiceName(sts.Name)
-	svcKey := Services.String() + "/" + ns + "/" + name
+	svcKey := resources.Services.String() + "/" + ns + "/" + name
 	smKey := proxyclass.ServiceMonitorResource.String() + "/" + ns + "/" + name
 	if !proxyclass.MetricsWanted(pc, kind) {
 		// The ServiceMonitor is owned by the Service: deleting the Service

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -28,7 +28,7 @@ func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyC
 	if name == "" {
 		return nil, "", nil
 	}
-	obj, err := d.Dyn.Resource(ProxyClasses).Get(ctx, name, metav1.GetOptions{})
+	obj, err := d.Dyn.Resource(resources.ProxyClasses).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, proxyclass.NotReadyMessage(name, nil), nil
 	}
@@ -123,17 +123,11 @@ func ToUnstructured(obj any) (*unstructured.Unstructured, schema.GroupVersionRes
 	}
 	u := &unstructured.Unstructured{Object: m}
 	gvk := u.GroupVersionKind()
-	gvr, ok := resourceOf[gvk.Kind]
+	gvr, ok := resources.OfKind(gvk.Kind)
 	if !ok {
 		return nil, gvr, fmt.Errorf("convert %T: unknown kind %q", obj, gvk.Kind)
 	}
 	return u, gvr, nil
-}
-
-var resourceOf = map[string]schema.GroupVersionResource{
-	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
-	"Role": Roles, "RoleBinding": RoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
-	"ProxyClass": ProxyClasses, "RoutingPlugin": RoutingPlugins,
 }
 
 // Retry turns a failure into the runtime's retry semantics: tailnet API
@@ -154,13 +148,4 @@ func Retry(err error, attempt int) error {
 		return runtime.Temporary(err, min(delay, 5*time.Minute))
 	}
 	return runtime.Temporary(err, 5*time.Minute)
-}
-
-// trimMessage keeps conditions readable.
-func trimMessage(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 1000 {
-		s = s[:997] + "..."
-	}
-	return s
 }

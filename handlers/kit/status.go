@@ -4,38 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tailplane/tailplane/runtime"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// SetCondition returns conds with c set (LastTransitionTime kept when the
-// status did not change).
-func SetCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Condition {
-	c.Message = trimMessage(c.Message)
-	if c.LastTransitionTime.IsZero() {
-		c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
-	}
-	out := append([]metav1.Condition(nil), conds...)
-	meta.SetStatusCondition(&out, c)
-	return out
-}
-
-// RemoveCondition returns conds without the condition of type t.
-func RemoveCondition(conds []metav1.Condition, t string) []metav1.Condition {
-	out := append([]metav1.Condition(nil), conds...)
-	meta.RemoveStatusCondition(&out, t)
-	return out
-}
 
 // PatchStatus merge-patches the status subresource of a namespaced or
 // cluster-scoped object (namespace "" for cluster-scoped).

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -34,7 +34,7 @@ func stateSelector() string {
 func (p *Pipeline) watchState() {
 	sel := stateSelector()
 	opts := []runtime.Option{runtime.Namespace(p.d.Settings.Namespace), runtime.Selector(sel)}
-	p.d.Op.Index(kit.Secrets, IndexProxiesByRole, func(obj *unstructured.Unstructured) map[string]any {
+	p.d.Op.Index(resources.Secrets, IndexProxiesByRole, func(obj *unstructured.Unstructured) map[string]any {
 		l := obj.GetLabels()
 		role := l[proxyset.LabelProxyRole]
 		if role == "" {
@@ -42,7 +42,7 @@ func (p *Pipeline) watchState() {
 		}
 		return map[string]any{role + "/" + l[proxystate.LabelParentNamespace] + "/" + l[proxystate.LabelParentName]: obj.GetName()}
 	}, opts...)
-	p.d.Op.Watch(kit.Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
+	p.d.Op.Watch(resources.Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		l := obj.GetLabels()
 		res, ok := p.resourceOf(l[proxyset.LabelProxyRole])
 		if !ok {
@@ -60,9 +60,9 @@ func (p *Pipeline) watchState() {
 func legacyResource(parentType string) (res schema.GroupVersionResource, ok bool) {
 	switch parentType {
 	case proxyset.ParentService:
-		return kit.Services, true
+		return resources.Services, true
 	case proxyset.ParentIngress:
-		return kit.Ingresses, true
+		return resources.Ingresses, true
 	}
 	return res, false
 }

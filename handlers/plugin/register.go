@@ -15,9 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/source"
@@ -46,11 +48,11 @@ type module struct {
 // proxies.
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d, p: p}
-	op.OnCreate(kit.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
-	op.OnUpdate(kit.RoutingPlugins, "routingplugin-update", m.handle, d.Scope()...)
-	op.OnResume(kit.RoutingPlugins, "routingplugin-resume", m.handle, d.Scope()...)
-	op.OnDelete(kit.RoutingPlugins, "routingplugin-cleanup", m.cleanup, d.Scope()...)
-	op.Timer(kit.RoutingPlugins, "routingplugin-status", statusInterval, func(ctx context.Context, ev *runtime.Event) (any, error) {
+	op.OnCreate(resources.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
+	op.OnUpdate(resources.RoutingPlugins, "routingplugin-update", m.handle, d.Scope()...)
+	op.OnResume(resources.RoutingPlugins, "routingplugin-resume", m.handle, d.Scope()...)
+	op.OnDelete(resources.RoutingPlugins, "routingplugin-cleanup", m.cleanup, d.Scope()...)
+	op.Timer(resources.RoutingPlugins, "routingplugin-status", statusInterval, func(ctx context.Context, ev *runtime.Event) (any, error) {
 		rp, err := Decode(ev.Object)
 		if err != nil || !rp.Accepted() {
 			return nil, err
@@ -108,23 +110,23 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		m.d.Post(rp, corev1.EventTypeWarning, reason, err.Error())
 		ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotAccepted,
 			Message: "the module is not accepted: " + reason, ObservedGeneration: rp.Generation}
-		status["conditions"] = kit.SetCondition(kit.SetCondition(rp.Status.Conditions, accepted), ready)
+		status["conditions"] = conditions.Set(conditions.Set(rp.Status.Conditions, accepted), ready)
 	} else {
 		status["sha256"], status["size"] = sum, size
 		// Ready is recomputed for the new module in the same patch: the
 		// proxies still report the previous one, so Ready must not stay
 		// True (with the new sha256 and size beside it) until the timer.
 		rp.Status.SHA256 = sum
-		rp.Status.Conditions = kit.SetCondition(rp.Status.Conditions, accepted)
+		rp.Status.Conditions = conditions.Set(rp.Status.Conditions, accepted)
 		ready, loaded, err := m.ready(ctx, rp)
 		if err != nil {
 			return nil, err
 		}
-		status["conditions"] = kit.SetCondition(rp.Status.Conditions, ready)
+		status["conditions"] = conditions.Set(rp.Status.Conditions, ready)
 		status["loadedBy"] = loaded
 	}
 	// Written now: the Ingresses handled next must see the plugin accepted.
-	if err := m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, status); err != nil {
+	if err := m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, status); err != nil {
 		return nil, err
 	}
 	m.resyncIngresses(ctx, rp.Namespace)
@@ -188,7 +190,7 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 		return
 	}
 	for _, ing := range list.Items {
-		m.d.Op.Enqueue(kit.Ingresses, ing.Namespace+"/"+ing.Name, 0)
+		m.d.Op.Enqueue(resources.Ingresses, ing.Namespace+"/"+ing.Name, 0)
 	}
 }
 
@@ -198,11 +200,11 @@ func (m *module) refreshReady(ctx context.Context, rp *RoutingPlugin) error {
 	if err != nil {
 		return err
 	}
-	conds := kit.SetCondition(rp.Status.Conditions, ready)
+	conds := conditions.Set(rp.Status.Conditions, ready)
 	if reflect.DeepEqual(conds, rp.Status.Conditions) && reflect.DeepEqual(loaded, rp.Status.LoadedBy) {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, kit.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded})
+	return m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded})
 }
 
 // ready computes Ready and loadedBy for rp's module (rp.Status.SHA256) from

@@ -21,8 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -40,10 +42,10 @@ type module struct{ d *kit.Deps }
 // too (they wait again).
 func Register(op *runtime.Operator, d *kit.Deps) {
 	m := &module{d: d}
-	op.OnCreate(kit.ProxyClasses, "proxyclass-create", m.handle)
-	op.OnUpdate(kit.ProxyClasses, "proxyclass-update", m.handle)
-	op.OnResume(kit.ProxyClasses, "proxyclass-resume", m.handle)
-	op.OnDelete(kit.ProxyClasses, "proxyclass-users", func(_ context.Context, ev *runtime.Event) (any, error) {
+	op.OnCreate(resources.ProxyClasses, "proxyclass-create", m.handle)
+	op.OnUpdate(resources.ProxyClasses, "proxyclass-update", m.handle)
+	op.OnResume(resources.ProxyClasses, "proxyclass-resume", m.handle)
+	op.OnDelete(resources.ProxyClasses, "proxyclass-users", func(_ context.Context, ev *runtime.Event) (any, error) {
 		m.resyncUsers(ev.Object.GetName())
 		return nil, nil
 	}, runtime.Optional())
@@ -73,11 +75,11 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 	if len(errs) > 0 {
 		m.d.Post(pc, corev1.EventTypeWarning, v1alpha1.ReasonProxyClassInvalid, cond.Message)
 	}
-	conds := kit.SetCondition(pc.Status.Conditions, cond)
+	conds := conditions.Set(pc.Status.Conditions, cond)
 	if !reflect.DeepEqual(conds, pc.Status.Conditions) {
 		// Written now, not in the cycle's patch: the users re-handled next
 		// must see it.
-		if err := m.d.PatchStatus(ctx, kit.ProxyClasses, "", pc.Name, map[string]any{"conditions": conds}); err != nil {
+		if err := m.d.PatchStatus(ctx, resources.ProxyClasses, "", pc.Name, map[string]any{"conditions": conds}); err != nil {
 			return nil, err
 		}
 	}
@@ -86,6 +88,6 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 }
 
 func (m *module) resyncUsers(name string) {
-	m.d.EnqueueIndexed(kit.IndexServicesByProxyClass, name, kit.Services)
-	m.d.EnqueueIndexed(kit.IndexIngressesByProxyClass, name, kit.Ingresses)
+	m.d.EnqueueIndexed(kit.IndexServicesByProxyClass, name, resources.Services)
+	m.d.EnqueueIndexed(kit.IndexIngressesByProxyClass, name, resources.Ingresses)
 }

@@ -11,10 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -32,7 +34,7 @@ type module struct{ d *kit.Deps }
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
-		ID: "service", Resource: kit.Services, Kind: "Service",
+		ID: "service", Resource: resources.Services, Kind: "Service",
 		ParentType: proxyset.ParentService, Role: Role, ProxyKind: proxyclass.L4,
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 	})
@@ -101,7 +103,7 @@ func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, de
 		return err
 	}
 	status := map[string]any{}
-	if c := kit.RemoveCondition(svc.Status.Conditions, ConditionProxyReady); len(c) != len(svc.Status.Conditions) {
+	if c := conditions.Remove(svc.Status.Conditions, ConditionProxyReady); len(c) != len(svc.Status.Conditions) {
 		status["conditions"] = c
 	}
 	var ours []string
@@ -119,14 +121,14 @@ func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, de
 	if len(status) == 0 {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, status)
+	return m.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, status)
 }
 
 // setStatus writes TailscaleProxyReady and, for a tailscale LoadBalancer,
 // status.loadBalancer.ingress (the FQDN, then the tailnet IPs), when they
 // changed.
 func (m *module) setStatus(ctx context.Context, svc *corev1.Service, cond metav1.Condition, dev proxyset.Device) error {
-	conds := kit.SetCondition(svc.Status.Conditions, cond)
+	conds := conditions.Set(svc.Status.Conditions, cond)
 	status := map[string]any{}
 	if !reflect.DeepEqual(conds, svc.Status.Conditions) {
 		status["conditions"] = conds
@@ -143,5 +145,5 @@ func (m *module) setStatus(ctx context.Context, svc *corev1.Service, cond metav1
 	if len(status) == 0 {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, kit.Services, svc.Namespace, svc.Name, status)
+	return m.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, status)
 }

@@ -1,0 +1,45 @@
+// Package resources names the resources the handler modules watch and write,
+// for the dynamic client and the runtime: Kubernetes' own, and the
+// tailscale.com and tailplane.dev kinds as crds/ defines them. It imports
+// only crds/ and apimachinery.
+package resources
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tailplane/tailplane/crds"
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+)
+
+// Kubernetes resources.
+var (
+	Services        = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	Secrets         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	ServiceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	StatefulSets    = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+	Roles           = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}
+	RoleBindings    = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
+	Ingresses       = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
+	IngressClasses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}
+)
+
+// The custom resources, from crds/.
+var (
+	ProxyClasses   = v1alpha1.ProxyClassesResource
+	Connectors     = v1alpha1.ConnectorsResource
+	ProxyGroups    = v1alpha1.ProxyGroupsResource
+	RoutingPlugins = crds.RoutingPluginsResource
+)
+
+// byKind maps the kinds the operator applies to their resources.
+var byKind = map[string]schema.GroupVersionResource{
+	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
+	"Role": Roles, "RoleBinding": RoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
+	"ProxyClass": ProxyClasses, "Connector": Connectors, "ProxyGroup": ProxyGroups, "RoutingPlugin": RoutingPlugins,
+}
+
+// OfKind returns the resource of a kind the operator applies.
+func OfKind(kind string) (schema.GroupVersionResource, bool) {
+	r, ok := byKind[kind]
+	return r, ok
+}
