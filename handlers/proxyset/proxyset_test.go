@@ -228,3 +228,16 @@ func TestRenderReplicas(t *testing.T) {
 		t.Fatalf("env %v", env)
 	}
 }
+
+// A proxy scaled to zero keeps its identity objects, and its Role grants
+// nothing: a Secrets rule without resourceNames would grant every Secret.
+func TestRenderZeroReplicasGrantsNothing(t *testing.T) {
+	objs, err := proxyset.Render(proxyset.Spec{Parent: proxyset.Parent{Type: "connector", Name: "c", Role: "connector"},
+		Namespace: "tailscale", Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *objs.StatefulSet.Spec.Replicas != 0 || len(objs.Replicas) != 0 || len(objs.Role.Rules) != 0 {
+		t.Fatalf("replicas %d, rendered %d, rules %+v", *objs.StatefulSet.Spec.Replicas, len(objs.Replicas), objs.Role.Rules)
+	}
+}

@@ -192,16 +192,19 @@ func Render(spec Spec) (*Objects, error) {
 	o.Role = &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: meta(names.Base, nil),
-		Rules: []rbacv1.PolicyRule{{
-			// Only the replicas' Secrets: read and watch the config, keep
-			// the state. list and watch are allowed by name because a
-			// watch with fieldSelector metadata.name is authorized against
-			// resourceNames.
+	}
+	if names := append(readable, spec.ExtraSecrets...); len(names) > 0 {
+		// Only the replicas' Secrets: read and watch the config, keep
+		// the state. list and watch are allowed by name because a watch
+		// with fieldSelector metadata.name is authorized against
+		// resourceNames. With no replica there is no rule at all: a rule
+		// without resourceNames would cover every Secret.
+		o.Role.Rules = []rbacv1.PolicyRule{{
 			APIGroups:     []string{""},
 			Resources:     []string{"secrets"},
-			ResourceNames: append(readable, spec.ExtraSecrets...),
+			ResourceNames: names,
 			Verbs:         []string{"get", "list", "watch", "patch", "update"},
-		}},
+		}}
 	}
 	o.RoleBinding = &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
