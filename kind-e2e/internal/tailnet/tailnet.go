@@ -9,10 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/charmbracelet/log"
 	"tailscale.com/net/netns"
@@ -49,6 +47,12 @@ type Tailnet struct {
 	devices *deviceRegistry
 	relay   *relay
 	srv     *http.Server
+	conns   *connTracker
+	fields  *controlFields
+	logger  *log.Logger
+	// saveMu orders saveNodes calls, so an older snapshot of the nodes
+	// never overwrites a newer one.
+	saveMu sync.Mutex
 }
 
 // Start runs the tailnet until Close.
@@ -73,7 +77,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	t := &Tailnet{
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
 		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
-		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl,
+		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
 	}
 	t.Control = &testcontrol.Server{
 		Logf: logf, DERPMap: derpMap, MagicDNSDomain: cfg.MagicDNSDomain, AllOnline: true,
@@ -88,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		},
 	}
 	t.Control.HoldMapRequest = t.followHostname
-	if err := t.guardRegistration(); err != nil {
+	if err := t.prepareControl(); err != nil {
 		ln.Close()
 		rl.close()
 		return nil, err
@@ -103,33 +107,42 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		http.Error(w, "devcluster tailnet: no such endpoint "+r.URL.Path, http.StatusNotFound)
 	})
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = t.srv.Serve(ln) }()
+	t.conns = &connTracker{Listener: ln, conns: map[*trackedConn]struct{}{}}
+	go func() { _ = t.srv.Serve(t.conns) }()
 	return t, nil
 }
 
-// Close stops the API, the control server and the relay.
+// Close stops the API, the control server and the relay, and saves the
+// nodes for the next Start.
 func (t *Tailnet) Close() {
 	_ = t.srv.Close()
+	t.conns.closeAll()
 	t.relay.close()
+	t.saveNodes()
 }
 
-// guardRegistration puts a check in front of testcontrol's register
+// prepareControl reaches into testcontrol (see controlFields), restores the
+// saved keys and nodes, and puts a check in front of testcontrol's register
 // handler, which only knows one shared auth key: registrations must carry a
 // key minted through the API (reusable, single-use, tags, ephemeral).
-// testcontrol keeps that handler in an unexported mux, so it is swapped in
-// by reflection once, before the server serves anything.
-func (t *Tailnet) guardRegistration() error {
+// testcontrol keeps that handler in an unexported mux, swapped here before
+// the server serves anything.
+func (t *Tailnet) prepareControl() error {
+	// The first request builds testcontrol's mux.
 	t.Control.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/generate_204", nil))
-	f := reflect.ValueOf(t.Control).Elem().FieldByName("mux")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[*http.ServeMux]() {
-		return fmt.Errorf("tailnet: testcontrol.Server has no mux field of type *http.ServeMux; update guardRegistration for this tailscale.com version")
+	f, err := reachControl(t.Control)
+	if err != nil {
+		return err
 	}
-	ptr := (**http.ServeMux)(unsafe.Pointer(f.UnsafeAddr()))
-	orig := *ptr
+	t.fields = f
+	if err := t.restore(); err != nil {
+		return err
+	}
+	orig := *f.mux
 	guarded := http.NewServeMux()
 	guarded.Handle("/", orig)
 	guarded.HandleFunc("/machine/register", func(w http.ResponseWriter, r *http.Request) { t.serveRegister(w, r, orig) })
-	*ptr = guarded
+	*f.mux = guarded
 	return nil
 }
 
@@ -166,12 +179,16 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral}
 		t.store.admit(nk, adm)
 	}
+	// testcontrol takes the new node's owner from its user table.
+	u, l := t.owner(adm.Tags)
+	t.fields.setOwner(req.NodeKey, u, l)
 	next.ServeHTTP(w, r)
 	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
 	if n := t.Control.Node(req.NodeKey); n != nil && len(adm.Tags) > 0 {
 		n.Tags = adm.Tags
 		t.Control.UpdateNode(n)
 	}
+	t.saveNodes()
 }
 
 // followHostname makes a device's MagicDNS name follow its hostname, as
@@ -196,6 +213,7 @@ func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
 		// UpdateNode is lost, and resent by the node's next map request.
 		n.Name = want
 		t.Control.UpdateNode(n)
+		t.saveNodes()
 	}
 }
 
@@ -220,6 +238,7 @@ func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	}
 	n.KeyExpiry = time.Now().Add(-time.Minute)
 	t.Control.UpdateNode(n)
+	t.saveNodes()
 }
 
 type deviceInfo struct {
