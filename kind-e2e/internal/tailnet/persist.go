@@ -89,7 +89,7 @@ func (t *Tailnet) saveNodes() {
 
 // taggedDevicesID is the user that owns tagged devices, as on Tailscale,
 // where a tagged device belongs to no person.
-const taggedDevicesID tailcfg.UserID = 1_000_000
+const taggedDevicesID tailcfg.UserID = 2147455555
 
 // owner returns the user and login a node with these tags belongs to:
 // tagged devices to "tagged-devices" (as on Tailscale), the others to the

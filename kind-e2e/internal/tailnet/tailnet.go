@@ -50,6 +50,9 @@ type Tailnet struct {
 	conns   *connTracker
 	fields  *controlFields
 	logger  *log.Logger
+	// regMu makes registrations and renames one at a time: each takes a
+	// free ID and name.
+	regMu sync.Mutex
 	// saveMu orders saveNodes calls, so an older snapshot of the nodes
 	// never overwrites a newer one.
 	saveMu sync.Mutex
@@ -142,6 +145,7 @@ func (t *Tailnet) prepareControl() error {
 	guarded := http.NewServeMux()
 	guarded.Handle("/", orig)
 	guarded.HandleFunc("/machine/register", func(w http.ResponseWriter, r *http.Request) { t.serveRegister(w, r, orig) })
+	guarded.HandleFunc("/machine/map", func(w http.ResponseWriter, r *http.Request) { t.serveMap(w, r, orig) })
 	*f.mux = guarded
 	return nil
 }
@@ -179,33 +183,61 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral}
 		t.store.admit(nk, adm)
 	}
+	if known {
+		// A deleted device's node key, let in again with a new auth key:
+		// a new device, as on Tailscale.
+		t.fields.remove(req.NodeKey)
+	}
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
 	// testcontrol takes the new node's owner from its user table.
 	u, l := t.owner(adm.Tags)
 	t.fields.setOwner(req.NodeKey, u, l)
-	next.ServeHTTP(w, r)
-	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
-	if n := t.Control.Node(req.NodeKey); n != nil && len(adm.Tags) > 0 {
-		n.Tags = adm.Tags
-		t.Control.UpdateNode(n)
+	// The answer waits until the node has its final ID (its IPs), tags and
+	// name, so the node never sees provisional ones.
+	rec := httptest.NewRecorder()
+	next.ServeHTTP(rec, r)
+	if n := t.Control.Node(req.NodeKey); n != nil {
+		changed := t.uniqueID(n)
+		if len(adm.Tags) > 0 {
+			n.Tags, changed = adm.Tags, true
+		}
+		if name := t.nodeName(n); name != n.Name {
+			n.Name, changed = name, true
+		}
+		if changed {
+			t.Control.UpdateNode(n)
+		}
 	}
+	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
 	t.saveNodes()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 // followHostname makes a device's MagicDNS name follow its hostname, as
 // Tailscale's control server does for machines not renamed by hand: a node
 // that reports a new hostname (a proxy whose tailscale.com/hostname
-// changed) gets the new name, and every peer learns it. testcontrol keeps
-// the name given at registration; this runs after each map request.
+// changed) gets the new name (de-duplicated, see nodeName), and every peer
+// learns it. testcontrol keeps the name given at registration; this runs
+// after each map request.
 func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
 	if req.Hostinfo == nil || req.Hostinfo.Hostname == "" {
 		return nil
 	}
 	return func() {
+		// Names are decided one at a time, so two nodes never take the
+		// same free name.
+		t.regMu.Lock()
+		defer t.regMu.Unlock()
 		n := t.Control.Node(req.NodeKey)
 		if n == nil || !n.Hostinfo.Valid() || n.Hostinfo.Hostname() == "" {
 			return
 		}
-		want := n.Hostinfo.Hostname() + "." + t.MagicDNSDomain + "."
+		want := t.nodeName(n)
 		if n.Name == want {
 			return
 		}
@@ -228,8 +260,10 @@ func (t *Tailnet) liveNodes() []*tailcfg.Node {
 	return out
 }
 
-// removeNode deletes a device: it disappears from the API and its node key
-// expires, which logs the node out.
+// removeNode deletes a device: it disappears from the API and from its
+// peers' netmaps (serveMap), and its node key expires, which logs the node
+// out. testcontrol keeps the node (it has no way to delete one), which is
+// what lets the node learn it was logged out.
 func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	t.devices.remove(n.Key)
 	if a, ok := t.store.admitted(n.Key.String()); ok {
