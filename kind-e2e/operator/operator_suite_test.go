@@ -30,6 +30,7 @@ var suite struct {
 	root, dir, devcluster string
 	cmd                   *exec.Cmd
 	exited                chan struct{}
+	exitErr               error // what `go tool task dev` ended with
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -48,8 +49,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// Exactly the README's main command, so that CI proves it works.
 	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(dir, "cluster"))
 	cmd.Dir = root
-	// Its own process group: SIGINT at the end reaches task, go run,
-	// devinstall and devcluster alike, as Ctrl-C in a terminal would.
+	// Its own process group: SIGINT at the end reaches task, devinstall
+	// and devcluster alike, as Ctrl-C in a terminal would.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
@@ -66,7 +67,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			}
 		}
 	}()
-	go func() { _ = cmd.Wait(); close(suite.exited) }()
+	go func() { suite.exitErr = cmd.Wait(); close(suite.exited) }()
 	select {
 	case <-installed:
 	case <-suite.exited:
@@ -77,10 +78,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(6*time.Minute))
 
 var _ = AfterSuite(func() {
+	var stoppedCleanly bool
 	if suite.cmd != nil && suite.cmd.Process != nil {
 		_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGINT)
 		select {
 		case <-suite.exited:
+			stoppedCleanly = true
 		case <-time.After(time.Minute):
 			_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGKILL)
 		}
@@ -88,6 +91,15 @@ var _ = AfterSuite(func() {
 	}
 	if suite.dir != "" {
 		_ = os.RemoveAll(suite.dir)
+	}
+	if suite.cmd != nil && suite.cmd.Process != nil {
+		// Ctrl-C is the documented way to stop `go tool task dev`: it must
+		// end it, with exit status 0 and no "task: Failed to run task".
+		Expect(stoppedCleanly).To(BeTrue(), "`go tool task dev` did not stop within a minute of Ctrl-C")
+		Expect(suite.exitErr).NotTo(HaveOccurred(), "`go tool task dev` after Ctrl-C; see "+suite.dir+".log")
+		log, err := os.ReadFile(suite.dir + ".log")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(log)).NotTo(ContainSubstring("Failed to run task"))
 	}
 })
 
