@@ -3,6 +3,7 @@ package tailnet
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/charmbracelet/log"
 	tsapi "tailscale.com/client/tailscale/v2"
+	"tailscale.com/control/controlhttp"
+	"tailscale.com/tailcfg"
+	"tailscale.com/types/key"
 	"tailscale.com/tsnet"
 )
 
@@ -117,4 +121,29 @@ func TestRestartResumesTheTailnet(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// A client that knows the control key (it ran before the restart) opens
+// Noise on /ts2021 without fetching /key first. testcontrol made its keys
+// on the first /key, and panicked on such a connection.
+func TestNoiseBeforeKey(t *testing.T) {
+	tn := startForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noise, _, err := tn.store.controlKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(tn.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &controlhttp.Dialer{Hostname: host, HTTPPort: port, HTTPSPort: controlhttp.NoPort,
+		MachineKey: key.NewMachine(), ControlKey: noise.Public(),
+		ProtocolVersion: uint16(tailcfg.CurrentCapabilityVersion), Logf: t.Logf}
+	conn, err := d.Dial(ctx)
+	if err != nil {
+		t.Fatalf("Noise handshake before any /key: %v", err)
+	}
+	conn.Close()
 }
