@@ -14,8 +14,8 @@ import (
 	tsapi "tailscale.com/client/tailscale/v2"
 	"tailscale.com/control/controlhttp"
 	"tailscale.com/tailcfg"
-	"tailscale.com/types/key"
 	"tailscale.com/tsnet"
+	"tailscale.com/types/key"
 )
 
 // startAt starts a tailnet on state and addr (host:port, or 127.0.0.1:0).
