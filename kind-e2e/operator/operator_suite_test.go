@@ -8,6 +8,7 @@ package operator
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,9 @@ func TestOperator(t *testing.T) {
 }
 
 // suite is the running devcluster with the operator.
-var suite struct {
+var suite = &suiteState{}
+
+type suiteState struct {
 	root, dir, devcluster string
 	cmd                   *exec.Cmd
 	exited                chan struct{}
@@ -44,49 +47,65 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "devcluster-operator-")
 	Expect(err).NotTo(HaveOccurred())
 	suite.dir = dir
-	logFile, err := os.Create(dir + ".log")
+	suite.startDev(ctx)
+}, NodeTimeout(6*time.Minute))
+
+// startDev runs `go tool task dev` on the suite's folder and waits until
+// the operator is installed. Its output is appended to the suite's log.
+func (sc *suiteState) startDev(ctx context.Context) {
+	GinkgoHelper()
+	logFile, err := os.OpenFile(sc.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	Expect(err).NotTo(HaveOccurred())
 	// Exactly the README's main command, so that CI proves it works.
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(dir, "cluster"))
-	cmd.Dir = root
-	// Its own process group: SIGINT at the end reaches task, devinstall
-	// and devcluster alike, as Ctrl-C in a terminal would.
+	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"))
+	cmd.Dir = sc.root
+	// Its own process group: SIGINT reaches task, devinstall and
+	// devcluster alike, as Ctrl-C in a terminal would.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(cmd.Start()).To(Succeed())
-	suite.cmd, suite.exited = cmd, make(chan struct{})
+	exited := make(chan struct{})
+	sc.cmd, sc.exited, sc.exitErr = cmd, exited, nil
 	installed := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			_, _ = logFile.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "operator is installed") {
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			_, _ = logFile.WriteString(lines.Text() + "\n")
+			if strings.Contains(lines.Text(), "operator is installed") {
 				close(installed)
 			}
 		}
 	}()
-	go func() { suite.exitErr = cmd.Wait(); close(suite.exited) }()
+	go func() { sc.exitErr = cmd.Wait(); logFile.Close(); close(exited) }()
 	select {
 	case <-installed:
-	case <-suite.exited:
-		Fail("`go tool task dev` exited before the operator was installed; see " + dir + ".log")
+	case <-exited:
+		Fail("`go tool task dev` exited before the operator was installed; see " + sc.dir + ".log")
 	case <-ctx.Done():
-		Fail("`go tool task dev` did not install the operator in time; see " + dir + ".log")
+		Fail("`go tool task dev` did not install the operator in time; see " + sc.dir + ".log")
 	}
-}, NodeTimeout(6*time.Minute))
+}
+
+// stopDev is Ctrl-C: SIGINT to the process group of `go tool task dev`. It
+// reports whether dev ended within a minute (else it is killed).
+func (sc *suiteState) stopDev() bool {
+	_ = syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-sc.exited:
+		return true
+	case <-time.After(time.Minute):
+		_ = syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGKILL)
+		<-sc.exited
+		return false
+	}
+}
 
 var _ = AfterSuite(func() {
 	var stoppedCleanly bool
 	if suite.cmd != nil && suite.cmd.Process != nil {
-		_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-suite.exited:
-			stoppedCleanly = true
-		case <-time.After(time.Minute):
-			_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGKILL)
-		}
+		stoppedCleanly = suite.stopDev()
 		_ = exec.Command(suite.devcluster, "down", "--dir", filepath.Join(suite.dir, "cluster")).Run()
 	}
 	if suite.dir != "" {
