@@ -9,6 +9,7 @@ package operator
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,18 @@ var _ = AfterSuite(func() {
 		log, err := os.ReadFile(suite.dir + ".log")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(log)).NotTo(ContainSubstring("Failed to run task"))
+	}
+})
+
+// The log of `go tool task dev` stays only when something failed.
+var _ = ReportAfterSuite("go tool task dev log", func(r Report) {
+	if suite.dir == "" {
+		return
+	}
+	if r.SuiteSucceeded {
+		_ = os.Remove(suite.dir + ".log")
+	} else {
+		fmt.Fprintln(os.Stderr, "go tool task dev log:", suite.dir+".log")
 	}
 })
 
