@@ -74,11 +74,19 @@ func TestInterruptIsACleanStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited { // a failed check: still stop the fake devcluster
+			cancel()
+			_ = wait()
+		}
+	})
 	args, err := os.ReadFile(filepath.Join(dir, "args"))
 	if err != nil || !strings.Contains(string(args), "--image\na=b") {
 		t.Fatalf("devcluster got %q (%v), want the options after --", args, err)
 	}
 	cancel()
+	waited = true
 	if err := wait(); err != nil {
 		t.Fatalf("an interrupted dev reported %v, want a clean stop", err)
 	}
