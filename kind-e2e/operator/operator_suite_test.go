@@ -8,6 +8,8 @@ package operator
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +28,13 @@ func TestOperator(t *testing.T) {
 }
 
 // suite is the running devcluster with the operator.
-var suite struct {
+var suite = &suiteState{}
+
+type suiteState struct {
 	root, dir, devcluster string
 	cmd                   *exec.Cmd
 	exited                chan struct{}
+	exitErr               error // what `go tool task dev` ended with
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -43,51 +48,90 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "devcluster-operator-")
 	Expect(err).NotTo(HaveOccurred())
 	suite.dir = dir
-	logFile, err := os.Create(dir + ".log")
+	suite.startDev(ctx)
+}, NodeTimeout(6*time.Minute))
+
+// startDev runs `go tool task dev` on the suite's folder and waits until
+// the operator is installed. Its output is appended to the suite's log.
+func (sc *suiteState) startDev(ctx context.Context) {
+	GinkgoHelper()
+	logFile, err := os.OpenFile(sc.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	Expect(err).NotTo(HaveOccurred())
 	// Exactly the README's main command, so that CI proves it works.
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(dir, "cluster"))
-	cmd.Dir = root
-	// Its own process group: SIGINT at the end reaches task, go run,
-	// devinstall and devcluster alike, as Ctrl-C in a terminal would.
+	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"))
+	cmd.Dir = sc.root
+	// Its own process group: SIGINT reaches task, devinstall and
+	// devcluster alike, as Ctrl-C in a terminal would.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(cmd.Start()).To(Succeed())
-	suite.cmd, suite.exited = cmd, make(chan struct{})
+	exited := make(chan struct{})
+	sc.cmd, sc.exited, sc.exitErr = cmd, exited, nil
 	installed := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			_, _ = logFile.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "operator is installed") {
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			_, _ = logFile.WriteString(lines.Text() + "\n")
+			if strings.Contains(lines.Text(), "operator is installed") {
 				close(installed)
 			}
 		}
 	}()
-	go func() { _ = cmd.Wait(); close(suite.exited) }()
+	go func() { sc.exitErr = cmd.Wait(); logFile.Close(); close(exited) }()
 	select {
 	case <-installed:
-	case <-suite.exited:
-		Fail("`go tool task dev` exited before the operator was installed; see " + dir + ".log")
+	case <-exited:
+		Fail("`go tool task dev` exited before the operator was installed; see " + sc.dir + ".log")
 	case <-ctx.Done():
-		Fail("`go tool task dev` did not install the operator in time; see " + dir + ".log")
+		Fail("`go tool task dev` did not install the operator in time; see " + sc.dir + ".log")
 	}
-}, NodeTimeout(6*time.Minute))
+}
+
+// stopDev is Ctrl-C: SIGINT to the process group of `go tool task dev`. It
+// reports whether dev ended within a minute (else it is killed).
+func (sc *suiteState) stopDev() bool {
+	_ = syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-sc.exited:
+		return true
+	case <-time.After(time.Minute):
+		_ = syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGKILL)
+		<-sc.exited
+		return false
+	}
+}
 
 var _ = AfterSuite(func() {
+	var stoppedCleanly bool
 	if suite.cmd != nil && suite.cmd.Process != nil {
-		_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-suite.exited:
-		case <-time.After(time.Minute):
-			_ = syscall.Kill(-suite.cmd.Process.Pid, syscall.SIGKILL)
-		}
+		stoppedCleanly = suite.stopDev()
 		_ = exec.Command(suite.devcluster, "down", "--dir", filepath.Join(suite.dir, "cluster")).Run()
 	}
 	if suite.dir != "" {
 		_ = os.RemoveAll(suite.dir)
+	}
+	if suite.cmd != nil && suite.cmd.Process != nil {
+		// Ctrl-C is the documented way to stop `go tool task dev`: it must
+		// end it, with exit status 0 and no "task: Failed to run task".
+		Expect(stoppedCleanly).To(BeTrue(), "`go tool task dev` did not stop within a minute of Ctrl-C")
+		Expect(suite.exitErr).NotTo(HaveOccurred(), "`go tool task dev` after Ctrl-C; see "+suite.dir+".log")
+		log, err := os.ReadFile(suite.dir + ".log")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(log)).NotTo(ContainSubstring("Failed to run task"))
+	}
+})
+
+// The log of `go tool task dev` stays only when something failed.
+var _ = ReportAfterSuite("go tool task dev log", func(r Report) {
+	if suite.dir == "" {
+		return
+	}
+	if r.SuiteSucceeded {
+		_ = os.Remove(suite.dir + ".log")
+	} else {
+		fmt.Fprintln(os.Stderr, "go tool task dev log:", suite.dir+".log")
 	}
 })
 

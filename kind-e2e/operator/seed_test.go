@@ -31,4 +31,19 @@ var _ = Describe("the seed's examples", Ordered, func() {
 			return devcluster("curl", "https://my-app.devcluster.ts.net/")
 		}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"my-app-`))
 	})
+
+	It("still serves both after Ctrl-C and go tool task dev again: the same tailnet and CA", func(ctx SpecContext) {
+		Expect(suite.stopDev()).To(BeTrue(), "`go tool task dev` did not stop within a minute of Ctrl-C")
+		Expect(suite.exitErr).NotTo(HaveOccurred(), "`go tool task dev` after Ctrl-C")
+		suite.startDev(ctx)
+		// The Ingress proxy serves the certificate it got before the restart
+		// (kept in its state Secret); curl verifies it with the ca.pem the
+		// resumed devcluster wrote.
+		Eventually(func() (string, error) {
+			return devcluster("curl", "https://my-app.devcluster.ts.net/")
+		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"my-app-`))
+		Eventually(func() (string, error) {
+			return devcluster("curl", "http://default-postgres.devcluster.ts.net:5432/")
+		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"postgres-`))
+	}, SpecTimeout(5*time.Minute))
 })

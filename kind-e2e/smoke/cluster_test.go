@@ -209,11 +209,15 @@ var _ = Describe("devcluster", Ordered, func() {
 		groups, _ := os.ReadDir(c.dir + "/run/pgids")
 		Expect(groups).NotTo(BeEmpty(), "the node records the pods' process groups")
 
-		By("letting in a node whose state survives the restart")
+		By("letting in a node whose state survives the restart, with a certificate")
 		stateDir := GinkgoT().TempDir()
 		survivor := persistentNode("survivor", mintKey(ctx, apiClient(), false), stateDir)
-		_, err = survivor.Up(ctx)
+		st, err := survivor.Up(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		Expect(st.TailscaleIPs).NotTo(BeEmpty())
+		survivorIP := st.TailscaleIPs[0].String()
+		certPEM := survivorCert(ctx, survivor)
+		Expect(verifyWithTailnetCA(certPEM)).To(Succeed())
 		Expect(survivor.Close()).To(Succeed())
 
 		onPodsOrService := func(ip net.IP) bool {
@@ -268,12 +272,22 @@ var _ = Describe("devcluster", Ordered, func() {
 		_, err = again.Up(upCtx)
 		Expect(err).NotTo(HaveOccurred())
 		// Up can report Running from the saved state before control has
-		// registered the node again; the device list is what proves it.
+		// registered the node again; the device list is what proves it:
+		// one device, with the IP it had before.
 		Eventually(func(g Gomega) {
 			devices, err := apiClient().Devices().List(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(devices).To(ContainElement(HaveField("Hostname", "survivor")))
+			var addrs [][]string
+			for _, d := range devices {
+				if d.Hostname == "survivor" {
+					addrs = append(addrs, d.Addresses)
+				}
+			}
+			g.Expect(addrs).To(ConsistOf(ContainElement(survivorIP)))
 		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		By("verifying the certificate issued before the restart with the CA published after it")
+		Expect(verifyWithTailnetCA(certPEM)).To(Succeed())
 	}, SpecTimeout(3*time.Minute))
 })
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -131,4 +133,51 @@ func tailnetSpecs() {
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		Expect(string(out)).To(ContainSubstring("hello over the tailnet"))
 	}, SpecTimeout(2*time.Minute))
+}
+
+// survivorCert gets node's certificate (full chain, PEM) from Pebble
+// through tailscale's certificate code.
+func survivorCert(ctx context.Context, node *tsnet.Server) []byte {
+	GinkgoHelper()
+	lc, err := node.LocalClient()
+	Expect(err).NotTo(HaveOccurred())
+	certCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	certPEM, _, err := lc.CertPair(certCtx, "survivor."+suiteCluster.env["TS_MAGICDNS_DOMAIN"])
+	Expect(err).NotTo(HaveOccurred())
+	return certPEM
+}
+
+// verifyWithTailnetCA checks a PEM chain against the root devcluster
+// publishes now (TS_CA_FILE), as a client of the tailnet would.
+func verifyWithTailnetCA(chainPEM []byte) error {
+	root, err := os.ReadFile(suiteCluster.env["TS_CA_FILE"])
+	if err != nil {
+		return err
+	}
+	roots, inters := x509.NewCertPool(), x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(root) {
+		return fmt.Errorf("no certificate in %s", suiteCluster.env["TS_CA_FILE"])
+	}
+	var leaf *x509.Certificate
+	for rest := chainPEM; ; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return err
+		}
+		if leaf == nil {
+			leaf = c
+		} else {
+			inters.AddCert(c)
+		}
+	}
+	if leaf == nil {
+		return fmt.Errorf("no certificate in the chain")
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inters, DNSName: "survivor." + suiteCluster.env["TS_MAGICDNS_DOMAIN"]})
+	return err
 }

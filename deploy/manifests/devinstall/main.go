@@ -33,43 +33,96 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".devcluster", "devcluster folder (kubeconfig, tailnet.env)")
-	up := flag.String("up", "", "devcluster binary: start `devcluster up --dir DIR --bin BIN` first and keep it running")
-	bin := flag.String("bin", "bin", "folder with tailplane-operator and tailplane-proxy (for --up)")
-	flag.Parse()
 	logger := log.NewWithOptions(os.Stderr, log.Options{Prefix: "dev"})
+	o, err := parseArgs(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		logger.Error(err.Error())
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *dir, *up, *bin, logger); err != nil {
+	if err := run(ctx, o, logger); err != nil {
 		logger.Error(err.Error())
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir, up, bin string, logger *log.Logger) error {
+// options are devinstall's flags; UpArgs are the devcluster up options
+// given after "--".
+type options struct {
+	Dir, Up, Bin string
+	UpArgs       []string
+}
+
+func parseArgs(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("devinstall", flag.ContinueOnError)
+	fs.StringVar(&o.Dir, "dir", ".devcluster", "devcluster folder (kubeconfig, tailnet.env)")
+	fs.StringVar(&o.Up, "up", "", "devcluster binary: start \"devcluster up --dir DIR --bin BIN [options after --]\" first and keep it running")
+	fs.StringVar(&o.Bin, "bin", "bin", "folder with tailplane-operator and tailplane-proxy (for --up)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: devinstall [--dir D] [--up DEVCLUSTER [--bin B]] [-- devcluster up options, e.g. --image 'GLOB=BINARY']")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.UpArgs = fs.Args()
+	if len(o.UpArgs) > 0 && o.Up == "" {
+		return o, fmt.Errorf("devcluster options %q need --up (they are passed to devcluster up)", o.UpArgs)
+	}
+	for _, a := range o.UpArgs {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "dir" || name == "bin") {
+			return o, fmt.Errorf("devcluster option %q is set by devinstall: use --%s (DEV_DIR for go tool task dev) instead", a, name)
+		}
+	}
+	return o, nil
+}
+
+// upCommand is the devcluster up command line for o.
+func upCommand(o options) []string {
+	return append([]string{"up", "--dir", o.Dir, "--bin", o.Bin}, o.UpArgs...)
+}
+
+// run starts the cluster (with --up), installs, prints what to try and
+// waits. A signal (Ctrl-C, the documented way to stop `go tool task dev`)
+// is a normal end: the cluster is stopped and run returns nil.
+func run(ctx context.Context, o options, logger *log.Logger) error {
 	var wait func() error
-	if up != "" {
+	if o.Up != "" {
 		var err error
-		if wait, err = startCluster(ctx, up, dir, bin, logger); err != nil {
+		if wait, err = startCluster(ctx, o.Up, upCommand(o), logger); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 	}
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := Install(ictx, dir, logger); err != nil {
+	if err := Install(ictx, o.Dir, logger); err != nil {
+		if ctx.Err() != nil && wait != nil {
+			return wait()
+		}
 		return err
 	}
-	printTry(dir)
+	printTry(o.Dir)
 	if wait != nil {
 		return wait()
 	}
 	return nil
 }
 
-// startCluster runs `devcluster up` and waits for its ready line; the
-// returned func waits for it to end (Ctrl-C stops it).
-func startCluster(ctx context.Context, devcluster, dir, bin string, logger *log.Logger) (func() error, error) {
-	cmd := exec.Command(devcluster, "up", "--dir", dir, "--bin", bin)
+// startCluster runs devcluster with args (up ...) and waits for its ready
+// line; the returned func waits for it to end. When ctx ends (Ctrl-C), it
+// interrupts devcluster, which stops everything it started, and reports a
+// clean stop as nil.
+func startCluster(ctx context.Context, devcluster string, args []string, logger *log.Logger) (func() error, error) {
+	cmd := exec.Command(devcluster, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -103,15 +156,16 @@ func startCluster(ctx context.Context, devcluster, dir, bin string, logger *log.
 	return func() error {
 		select {
 		case err := <-exited:
-			return err
+			if ctx.Err() != nil {
+				return nil // it had the same Ctrl-C and stopped first
+			}
+			return fmt.Errorf("devcluster up exited: %v", err)
 		case <-ctx.Done():
 			_ = cmd.Process.Signal(os.Interrupt)
-			err := <-exited
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				return nil
+			if err := <-exited; err != nil {
+				return fmt.Errorf("devcluster up did not stop cleanly: %w", err)
 			}
-			return err
+			return nil
 		}
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,34 +53,27 @@ func startTailnet(ctx context.Context, dir string, localCA *pki.CA, logger *log.
 		dns.Close()
 		return nil, err
 	}
-	ca, err := acme.Start(ctx, acme.Config{Addr: "127.0.0.1:0", Cert: cert, Resolver: dns.Addr, Logger: logger.WithPrefix("pebble")})
+	// Both listen where they did before, when they can: pods and clients
+	// started earlier keep the URLs they were given.
+	ca, err := onSameAddr(filepath.Join(dir, "acme.addr"), func(addr string) (*acme.CA, error) {
+		return acme.Start(ctx, acme.Config{Addr: addr, Cert: cert, Resolver: dns.Addr, StateDir: filepath.Join(dir, "pebble"), Logger: logger.WithPrefix("pebble")})
+	}, func(ca *acme.CA) string { return hostPort(ca.DirectoryURL) })
 	if err != nil {
 		dns.Close()
 		return nil, err
 	}
-	addr := "127.0.0.1:0"
-	addrFile := filepath.Join(dir, "tailnet.addr")
-	if b, err := os.ReadFile(addrFile); err == nil {
-		addr = strings.TrimSpace(string(b))
-	}
-	tn, err := tailnet.Start(ctx, tailnet.Config{
-		StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain,
-		OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
-	})
-	if err != nil && addr != "127.0.0.1:0" {
-		// The old port is taken: take any.
-		tn, err = tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: "127.0.0.1:0", MagicDNSDomain: magicDNSDomain,
+	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), func(addr string) (*tailnet.Tailnet, error) {
+		return tailnet.Start(ctx, tailnet.Config{
+			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain,
 			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
 		})
-	}
+	}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
 	if err != nil {
 		ca.Close()
 		dns.Close()
 		return nil, err
 	}
 	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
-	_ = os.WriteFile(addrFile, []byte(strings.TrimPrefix(tn.URL, "http://")), 0o644)
 	acmeCA := filepath.Join(dir, "acme-ca.pem")
 	env := strings.Join([]string{
 		"# devcluster tailnet; source this file or read it as KEY=VALUE lines.",
@@ -106,4 +100,31 @@ func startTailnet(ctx context.Context, dir string, localCA *pki.CA, logger *log.
 		}
 	}
 	return s, nil
+}
+
+// onSameAddr starts a server on the address saved in file (any loopback
+// port the first time, or when that one is taken) and saves the address it
+// got.
+func onSameAddr[T any](file string, start func(addr string) (T, error), addrOf func(T) string) (T, error) {
+	addr := "127.0.0.1:0"
+	if b, err := os.ReadFile(file); err == nil {
+		addr = strings.TrimSpace(string(b))
+	}
+	v, err := start(addr)
+	if err != nil && addr != "127.0.0.1:0" {
+		v, err = start("127.0.0.1:0")
+	}
+	if err != nil {
+		return v, err
+	}
+	_ = os.WriteFile(file, []byte(addrOf(v)), 0o644)
+	return v, nil
+}
+
+// hostPort is the host:port of a URL.
+func hostPort(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Host
+	}
+	return u
 }

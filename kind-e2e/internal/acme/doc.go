@@ -3,5 +3,8 @@
 // records, which the tailnet's control server fills from the records nodes
 // publish when they request a certificate.
 //
+// Pebble issues from a root and intermediate kept in the cluster folder, so
+// a resumed cluster is the same CA.
+//
 // It may import Pebble, miekg/dns and charmbracelet/log.
 package acme

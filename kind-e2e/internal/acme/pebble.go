@@ -3,6 +3,7 @@ package acme
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	stdlog "log"
 	"net"
@@ -39,6 +40,10 @@ type Config struct {
 	Cert tls.Certificate
 	// Resolver is the DNS server (host:port) DNS-01 TXT records are read from.
 	Resolver string
+	// StateDir keeps the root and the intermediate that signs certificates,
+	// created on the first start and reused after, so certificates issued
+	// before a restart still verify. Required.
+	StateDir string
 	Logger   *log.Logger
 }
 
@@ -53,10 +58,20 @@ func Start(ctx context.Context, cfg Config) (*CA, error) {
 	authority := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{
 		"default": {Description: "devcluster default profile"},
 	})
+	if cfg.StateDir == "" {
+		return nil, errors.New("acme: Config.StateDir is required")
+	}
+	root, inter, err := loadOrCreateChain(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := installChain(authority, root, inter); err != nil {
+		return nil, err
+	}
 	validator := va.New(logger, 80, 443, false, cfg.Resolver, store)
 	front := wfe.New(logger, store, validator, authority, []string{"pebble.letsencrypt.org"}, false, false, 3, 5)
 
-	root, err := fetchRoot(front.ManagementHandler())
+	rootPEM, err := fetchRoot(front.ManagementHandler())
 	if err != nil {
 		return nil, err
 	}
@@ -71,13 +86,13 @@ func Start(ctx context.Context, cfg Config) (*CA, error) {
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cfg.Cert}},
 	}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	return &CA{DirectoryURL: "https://" + ln.Addr().String() + "/dir", RootPEM: root, srv: srv}, nil
+	return &CA{DirectoryURL: "https://" + ln.Addr().String() + "/dir", RootPEM: rootPEM, srv: srv}, nil
 }
 
 // Close stops the ACME server.
 func (c *CA) Close() { _ = c.srv.Close() }
 
-// fetchRoot reads the issuing root (Pebble makes a new one at every start).
+// fetchRoot reads the issuing root as Pebble serves it.
 func fetchRoot(mgmt http.Handler) ([]byte, error) {
 	rec := httptest.NewRecorder()
 	mgmt.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, wfe.RootCertPath+"0", nil))

@@ -274,6 +274,10 @@ func (t *Tailnet) serveSetTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.Tags = req.Tags
+	u, l := t.owner(n.Tags)
+	t.fields.setOwner(n.Key, u, l)
+	n.User = u.ID
 	t.Control.UpdateNode(n)
+	t.saveNodes()
 	w.WriteHeader(http.StatusOK)
 }

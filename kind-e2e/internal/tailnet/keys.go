@@ -41,7 +41,10 @@ type store struct {
 	// gave them, so that nodes rejoin a resumed cluster (whose control
 	// server starts empty) without a new auth key.
 	Admitted map[string]admission `json:"admitted"`
-	tokens   map[string]time.Time
+	// Control is the control server's own state (keys, nodes), so that a
+	// resumed cluster is the same tailnet to the nodes that were in it.
+	Control controlState `json:"control"`
+	tokens  map[string]time.Time
 }
 
 // admission is what a node got when it was let in.

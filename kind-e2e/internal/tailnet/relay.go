@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 
 	"tailscale.com/derp/derpserver"
 	"tailscale.com/net/stun"
@@ -78,5 +79,52 @@ func serveSTUN(pc net.PacketConn) {
 			continue
 		}
 		_, _ = pc.WriteTo(stun.Response(txid, ua.AddrPort()), from)
+	}
+}
+
+// connTracker is a listener that remembers its open connections, so that
+// Close can end the ones http.Server.Close leaves alone: connections
+// hijacked for Noise (/ts2021), which would otherwise keep talking to a
+// stopped control server.
+type connTracker struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+}
+
+type trackedConn struct {
+	net.Conn
+	t *connTracker
+}
+
+func (l *connTracker) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, t: l}
+	l.mu.Lock()
+	l.conns[tc] = struct{}{}
+	l.mu.Unlock()
+	return tc, nil
+}
+
+func (c *trackedConn) Close() error {
+	c.t.mu.Lock()
+	delete(c.t.conns, c)
+	c.t.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// closeAll closes every connection still open.
+func (l *connTracker) closeAll() {
+	l.mu.Lock()
+	conns := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
 	}
 }

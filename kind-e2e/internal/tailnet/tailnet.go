@@ -9,10 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/charmbracelet/log"
 	"tailscale.com/net/netns"
@@ -49,6 +47,15 @@ type Tailnet struct {
 	devices *deviceRegistry
 	relay   *relay
 	srv     *http.Server
+	conns   *connTracker
+	fields  *controlFields
+	logger  *log.Logger
+	// regMu makes registrations and renames one at a time: each takes a
+	// free ID and name.
+	regMu sync.Mutex
+	// saveMu orders saveNodes calls, so an older snapshot of the nodes
+	// never overwrites a newer one.
+	saveMu sync.Mutex
 }
 
 // Start runs the tailnet until Close.
@@ -73,7 +80,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	t := &Tailnet{
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
 		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
-		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl,
+		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
 	}
 	t.Control = &testcontrol.Server{
 		Logf: logf, DERPMap: derpMap, MagicDNSDomain: cfg.MagicDNSDomain, AllOnline: true,
@@ -88,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		},
 	}
 	t.Control.HoldMapRequest = t.followHostname
-	if err := t.guardRegistration(); err != nil {
+	if err := t.prepareControl(); err != nil {
 		ln.Close()
 		rl.close()
 		return nil, err
@@ -103,33 +110,43 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		http.Error(w, "devcluster tailnet: no such endpoint "+r.URL.Path, http.StatusNotFound)
 	})
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = t.srv.Serve(ln) }()
+	t.conns = &connTracker{Listener: ln, conns: map[*trackedConn]struct{}{}}
+	go func() { _ = t.srv.Serve(t.conns) }()
 	return t, nil
 }
 
-// Close stops the API, the control server and the relay.
+// Close stops the API, the control server and the relay, and saves the
+// nodes for the next Start.
 func (t *Tailnet) Close() {
 	_ = t.srv.Close()
+	t.conns.closeAll()
 	t.relay.close()
+	t.saveNodes()
 }
 
-// guardRegistration puts a check in front of testcontrol's register
+// prepareControl reaches into testcontrol (see controlFields), restores the
+// saved keys and nodes, and puts a check in front of testcontrol's register
 // handler, which only knows one shared auth key: registrations must carry a
 // key minted through the API (reusable, single-use, tags, ephemeral).
-// testcontrol keeps that handler in an unexported mux, so it is swapped in
-// by reflection once, before the server serves anything.
-func (t *Tailnet) guardRegistration() error {
+// testcontrol keeps that handler in an unexported mux, swapped here before
+// the server serves anything.
+func (t *Tailnet) prepareControl() error {
+	// The first request builds testcontrol's mux.
 	t.Control.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/generate_204", nil))
-	f := reflect.ValueOf(t.Control).Elem().FieldByName("mux")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[*http.ServeMux]() {
-		return fmt.Errorf("tailnet: testcontrol.Server has no mux field of type *http.ServeMux; update guardRegistration for this tailscale.com version")
+	f, err := reachControl(t.Control)
+	if err != nil {
+		return err
 	}
-	ptr := (**http.ServeMux)(unsafe.Pointer(f.UnsafeAddr()))
-	orig := *ptr
+	t.fields = f
+	if err := t.restore(); err != nil {
+		return err
+	}
+	orig := *f.mux
 	guarded := http.NewServeMux()
 	guarded.Handle("/", orig)
 	guarded.HandleFunc("/machine/register", func(w http.ResponseWriter, r *http.Request) { t.serveRegister(w, r, orig) })
-	*ptr = guarded
+	guarded.HandleFunc("/machine/map", func(w http.ResponseWriter, r *http.Request) { t.serveMap(w, r, orig) })
+	*f.mux = guarded
 	return nil
 }
 
@@ -166,29 +183,61 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral}
 		t.store.admit(nk, adm)
 	}
-	next.ServeHTTP(w, r)
-	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
-	if n := t.Control.Node(req.NodeKey); n != nil && len(adm.Tags) > 0 {
-		n.Tags = adm.Tags
-		t.Control.UpdateNode(n)
+	if known {
+		// A deleted device's node key, let in again with a new auth key:
+		// a new device, as on Tailscale.
+		t.fields.remove(req.NodeKey)
 	}
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
+	// testcontrol takes the new node's owner from its user table.
+	u, l := t.owner(adm.Tags)
+	t.fields.setOwner(req.NodeKey, u, l)
+	// The answer waits until the node has its final ID (its IPs), tags and
+	// name, so the node never sees provisional ones.
+	rec := httptest.NewRecorder()
+	next.ServeHTTP(rec, r)
+	if n := t.Control.Node(req.NodeKey); n != nil {
+		changed := t.uniqueID(n)
+		if len(adm.Tags) > 0 {
+			n.Tags, changed = adm.Tags, true
+		}
+		if name := t.nodeName(n); name != n.Name {
+			n.Name, changed = name, true
+		}
+		if changed {
+			t.Control.UpdateNode(n)
+		}
+	}
+	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
+	t.saveNodes()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 // followHostname makes a device's MagicDNS name follow its hostname, as
 // Tailscale's control server does for machines not renamed by hand: a node
 // that reports a new hostname (a proxy whose tailscale.com/hostname
-// changed) gets the new name, and every peer learns it. testcontrol keeps
-// the name given at registration; this runs after each map request.
+// changed) gets the new name (de-duplicated, see nodeName), and every peer
+// learns it. testcontrol keeps the name given at registration; this runs
+// after each map request.
 func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
 	if req.Hostinfo == nil || req.Hostinfo.Hostname == "" {
 		return nil
 	}
 	return func() {
+		// Names are decided one at a time, so two nodes never take the
+		// same free name.
+		t.regMu.Lock()
+		defer t.regMu.Unlock()
 		n := t.Control.Node(req.NodeKey)
 		if n == nil || !n.Hostinfo.Valid() || n.Hostinfo.Hostname() == "" {
 			return
 		}
-		want := n.Hostinfo.Hostname() + "." + t.MagicDNSDomain + "."
+		want := t.nodeName(n)
 		if n.Name == want {
 			return
 		}
@@ -196,6 +245,7 @@ func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
 		// UpdateNode is lost, and resent by the node's next map request.
 		n.Name = want
 		t.Control.UpdateNode(n)
+		t.saveNodes()
 	}
 }
 
@@ -210,8 +260,10 @@ func (t *Tailnet) liveNodes() []*tailcfg.Node {
 	return out
 }
 
-// removeNode deletes a device: it disappears from the API and its node key
-// expires, which logs the node out.
+// removeNode deletes a device: it disappears from the API and from its
+// peers' netmaps (serveMap), and its node key expires, which logs the node
+// out. testcontrol keeps the node (it has no way to delete one), which is
+// what lets the node learn it was logged out.
 func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	t.devices.remove(n.Key)
 	if a, ok := t.store.admitted(n.Key.String()); ok {
@@ -220,6 +272,7 @@ func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	}
 	n.KeyExpiry = time.Now().Add(-time.Minute)
 	t.Control.UpdateNode(n)
+	t.saveNodes()
 }
 
 type deviceInfo struct {

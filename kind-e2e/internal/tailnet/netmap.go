@@ -1,0 +1,202 @@
+package tailnet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"tailscale.com/net/netaddr"
+	"tailscale.com/net/tsaddr"
+	"tailscale.com/tailcfg"
+	"tailscale.com/types/key"
+	"tailscale.com/util/zstdframe"
+)
+
+// serveMap passes a map request to testcontrol and rewrites each
+// MapResponse it streams back for that node, as Tailscale's control server
+// would send it: deleted devices are left out of the peers, and in a
+// tagged node's own map the tagged-devices profile carries the node's
+// MagicDNS name as LoginName (the official operator reads a device's DNS
+// name from there, in its state Secret), while other nodes see
+// "tagged-devices".
+func (t *Tailnet) serveMap(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req struct {
+		NodeKey  key.NodePublic
+		Compress string
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, "bad map request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	next.ServeHTTP(&mapRewriter{ResponseWriter: w, t: t, self: req.NodeKey, compress: req.Compress != ""}, r)
+}
+
+// mapRewriter cuts testcontrol's stream into its frames (4-byte
+// little-endian length, then the JSON MapResponse, zstd-compressed if the
+// node asked) and writes each one rewritten.
+type mapRewriter struct {
+	http.ResponseWriter
+	t        *Tailnet
+	self     key.NodePublic
+	compress bool
+	buf      []byte
+	err      error
+}
+
+func (m *mapRewriter) Write(p []byte) (int, error) {
+	if m.err != nil {
+		return 0, m.err
+	}
+	m.buf = append(m.buf, p...)
+	for len(m.buf) >= 4 {
+		n := int(binary.LittleEndian.Uint32(m.buf))
+		if len(m.buf) < 4+n {
+			break
+		}
+		frame := m.rewrite(m.buf[4 : 4+n])
+		m.buf = m.buf[4+n:]
+		var size [4]byte
+		binary.LittleEndian.PutUint32(size[:], uint32(len(frame)))
+		if _, err := m.ResponseWriter.Write(append(size[:], frame...)); err != nil {
+			m.err = err
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (m *mapRewriter) Flush() {
+	if f, ok := m.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// rewrite returns frame changed as serveMap says, or as it is when there
+// is nothing to change (keep-alives) or it cannot be read.
+func (m *mapRewriter) rewrite(frame []byte) []byte {
+	js := frame
+	if m.compress {
+		var err error
+		if js, err = zstdframe.AppendDecode(nil, frame); err != nil {
+			return frame
+		}
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil) {
+		return frame
+	}
+	if raw := res["Peers"]; raw != nil {
+		var peers []json.RawMessage
+		if json.Unmarshal(raw, &peers) == nil {
+			kept := peers[:0]
+			var gone []tailcfg.NodeID
+			for _, p := range peers {
+				var id struct {
+					ID  tailcfg.NodeID
+					Key key.NodePublic
+				}
+				if json.Unmarshal(p, &id) == nil && m.t.devices.removed(id.Key) {
+					gone = append(gone, id.ID)
+					continue
+				}
+				kept = append(kept, p)
+			}
+			res["Peers"], _ = json.Marshal(kept)
+			if len(kept) == 0 && len(gone) > 0 {
+				// Clients read an empty Peers as "no change": say it.
+				delete(res, "Peers")
+				res["PeersRemoved"], _ = json.Marshal(gone)
+			}
+		}
+	}
+	if raw := res["UserProfiles"]; raw != nil {
+		var profiles []tailcfg.UserProfile
+		if json.Unmarshal(raw, &profiles) == nil {
+			self := m.t.Control.Node(m.self)
+			for i := range profiles {
+				if profiles[i].ID == taggedDevicesID && self != nil && len(self.Tags) > 0 {
+					profiles[i].LoginName = strings.TrimSuffix(self.Name, ".")
+				}
+			}
+			res["UserProfiles"], _ = json.Marshal(profiles)
+		}
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return frame
+	}
+	if m.compress {
+		out = zstdframe.AppendEncode(nil, out, zstdframe.FastestCompression)
+	}
+	return out
+}
+
+// nodeName returns the MagicDNS name n should have: its hostname's, or
+// hostname-1, -2, ... when another device has that one, as Tailscale's
+// control server de-duplicates. A name already derived from the current
+// hostname is kept, so the first device keeps "name" and the second keeps
+// "name-1" even after the first leaves.
+func (t *Tailnet) nodeName(n *tailcfg.Node) string {
+	host := n.Hostinfo.Hostname()
+	if host == "" {
+		return n.Name
+	}
+	taken := map[string]bool{}
+	for _, o := range t.liveNodes() {
+		if o.Key != n.Key {
+			taken[o.Name] = true
+		}
+	}
+	fqdn := func(label string) string { return label + "." + t.MagicDNSDomain + "." }
+	label, _, _ := strings.Cut(n.Name, ".")
+	if (label == host || regexp.MustCompile("^"+regexp.QuoteMeta(host)+`-[0-9]+$`).MatchString(label)) && n.Name == fqdn(label) && !taken[n.Name] {
+		return n.Name
+	}
+	for i := 0; ; i++ {
+		l := host
+		if i > 0 {
+			l += "-" + strconv.Itoa(i)
+		}
+		if !taken[fqdn(l)] {
+			return fqdn(l)
+		}
+	}
+}
+
+// uniqueID gives a node registered just now an ID (and so addresses) of
+// its own: testcontrol numbers a new node len(nodes)+1, which repeats an ID
+// once a device is gone (deleted ones are not restored after a restart).
+// It reports whether it changed n.
+func (t *Tailnet) uniqueID(n *tailcfg.Node) bool {
+	var maxID tailcfg.NodeID
+	clash := false
+	for _, o := range t.Control.AllNodes() {
+		if o.Key == n.Key {
+			continue
+		}
+		clash = clash || o.ID == n.ID
+		maxID = max(maxID, o.ID)
+	}
+	if !clash {
+		return false
+	}
+	id := maxID + 1
+	v4 := netip.PrefixFrom(netaddr.IPv4(100, 64, uint8(id>>8), uint8(id)), 32)
+	v6 := netip.PrefixFrom(tsaddr.Tailscale4To6(v4.Addr()), 128)
+	n.ID, n.StableID = id, tailcfg.StableNodeID(fmt.Sprintf("TESTCTRL%08x", int(id)))
+	n.Addresses, n.AllowedIPs = []netip.Prefix{v4, v6}, []netip.Prefix{v4, v6}
+	return true
+}

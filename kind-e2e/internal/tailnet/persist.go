@@ -1,0 +1,104 @@
+package tailnet
+
+import (
+	"slices"
+
+	"tailscale.com/tailcfg"
+	"tailscale.com/types/key"
+)
+
+// controlState is what the control server must keep across restarts for
+// running and resumed nodes to carry on: its keys (a new Noise key makes
+// every client fail to reconnect until restarted) and its nodes (node
+// keys, IDs, which give the tailnet IPs, names and tags).
+type controlState struct {
+	NoiseKey  key.MachinePrivate `json:"noiseKey"`
+	LegacyKey key.ControlPrivate `json:"legacyKey"`
+	Nodes     []savedNode        `json:"nodes"`
+}
+
+// savedNode is one node of the control server with its device record.
+type savedNode struct {
+	Node   *tailcfg.Node `json:"node"`
+	Device deviceInfo    `json:"device"`
+}
+
+// controlKeys returns the control server's keys, creating and saving them
+// on the first start.
+func (s *store) controlKeys() (key.MachinePrivate, key.ControlPrivate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &s.Control
+	if c.NoiseKey.IsZero() || c.LegacyKey.IsZero() {
+		c.NoiseKey, c.LegacyKey = key.NewMachine(), key.NewControl()
+		if err := s.saveLocked(); err != nil {
+			return c.NoiseKey, c.LegacyKey, err
+		}
+	}
+	return c.NoiseKey, c.LegacyKey, nil
+}
+
+// savedNodes returns the nodes saved by the last run.
+func (s *store) savedNodes() []savedNode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.Control.Nodes)
+}
+
+func (s *store) setNodes(nodes []savedNode) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Control.Nodes = nodes
+	return s.saveLocked()
+}
+
+// restore puts the saved keys and nodes into the control server; it runs
+// before the server serves anything.
+func (t *Tailnet) restore() error {
+	noise, legacy, err := t.store.controlKeys()
+	if err != nil {
+		return err
+	}
+	t.fields.setKeys(noise, legacy)
+	for _, sn := range t.store.savedNodes() {
+		if sn.Node == nil || sn.Node.Key.IsZero() {
+			continue
+		}
+		u, l := t.owner(sn.Node.Tags)
+		t.fields.put(sn.Node, u, l)
+		t.devices.add(sn.Node.Key, sn.Device)
+	}
+	return nil
+}
+
+// saveNodes writes the control server's live nodes to the state file.
+// Called after every change a restart must keep (registration, rename,
+// tags, deletion) and at Close; endpoints and disco keys, which nodes
+// resend on reconnecting, may be stale in it.
+func (t *Tailnet) saveNodes() {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	var out []savedNode
+	for _, n := range t.liveNodes() {
+		out = append(out, savedNode{Node: n, Device: t.devices.info(n.Key)})
+	}
+	if err := t.store.setNodes(out); err != nil {
+		t.logger.Warn("save the tailnet's nodes", "err", err)
+	}
+}
+
+// taggedDevicesID is the user that owns tagged devices, as on Tailscale,
+// where a tagged device belongs to no person.
+const taggedDevicesID tailcfg.UserID = 2147455555
+
+// owner returns the user and login a node with these tags belongs to:
+// tagged devices to "tagged-devices" (as on Tailscale), the others to the
+// one person of devcluster's tailnet.
+func (t *Tailnet) owner(tags []string) (*tailcfg.User, *tailcfg.Login) {
+	if len(tags) > 0 {
+		return &tailcfg.User{ID: taggedDevicesID, DisplayName: "Tagged Devices"},
+			&tailcfg.Login{ID: tailcfg.LoginID(taggedDevicesID), Provider: "devcluster", LoginName: "tagged-devices", DisplayName: "Tagged Devices"}
+	}
+	return &tailcfg.User{ID: 1, DisplayName: "devcluster"},
+		&tailcfg.Login{ID: 1, Provider: "devcluster", LoginName: "devcluster@" + t.MagicDNSDomain, DisplayName: "devcluster"}
+}
