@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -105,6 +106,16 @@ func tailnetSpecs() {
 		ln, err := server.ListenTLS("tcp", ":443")
 		Expect(err).NotTo(HaveOccurred())
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/moved" {
+				http.Redirect(w, r, "/", http.StatusFound)
+				return
+			}
+			if r.Method != http.MethodGet {
+				body, _ := io.ReadAll(r.Body)
+				w.Header().Set("X-Echo", r.Header.Get("X-Canary"))
+				fmt.Fprintf(w, "%s %s", r.Method, body)
+				return
+			}
 			_, _ = io.WriteString(w, "hello over the tailnet")
 		})}
 		go func() { _ = srv.Serve(ln) }()
@@ -128,10 +139,28 @@ func tailnetSpecs() {
 			g.Expect(resp.TLS.PeerCertificates[0].DNSNames).To(ContainElement("smoke-server." + suiteCluster.env["TS_MAGICDNS_DOMAIN"]))
 		}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
 
-		By("devcluster curl, an ephemeral node trusting D/ca.pem")
-		out, err := exec.CommandContext(ctx, suiteCluster.bin, "curl", "--dir", suiteCluster.dir, url).CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		Expect(string(out)).To(ContainSubstring("hello over the tailnet"))
+		By("devcluster curl, an ephemeral node trusting D/ca.pem, quiet unless -v")
+		curl := func(args ...string) (string, string) {
+			var stdout, stderr strings.Builder
+			cmd := exec.CommandContext(ctx, suiteCluster.bin, append([]string{"curl", "--dir", suiteCluster.dir}, args...)...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			Expect(cmd.Run()).To(Succeed(), stderr.String())
+			return stdout.String(), stderr.String()
+		}
+		out, logs := curl(url)
+		Expect(out).To(Equal("hello over the tailnet"))
+		Expect(logs).To(BeEmpty())
+		By("devcluster curl with a method, a header, a body and the response headers")
+		out, _ = curl("-X", "PUT", "-H", "X-Canary: 1", "-d", "payload", "-i", url)
+		Expect(out).To(HavePrefix("HTTP/1.1 200 OK"))
+		Expect(out).To(ContainSubstring("X-Echo: 1"))
+		Expect(out).To(HaveSuffix("PUT payload"))
+		By("devcluster curl following a redirect, or not")
+		out, _ = curl(url + "moved")
+		Expect(out).To(Equal("hello over the tailnet"))
+		out, _ = curl("-i", "--no-follow", url+"moved")
+		Expect(out).To(HavePrefix("HTTP/1.1 302 Found"))
+		Expect(out).To(ContainSubstring("Location: /"))
 	}, SpecTimeout(2*time.Minute))
 }
 

@@ -43,31 +43,103 @@ func readEnvFile(path string) (map[string]string, error) {
 	return env, sc.Err()
 }
 
-// runCurl joins the tailnet as an ephemeral node (with a key minted through
-// the tailnet's API), fetches URL through it, trusting only D/ca.pem for
-// HTTPS, and prints the body.
-func runCurl(args []string) error {
-	fs := flag.NewFlagSet("curl", flag.ExitOnError)
-	dir := fs.String("dir", envOr("DEVCLUSTER_DIR", ".devcluster"), "cluster directory")
-	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
-	_ = fs.Parse(args)
+// curlOptions are devcluster curl's flags: a small subset of curl's.
+type curlOptions struct {
+	dir, method, data string
+	headers           headerFlags
+	include, noFollow bool
+	verbose           bool
+	timeout           time.Duration
+	url               *url.URL
+}
+
+// headerFlags collects repeated -H "Name: value" flags.
+type headerFlags []string
+
+func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
+func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
+
+// parseCurl reads devcluster curl's arguments.
+func parseCurl(args []string) (*curlOptions, error) {
+	o := &curlOptions{}
+	fs := flag.NewFlagSet("curl", flag.ContinueOnError)
+	fs.StringVar(&o.dir, "dir", envOr("DEVCLUSTER_DIR", ".devcluster"), "cluster directory")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.StringVar(&o.method, "X", "", "request method (default GET, or POST with -d)")
+	fs.StringVar(&o.data, "d", "", "request body (sets the method to POST unless -X is given)")
+	fs.Var(&o.headers, "H", `request header "Name: value" (repeatable)`)
+	fs.BoolVar(&o.include, "i", false, "print the response status line and headers before the body")
+	fs.BoolVar(&o.noFollow, "no-follow", false, "do not follow redirects (print the redirect itself)")
+	fs.BoolVar(&o.verbose, "v", false, "print the tailnet node's log and the request to stderr")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
 	if fs.NArg() != 1 {
-		return errors.New("curl: want exactly one URL")
+		return nil, errors.New("curl: want exactly one URL (flags go before it)")
 	}
-	target, err := url.Parse(fs.Arg(0))
-	if err != nil || target.Host == "" {
-		return fmt.Errorf("curl: bad URL %q", fs.Arg(0))
+	u, err := url.Parse(fs.Arg(0))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("curl: bad URL %q (want http:// or https://)", fs.Arg(0))
 	}
-	env, err := readEnvFile(filepath.Join(*dir, "tailnet.env"))
+	o.url = u
+	for _, h := range o.headers {
+		if name, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf(`curl: bad header %q (want "Name: value")`, h)
+		}
+	}
+	return o, nil
+}
+
+// request builds the HTTP request o describes.
+func (o *curlOptions) request(ctx context.Context) (*http.Request, error) {
+	method := o.method
+	if method == "" {
+		method = http.MethodGet
+		if o.data != "" {
+			method = http.MethodPost
+		}
+	}
+	var body io.Reader
+	if o.data != "" {
+		body = strings.NewReader(o.data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, o.url.String(), body)
 	if err != nil {
-		return fmt.Errorf("curl: %w (is devcluster up running for %s?)", err, *dir)
+		return nil, err
+	}
+	if o.data != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for _, h := range o.headers {
+		name, value, _ := strings.Cut(h, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if strings.EqualFold(name, "Host") {
+			req.Host = value
+			continue
+		}
+		req.Header.Add(name, value)
+	}
+	return req, nil
+}
+
+// runCurl joins the tailnet as an ephemeral node (with a key minted through
+// the tailnet's API), sends the request through it, trusting only
+// D/ca.pem for HTTPS, and prints the response. It is quiet unless -v.
+func runCurl(args []string) error {
+	o, err := parseCurl(args)
+	if err != nil {
+		return err
+	}
+	env, err := readEnvFile(filepath.Join(o.dir, "tailnet.env"))
+	if err != nil {
+		return fmt.Errorf("curl: %w (is devcluster up running for %s?)", err, o.dir)
 	}
 	roots := x509.NewCertPool()
 	pem, err := os.ReadFile(env["TS_CA_FILE"])
 	if err != nil || !roots.AppendCertsFromPEM(pem) {
 		return fmt.Errorf("curl: cannot read the tailnet CA %q: %v", env["TS_CA_FILE"], err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
 	authKey, err := mintKey(ctx, env, "devcluster curl", true, nil)
@@ -80,9 +152,13 @@ func runCurl(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(stateDir)
+	logf := func(string, ...any) {}
+	if o.verbose {
+		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "tsnet: "+format+"\n", args...) }
+	}
 	node := &tsnet.Server{
 		ControlURL: env["TS_CONTROL_URL"], Hostname: "devcluster-curl", AuthKey: authKey,
-		Ephemeral: true, Store: new(mem.Store), Dir: stateDir, Logf: func(string, ...any) {},
+		Ephemeral: true, Store: new(mem.Store), Dir: stateDir, Logf: logf, UserLogf: logf,
 	}
 	defer node.Close()
 	if _, err := node.Up(ctx); err != nil {
@@ -92,15 +168,31 @@ func runCurl(args []string) error {
 		DialContext:     node.Dial,
 		TLSClientConfig: &tls.Config{RootCAs: roots},
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	if o.noFollow {
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	req, err := o.request(ctx)
 	if err != nil {
 		return err
+	}
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "> %s %s\n", req.Method, req.URL)
+		for k, v := range req.Header {
+			fmt.Fprintf(os.Stderr, "> %s: %s\n", k, strings.Join(v, ", "))
+		}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("curl: %w", err)
 	}
 	defer resp.Body.Close()
+	if o.include {
+		fmt.Printf("%s %s\r\n", resp.Proto, resp.Status)
+		if err := resp.Header.Write(os.Stdout); err != nil {
+			return err
+		}
+		fmt.Print("\r\n")
+	}
 	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
 		return err
 	}

@@ -36,7 +36,9 @@ commands:
                       service proxy, tailnet); Ctrl-C or "down" stops it
   down --dir D        stop a running "up" and everything it started
   kubectl ARGS...     kubectl against D/kubeconfig (--dir D or $DEVCLUSTER_DIR)
-  curl [--dir D] URL  fetch URL from an ephemeral tailnet node trusting D/ca.pem
+  curl [--dir D] [-X METHOD] [-H "Name: value"]... [-d BODY] [-i] [--no-follow] [-v] URL
+                      send a request from an ephemeral tailnet node trusting
+                      D/ca.pem; quiet unless -v
 `
 
 func main() {
