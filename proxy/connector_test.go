@@ -9,6 +9,7 @@ import (
 
 	"tailscale.com/ipn"
 	"tailscale.com/net/tsaddr"
+	"tailscale.com/tailcfg"
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -137,16 +138,23 @@ func TestConnectorRoutesChangeLive(t *testing.T) {
 }
 
 // App connector: the pref is set on the node, the node reports itself as an
-// app connector in its Hostinfo, and its pre-configured routes are
-// advertised; turning it off clears both.
-func TestConnectorAppConnectorAdvertised(t *testing.T) {
+// app connector in its Hostinfo and advertises its pre-configured routes.
+// The routes of the app-connector node attribute control sends (what the
+// tailnet policy's nodeAttrs give) are advertised too, and once approved a
+// client reaches them through the connector. Turning it off withdraws the
+// attribute's routes and the Hostinfo flag.
+func TestConnectorAppConnector(t *testing.T) {
 	tn := tailnettest.New(t)
+	ip := hostAddr(t)
+	tcpAddr, udpAddr := echoServersOn(t, ip)
+	preset := netip.MustParsePrefix("198.51.100.0/24")
 	cfg := newConfig(tn, "appc", config.RoleConnector)
-	cfg.Connector = &config.Connector{AppConnector: true, Routes: []string{"198.51.100.0/24"}}
+	cfg.Connector = &config.Connector{AppConnector: true, Routes: []string{preset.String()}}
 	r := start(t, tn, cfg, Options{})
+	acceptRoutes(t, r.client)
 	node := r.engine.Node()
 	k := nodeKey(t, node)
-	waitAdvertised(t, tn, k, netip.MustParsePrefix("198.51.100.0/24"))
+	waitAdvertised(t, tn, k, preset)
 	appConnector := func(want bool) func() error {
 		return func() error {
 			lc, err := node.LocalClient()
@@ -172,7 +180,24 @@ func TestConnectorAppConnectorAdvertised(t *testing.T) {
 	}
 	testpoll.Until(t, 20*time.Second, "app connector advertised", appConnector(true))
 
-	cfg.Connector = &config.Connector{Routes: []string{"198.51.100.0/24"}}
+	learned := netip.PrefixFrom(ip, 32)
+	attr := fmt.Sprintf(`{"name":"app","connectors":["*"],"domains":["app.example.test"],"routes":[%q]}`, learned)
+	tn.Control.SetNodeCapMap(k, tailcfg.NodeCapMap{appConnectorAttr: []tailcfg.RawMessage{tailcfg.RawMessage(attr)}})
+	waitAdvertised(t, tn, k, preset, learned)
+	approve(t, tn, k)
+	testpoll.Until(t, 20*time.Second, "TCP through the app connector", func() error {
+		return tcpOverTailnet(r.client, tcpAddr, 5*time.Second)
+	})
+	testpoll.Until(t, 10*time.Second, "UDP through the app connector", func() error {
+		return udpOverTailnet(r.client, udpAddr)
+	})
+
+	cfg.Connector = &config.Connector{Routes: []string{preset.String()}}
 	writeConfig(t, r.cfgPath, cfg)
 	testpoll.Until(t, 20*time.Second, "app connector withdrawn", appConnector(false))
+	waitAdvertised(t, tn, k, preset)
 }
+
+// appConnectorAttr is the node attribute through which control gives app
+// connectors their domains and routes (tailscaled's appConnectorCapName).
+const appConnectorAttr tailcfg.NodeCapability = "tailscale.com/app-connectors"
