@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,8 +92,9 @@ func TestConnectorExitNode(t *testing.T) {
 
 // Changing the routes in the config changes what the running node
 // advertises, on the same device: same node key, same device ID, no config
-// error; exitNode adds the exit routes, and a role other than connector
-// withdraws everything.
+// error; exitNode adds the exit routes, a bad route is refused without
+// disturbing what is advertised, and a role other than connector withdraws
+// everything.
 func TestConnectorRoutesChangeLive(t *testing.T) {
 	tn := tailnettest.New(t)
 	cfg := newConfig(tn, "routes", config.RoleConnector)
@@ -117,6 +119,19 @@ func TestConnectorRoutesChangeLive(t *testing.T) {
 	writeConfig(t, r.cfgPath, cfg)
 	waitAdvertised(t, tn, k, netip.MustParsePrefix("192.168.7.0/24"))
 
+	// A bad route is refused with a specific error; the node keeps
+	// advertising what it did.
+	bad := *cfg
+	bad.Connector = &config.Connector{Routes: []string{"10.0.0.0/8", "10.1.0.0/16"}}
+	writeConfig(t, r.cfgPath, &bad)
+	testpoll.Until(t, 10*time.Second, "overlapping routes refused", func() error {
+		if _, cfgErr := rec.get(); !strings.Contains(cfgErr, `connector.routes[1]: "10.1.0.0/16" overlaps 10.0.0.0/8`) {
+			return fmt.Errorf("config_error %q", cfgErr)
+		}
+		return nil
+	})
+	waitAdvertised(t, tn, k, netip.MustParsePrefix("192.168.7.0/24"))
+
 	cfg.Role, cfg.Connector = config.RoleIngressL4, nil
 	cfg.L4 = &config.L4{Ports: []config.PortMap{{Port: 5432, Target: "127.0.0.1:5432"}}}
 	writeConfig(t, r.cfgPath, cfg)
@@ -125,11 +140,13 @@ func TestConnectorRoutesChangeLive(t *testing.T) {
 	if got := nodeKey(t, r.engine.Node()); got != k {
 		t.Fatalf("node key changed from %s to %s; route changes keep the device", k.ShortString(), got.ShortString())
 	}
-	d, cfgErr := rec.get()
-	if cfgErr != "" {
-		t.Fatalf("config error: %s", cfgErr)
-	}
-	if d.ID != before.ID {
+	testpoll.Until(t, 10*time.Second, "config error cleared", func() error {
+		if _, cfgErr := rec.get(); cfgErr != "" {
+			return fmt.Errorf("config_error %q", cfgErr)
+		}
+		return nil
+	})
+	if d, _ := rec.get(); d.ID != before.ID {
 		t.Fatalf("device %s replaced by %s", before.ID, d.ID)
 	}
 	if n := len(tn.Control.AllNodes()); n != 2 {
