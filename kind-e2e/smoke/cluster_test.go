@@ -195,6 +195,7 @@ var _ = Describe("devcluster", Ordered, func() {
 
 	podSpecs(ns)
 	tailnetSpecs()
+	joinSpecs()
 
 	It("stops with down, leaving no process, mount, route or listener, and resumes with up", func(ctx SpecContext) {
 		c := suiteCluster

@@ -7,6 +7,8 @@
 //	devcluster down --dir D        stop what up started, leave nothing running
 //	devcluster kubectl ARGS...     kubectl against D/kubeconfig
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
+//	devcluster join                a userspace tailscaled and the tailscale
+//	                               CLI on the tailnet, with a SOCKS5 proxy
 //
 // It prints one line starting with "ready" once the cluster answers, and
 // stops everything it started on SIGINT or SIGTERM.
@@ -39,6 +41,10 @@ commands:
   curl [--dir D] [-X METHOD] [-H "Name: value"]... [-d BODY] [-i] [--no-follow] [-v] URL
                       send a request from an ephemeral tailnet node trusting
                       D/ca.pem; quiet unless -v
+  join [--dir D] --tailscaled BIN --tailscale BIN [--proxy ADDR]
+                      join the tailnet with a userspace tailscaled and the
+                      tailscale CLI; serves a SOCKS5 and HTTP proxy into it
+                      until Ctrl-C (go tool task dev:join)
 `
 
 func main() {
@@ -58,6 +64,8 @@ func main() {
 		err = runKubectl(os.Args[2:])
 	case "curl":
 		err = runCurl(os.Args[2:])
+	case "join":
+		err = runJoin(os.Args[2:])
 	case "component":
 		err = runComponent(os.Args[2:])
 	case "help", "-h", "--help":
