@@ -102,6 +102,18 @@ func (c *connectorFixture) login(i int) string {
 	return id
 }
 
+// reportRoutes does what replica i's proxy does when its advertised or
+// approved routes change.
+func (c *connectorFixture) reportRoutes(i int, advertised, approved []string) {
+	c.t.Helper()
+	adv, _ := json.Marshal(append([]string{}, advertised...))
+	ok, _ := json.Marshal(append([]string{}, approved...))
+	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyDeviceAdvertisedRoutes: adv, proxystate.KeyDeviceApprovedRoutes: ok}})
+	if _, err := c.kube.CoreV1().Secrets(c.opNS).Patch(c.ctx(), c.replica(i).StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 func (c *connectorFixture) wantReady(status, reason, msgPart string, devices int) {
 	c.t.Helper()
 	testpoll.Until(c.t, settle, "ConnectorReady "+reason, func() error {
@@ -144,6 +156,9 @@ func TestConnectorLifecycle(t *testing.T) {
 	c.login(0)
 	second := c.login(1)
 	c.wantReady("True", "ConnectorCreated", "ConnectorCreated", 2)
+	c.reportRoutes(0, []string{"10.42.0.0/16"}, nil)
+	h.wantEvent("default", c.name, "Warning", "RoutesNotApproved", "10.42.0.0/16 by sr-0. Approve them")
+	c.reportRoutes(0, []string{"10.42.0.0/16"}, []string{"10.42.0.0/16"})
 	if cn := c.get(); cn.Status.SubnetRoutes != "10.42.0.0/16" || cn.Status.Hostname != "sr-0.tail1.ts.net" || cn.Status.IsExitNode {
 		t.Fatalf("status %+v", cn.Status)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +30,26 @@ func TestConnectorSubnetRouter(t *testing.T) {
 	route := netip.PrefixFrom(ip, 32)
 	cfg := newConfig(tn, "subnet-router", config.RoleConnector)
 	cfg.Connector = &config.Connector{Routes: []string{route.String()}}
-	r := start(t, tn, cfg, Options{})
+	rec := &statusRecorder{}
+	r := start(t, tn, cfg, Options{Status: rec})
 	acceptRoutes(t, r.client)
 	k := nodeKey(t, r.engine.Node())
 	waitAdvertised(t, tn, k, route)
+	reported := func(approved []string) func() error {
+		return func() error {
+			d, _ := rec.get()
+			if !slices.Equal(d.AdvertisedRoutes, []string{route.String()}) || !slices.Equal(d.ApprovedRoutes, approved) {
+				return fmt.Errorf("reported advertised %v, approved %v", d.AdvertisedRoutes, d.ApprovedRoutes)
+			}
+			return nil
+		}
+	}
+	testpoll.Until(t, 20*time.Second, "the route reported advertised, not approved", reported(nil))
 
 	unreachable(t, r.client, tcpAddr, "with the route not approved")
 
 	approve(t, tn, k)
+	testpoll.Until(t, 20*time.Second, "the route reported approved", reported([]string{route.String()}))
 	testpoll.Until(t, 20*time.Second, "TCP through the subnet router", func() error {
 		return tcpOverTailnet(r.client, tcpAddr, 5*time.Second)
 	})

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"tailscale.com/ipn"
 	"tailscale.com/tsnet"
+	"tailscale.com/types/views"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/tslog"
@@ -129,6 +131,9 @@ func (e *Engine) reportDevice() {
 			for _, ip := range st.TailscaleIPs {
 				info.IPs = append(info.IPs, ip.String())
 			}
+			if prefs, err := lc.GetPrefs(ctx); err == nil {
+				info.AdvertisedRoutes, info.ApprovedRoutes = routeReport(prefs.AdvertiseRoutes, st.Self.AllowedIPs)
+			}
 			if e.opts.Status != nil {
 				if err := e.opts.Status.SetDeviceInfo(ctx, info); err != nil {
 					e.log.Warn("cannot write device info", "err", err)
@@ -142,6 +147,25 @@ func (e *Engine) reportDevice() {
 		}
 		wait.Reset(next)
 	}
+}
+
+// routeReport returns the advertised routes and those control approved:
+// an approved route is in the node's own AllowedIPs (its primary routes are
+// fewer when another node advertises the same route).
+func routeReport(advertised []netip.Prefix, allowed *views.Slice[netip.Prefix]) (adv, approved []string) {
+	ok := map[netip.Prefix]bool{}
+	if allowed != nil {
+		for _, p := range allowed.All() {
+			ok[p] = true
+		}
+	}
+	for _, p := range advertised {
+		adv = append(adv, p.String())
+		if ok[p] {
+			approved = append(approved, p.String())
+		}
+	}
+	return adv, approved
 }
 
 // whois resolves a tailnet caller for the identity headers.

@@ -30,7 +30,10 @@ const (
 	ReasonConnectorCreationFailed = "ConnectorCreationFailed"
 	ReasonConnectorInvalid        = "ConnectorInvalid"
 	messageInvalid                = "Connector is invalid: %v"
-	messageCreationFailed         = "Failed creating Connector: %v"
+	// ReasonRoutesNotApproved (Tailplane's) says a device advertises
+	// routes the tailnet has not approved: clients cannot use them yet.
+	ReasonRoutesNotApproved = "RoutesNotApproved"
+	messageCreationFailed   = "Failed creating Connector: %v"
 )
 
 // tailnetRanges are the tailnet's own addresses: a route covering them would
@@ -205,4 +208,21 @@ func Status(cn *v1alpha1.Connector, out pipeline.Outcome) v1alpha1.ConnectorStat
 	st.Conditions = slices.Clone(st.Conditions)
 	meta.SetStatusCondition(&st.Conditions, c)
 	return st
+}
+
+// UnapprovedRoutes says which devices advertise routes the tailnet has not
+// approved, and what to do about it ("" when every route is approved).
+func UnapprovedRoutes(devices []proxyset.Device) string {
+	var parts []string
+	for _, d := range devices {
+		if r := d.UnapprovedRoutes(); len(r) > 0 {
+			name, _, _ := strings.Cut(d.FQDN, ".")
+			parts = append(parts, fmt.Sprintf("%s by %s", strings.Join(r, ", "), name))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "routes advertised but not approved, so no client uses them yet: " + strings.Join(parts, "; ") +
+		". Approve them in the tailnet's admin console or through the API, or let autoApprovers in the tailnet policy approve them"
 }

@@ -76,6 +76,9 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	case pipeline.Failed:
 		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorCreationFailed, fmt.Sprintf(messageCreationFailed, out.Message))
 	}
+	if msg := UnapprovedRoutes(out.Devices); msg != "" {
+		m.d.Post(cn, corev1.EventTypeWarning, ReasonRoutesNotApproved, msg)
+	}
 	if reflect.DeepEqual(st, cn.Status) {
 		return nil
 	}

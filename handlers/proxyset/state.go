@@ -3,6 +3,7 @@ package proxyset
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,21 @@ type Device struct {
 	FQDN string
 	// IPs are the tailnet addresses (device_ips).
 	IPs []string
+	// AdvertisedRoutes are the routes the device advertises, and
+	// ApprovedRoutes those of them control approved
+	// (device_advertised_routes, device_approved_routes).
+	AdvertisedRoutes, ApprovedRoutes []string
+}
+
+// UnapprovedRoutes are the advertised routes control has not approved.
+func (d Device) UnapprovedRoutes() []string {
+	var out []string
+	for _, r := range d.AdvertisedRoutes {
+		if !slices.Contains(d.ApprovedRoutes, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // DeviceFromState reads the device keys of a state Secret. A nil Secret or
@@ -34,9 +50,12 @@ func DeviceFromState(state *corev1.Secret) (Device, error) {
 		ID:   string(state.Data[proxystate.KeyDeviceID]),
 		FQDN: strings.TrimSuffix(string(state.Data[proxystate.KeyDeviceFQDN]), "."),
 	}
-	if raw := state.Data[proxystate.KeyDeviceIPs]; len(raw) > 0 {
-		if err := json.Unmarshal(raw, &d.IPs); err != nil {
-			return d, fmt.Errorf("state Secret %s: %s is not a JSON list of addresses: %w", state.Name, proxystate.KeyDeviceIPs, err)
+	for key, dst := range map[string]*[]string{proxystate.KeyDeviceIPs: &d.IPs,
+		proxystate.KeyDeviceAdvertisedRoutes: &d.AdvertisedRoutes, proxystate.KeyDeviceApprovedRoutes: &d.ApprovedRoutes} {
+		if raw := state.Data[key]; len(raw) > 0 {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return d, fmt.Errorf("state Secret %s: %s is not a JSON list of addresses: %w", state.Name, key, err)
+			}
 		}
 	}
 	return d, nil

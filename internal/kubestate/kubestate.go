@@ -139,16 +139,21 @@ type DeviceInfo struct {
 	FQDN string
 	// IPs are the tailnet addresses.
 	IPs []string
+	// AdvertisedRoutes and ApprovedRoutes are the routes the node
+	// advertises, and those of them control approved.
+	AdvertisedRoutes, ApprovedRoutes []string
 }
 
-// SetDeviceInfo writes device_id, device_fqdn and device_ips (a JSON array
-// of strings) when any of them changed.
+// SetDeviceInfo writes device_id, device_fqdn, device_ips and the routes
+// (JSON arrays of strings) when any of them changed.
 func (s *Store) SetDeviceInfo(ctx context.Context, d DeviceInfo) error {
-	ips, err := json.Marshal(d.IPs)
-	if err != nil {
-		return fmt.Errorf("encode device_ips: %w", err)
+	list := func(v []string) []byte {
+		b, _ := json.Marshal(append([]string{}, v...)) // a list of strings always encodes
+		return b
 	}
-	want := map[string][]byte{proxystate.KeyDeviceID: []byte(d.ID), proxystate.KeyDeviceFQDN: []byte(d.FQDN), proxystate.KeyDeviceIPs: ips}
+	want := map[string][]byte{proxystate.KeyDeviceID: []byte(d.ID), proxystate.KeyDeviceFQDN: []byte(d.FQDN),
+		proxystate.KeyDeviceIPs: list(d.IPs), proxystate.KeyDeviceAdvertisedRoutes: list(d.AdvertisedRoutes),
+		proxystate.KeyDeviceApprovedRoutes: list(d.ApprovedRoutes)}
 	if s.has(want) {
 		return nil
 	}

@@ -20,6 +20,12 @@ const (
 	KeyDeviceFQDN = "device_fqdn"
 	// KeyDeviceIPs is a JSON list of the device's tailnet addresses.
 	KeyDeviceIPs = "device_ips"
+	// KeyDeviceAdvertisedRoutes is a JSON list of the routes the device
+	// advertises (a connector's subnet and exit routes; [] otherwise).
+	KeyDeviceAdvertisedRoutes = "device_advertised_routes"
+	// KeyDeviceApprovedRoutes is a JSON list of those the control plane
+	// approved (the device's own netmap says so).
+	KeyDeviceApprovedRoutes = "device_approved_routes"
 	// KeyPodUID is the UID of the Pod that wrote the keys above.
 	KeyPodUID = "pod_uid"
 	// KeyConfigError is why the proxy refused its current config; absent
