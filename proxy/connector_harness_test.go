@@ -99,22 +99,8 @@ func echoServersOn(t *testing.T, ip netip.Addr) (tcp, udp netip.AddrPort) {
 		t.Fatal(err)
 	}
 	tcpHalfCloseServer(t, ln)
-	pc, err := net.ListenPacket("udp", netip.AddrPortFrom(ip, 0).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo(append([]byte("echo:"), buf[:n]...), from)
-		}
-	}()
-	return netip.MustParseAddrPort(ln.Addr().String()), netip.MustParseAddrPort(pc.LocalAddr().String())
+	udp = netip.MustParseAddrPort(udpEchoServerOn(t, netip.AddrPortFrom(ip, 0).String()))
+	return netip.MustParseAddrPort(ln.Addr().String()), udp
 }
 
 // nodeKey is the running node's public key, control's handle on it.

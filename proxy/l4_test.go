@@ -37,8 +37,13 @@ func tcpHalfCloseServer(t *testing.T, ln net.Listener) {
 	}()
 }
 
-func udpEchoServer(t *testing.T) string {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+func udpEchoServer(t *testing.T) string { return udpEchoServerOn(t, "127.0.0.1:0") }
+
+// udpEchoServerOn answers every datagram to addr with "echo:" and the
+// datagram, and returns the address it listens on.
+func udpEchoServerOn(t *testing.T, addr string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
