@@ -150,6 +150,12 @@ func (d *device) up(ctx context.Context) (deviceInfo, error) {
 	if err != nil {
 		return deviceInfo{}, err
 	}
+	if authKey != "" {
+		if err := d.revokeUnusedKeys(ctx); err != nil {
+			// The device runs; a leftover key is found again next time.
+			d.cfg.Log.Warn("cannot revoke the operator device's unused auth keys", "err", err)
+		}
+	}
 	took := time.Since(began)
 	d.info.WithLabelValues(d.cfg.Hostname, info.Name, strings.Join(info.IPs, ","), info.NodeID).Set(1)
 	d.startup.Set(took.Seconds())
@@ -158,16 +164,29 @@ func (d *device) up(ctx context.Context) (deviceInfo, error) {
 	return info, nil
 }
 
+// keyDescription is the description of the operator device's auth keys, so
+// that a key minted before a crash (and never used) is found and revoked.
+func (d *device) keyDescription() string {
+	desc := "tailplane operator " + d.cfg.Hostname
+	return desc[:min(len(desc), tailnet.MaxKeyDescription)]
+}
+
 // mintKey mints the auth key of a new device, as the official operator
 // does: preauthorized, single-use, not ephemeral, with the initial tags.
-// Rate limits, server and network errors are retried until ctx ends; a
-// refusal (tags, scopes) is returned at once.
+// Keys minted for it earlier that can still create a device (an operator
+// that died before its device joined) are revoked first. Rate limits,
+// server and network errors are retried until ctx ends; a refusal (tags,
+// scopes) is returned at once.
 func (d *device) mintKey(ctx context.Context) (string, error) {
 	backoff := time.Second
 	for {
-		key, err := d.cfg.Backend.CreateAuthKey(ctx, d.cfg.Tags, true, false, false)
+		err := d.revokeUnusedKeys(ctx)
 		if err == nil {
-			return key, nil
+			var k tailnet.AuthKey
+			k, err = d.cfg.Backend.MintAuthKey(ctx, tailnet.KeyRequest{Tags: d.cfg.Tags, Preauthorized: true, Description: d.keyDescription()})
+			if err == nil {
+				return k.Key, nil
+			}
 		}
 		err = fmt.Errorf("mint the auth key of the operator's tailnet device (tags %s): %w", strings.Join(d.cfg.Tags, ","), err)
 		if !tailnet.Temporary(err) {
@@ -181,6 +200,26 @@ func (d *device) mintKey(ctx context.Context) (string, error) {
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// revokeUnusedKeys revokes the operator device's keys that can still create
+// a device: before a new one is minted, and once the device joined (its own
+// key is spent by then).
+func (d *device) revokeUnusedKeys(ctx context.Context) error {
+	keys, err := d.cfg.Backend.ListAuthKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.Description != d.keyDescription() || k.Invalid {
+			continue
+		}
+		if err := d.cfg.Backend.RevokeAuthKey(ctx, k.ID); err != nil {
+			return err
+		}
+		d.cfg.Log.Info("revoked an unused auth key of the operator's device", "key_id", k.ID)
+	}
+	return nil
 }
 
 // waitRunning follows the node's state until Running. A node that needs a

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"tailscale.com/tailcfg"
 
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	realtailnet "github.com/tailplane/tailplane/internal/tailnettest"
 )
@@ -278,5 +279,37 @@ func TestDeviceKeyRefused(t *testing.T) {
 	}
 	if n := len(h.tn.Control.AllNodes()); n != 0 {
 		t.Errorf("control has %d nodes, want none", n)
+	}
+}
+
+// The operator device's keys carry its description: a key minted before a
+// crash and never used is revoked before the next one is minted, and once
+// the device joined no key of it can create another device.
+func TestDeviceRevokesItsLeftoverKeys(t *testing.T) {
+	h := newDeviceHarness(t, nil)
+	backend, err := tailnet.NewTailscale(tailnet.Options{LoginServer: h.api.URL, ClientID: tailnettest.ClientID, ClientSecret: tailnettest.ClientSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leftover, err := backend.MintAuthKey(ctx, tailnet.KeyRequest{Tags: []string{"tag:k8s-operator"}, Preauthorized: true, Description: "tailplane operator tailscale-operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := h.start(t)
+	h.waitReady(t, op)
+	if !slices.Contains(h.api.Revoked(), leftover.ID) {
+		t.Errorf("the leftover key %s was not revoked (revoked: %v)", leftover.ID, h.api.Revoked())
+	}
+	keys := h.api.Keys()
+	if len(keys) != 2 || keys[1].Description != "tailplane operator tailscale-operator" {
+		t.Fatalf("keys %+v, want the leftover and one new key described for the operator", keys)
+	}
+	// The fake API does not learn that control spent the new key: the
+	// operator revokes it as unused once its device runs, which real
+	// control makes unnecessary (a spent key is invalid already).
+	if valid := h.api.ValidUnusedKeys(); len(valid) != 0 {
+		t.Fatalf("keys that can still create a device: %+v", valid)
 	}
 }
