@@ -1,7 +1,8 @@
 // Package proxy is tailplane-proxy's engine: a tsnet node (userspace
 // WireGuard; no TUN, no privileges) that serves the L7 HTTPS ingress, L4
-// TCP/UDP ingress and egress roles, configured live from a Secret or a file
-// (proxy/config), with its state in a Secret (internal/kubestate).
+// TCP/UDP ingress, egress and connector (subnet router, exit node, app
+// connector) roles, configured live from a Secret or a file (proxy/config),
+// with its state in a Secret (internal/kubestate).
 //
 // Engine.Run applies each config document atomically: listeners that stay
 // are kept, routes and targets swap, and anything that fails leaves the

@@ -32,6 +32,12 @@ type Engine struct {
 	active   atomic.Bool    // a config is being served
 	loggedIn atomic.Bool
 
+	// advertised is what the node's prefs advertise (Run goroutine only;
+	// nil until set for the running node); forward is the same while the
+	// role is connector, read by the node's flow hooks.
+	advertised *advertisement
+	forward    atomic.Pointer[advertisement]
+
 	certs     atomic.Pointer[certSource]
 	localAddr atomic.Value // string
 	plainHTTP atomic.Bool  // port 80 serves routes (true) or redirects
@@ -168,6 +174,9 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	}
 	if err == nil {
 		err = e.rename(ctx, cfg.Hostname)
+	}
+	if err == nil {
+		err = e.advertise(ctx, e.node, cfg)
 	}
 	if err != nil {
 		e.metrics.ConfigReloads.WithLabelValues("refused").Inc()

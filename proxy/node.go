@@ -40,6 +40,17 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		// A node that failed to start has nothing to close.
 		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
 	}
+	e.advertised = nil
+	if err := e.installForwarding(node); err != nil {
+		node.Close()
+		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
+	}
+	// Before login, so that the node's first map request already carries
+	// its routes.
+	if err := e.advertise(ctx, node, cfg); err != nil {
+		node.Close()
+		return err
+	}
 	upCtx, cancel := context.WithTimeout(ctx, upTimeout)
 	defer cancel()
 	if _, err := node.Up(upCtx); err != nil {

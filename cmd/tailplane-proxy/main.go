@@ -1,5 +1,5 @@
 // Command tailplane-proxy runs one tsnet-backed proxy whose role (L7 ingress,
-// L4 ingress, egress) comes from its config.
+// L4 ingress, egress, connector) comes from its config.
 //
 // It is a thin main: settings from the environment (see settings.go), then
 // proxy.Engine.Run until SIGTERM or SIGINT, which start a graceful drain.

@@ -4,5 +4,10 @@
 // backend, and are driven by one client node. See bench_test.go and
 // `go tool task bench:proxy`.
 //
-// It holds only benchmarks and the servenode helper command.
+// BenchmarkConnector (connector_test.go) compares TCP through
+// tailplane-proxy as a subnet router and as an exit node with direct
+// tailnet TCP between two nodes, in one run, with the tcpnode helper
+// command as the data end of every path.
+//
+// It holds only benchmarks and the servenode and tcpnode helper commands.
 package benchmark
