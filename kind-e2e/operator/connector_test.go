@@ -156,6 +156,8 @@ spec:
 	}, SpecTimeout(4*time.Minute))
 
 	It("runs the seed's app connector: the policy's app routes are advertised, approved and reached through it", func(ctx SpecContext) {
+		_, err := routesClient.getVia(ctx, outside, 3*time.Second)
+		Expect(err).To(HaveOccurred(), "reached %s before the app connector runs", outside)
 		applySeed("06-connector-app-connector.yaml")
 		waitConnectorReady(ctx, "app-connector", 1)
 		out, err := devcluster("kubectl", "get", "connector", "app-connector", "-o", "jsonpath={.status.isAppConnector}")
