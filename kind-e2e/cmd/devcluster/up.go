@@ -62,6 +62,7 @@ func runUp(args []string) error {
 	bin := fs.String("bin", "bin", "folder with tailplane-operator and tailplane-proxy (go tool task build)")
 	var images imageFlags
 	fs.Var(&images, "image", "extra image map entry GLOB=BINARY (repeatable; tried before the defaults)")
+	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: autoApprovers, nodeAttrs); replaces the saved one (default: the saved one, else approve every advertised route and exit node)")
 	_ = fs.Parse(args)
 	if *dir == "" {
 		return errors.New("up: --dir is required")
@@ -77,6 +78,14 @@ func runUp(args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	var policy string
+	if *policyFile != "" {
+		b, err := os.ReadFile(*policyFile)
+		if err != nil {
+			return fmt.Errorf("up: --policy: %w", err)
+		}
+		policy = string(b)
 	}
 	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "devcluster"})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -145,7 +154,7 @@ func runUp(args []string) error {
 	proxyReady := make(chan struct{})
 	go svcproxy.New(client, logger.WithPrefix("svcproxy")).Run(proxyCtx, proxyReady)
 
-	tn, err := startTailnet(ctx, abs, cp.LocalCA, logger)
+	tn, err := startTailnet(ctx, abs, policy, cp.LocalCA, logger)
 	if err != nil {
 		return fmt.Errorf("tailnet: %w", err)
 	}

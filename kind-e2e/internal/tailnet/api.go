@@ -25,6 +25,10 @@ func (t *Tailnet) apiHandler() http.Handler {
 	mux.Handle("GET /api/v2/device/{id}", t.authed(t.serveGetDevice))
 	mux.Handle("DELETE /api/v2/device/{id}", t.authed(t.serveDeleteDevice))
 	mux.Handle("POST /api/v2/device/{id}/tags", t.authed(t.serveSetTags))
+	mux.Handle("GET /api/v2/device/{id}/routes", t.authed(t.serveGetRoutes))
+	mux.Handle("POST /api/v2/device/{id}/routes", t.authed(t.serveSetRoutes))
+	mux.Handle("GET /api/v2/tailnet/{tailnet}/acl", t.authed(t.serveGetPolicy))
+	mux.Handle("POST /api/v2/tailnet/{tailnet}/acl", t.authed(t.serveSetPolicy))
 	mux.HandleFunc("/api/v2/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "devcluster's Tailscale API does not implement "+r.Method+" "+r.URL.Path)
 	})
@@ -278,6 +282,7 @@ func (t *Tailnet) serveSetTags(w http.ResponseWriter, r *http.Request) {
 	t.fields.setOwner(n.Key, u, l)
 	n.User = u.ID
 	t.Control.UpdateNode(n)
+	t.syncNode(n)
 	t.saveNodes()
 	w.WriteHeader(http.StatusOK)
 }

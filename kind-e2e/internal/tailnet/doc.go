@@ -4,7 +4,12 @@
 // client-credentials tokens, auth keys, devices) that
 // tailscale.com/client/tailscale/v2 works against unmodified. Auth keys
 // minted through that API are the only keys the control server accepts.
+// A tailnet policy file (HuJSON) decides, as on Tailscale, which advertised
+// routes and exit nodes are approved (autoApprovers; the others wait for an
+// approval through the API) and what node attributes devices get
+// (nodeAttrs, such as the app connectors' tailscale.com/app-connectors).
 //
-// It may import tailscale.com, the acme package (for DNS-01 records) and
+// It may import tailscale.com, github.com/tailscale/hujson (policy files),
+// the acme package (for DNS-01 records) and
 // charmbracelet/log.
 package tailnet

@@ -44,7 +44,9 @@ type store struct {
 	// Control is the control server's own state (keys, nodes), so that a
 	// resumed cluster is the same tailnet to the nodes that were in it.
 	Control controlState `json:"control"`
-	tokens  map[string]time.Time
+	// Policy is the tailnet policy file (HuJSON).
+	Policy string `json:"policy,omitempty"`
+	tokens map[string]time.Time
 }
 
 // admission is what a node got when it was let in.
@@ -188,6 +190,22 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return strings.ToUpper(hex.EncodeToString(b))[:n]
+}
+
+func (s *store) policy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Policy
+}
+
+func (s *store) setPolicy(text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Policy == text {
+		return nil
+	}
+	s.Policy = text
+	return s.saveLocked()
 }
 
 // admit records that nodeKey was let in (or removed, when a is marked so).

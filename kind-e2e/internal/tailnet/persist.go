@@ -68,6 +68,9 @@ func (t *Tailnet) restore() error {
 		t.fields.put(sn.Node, u, l)
 		t.devices.add(sn.Node.Key, sn.Device)
 	}
+	// The control server starts with no routes or capabilities: give the
+	// restored nodes theirs.
+	t.syncAll()
 	return nil
 }
 

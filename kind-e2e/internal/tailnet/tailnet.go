@@ -2,6 +2,7 @@ package tailnet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -28,6 +30,9 @@ type Config struct {
 	// MagicDNSDomain is the tailnet's DNS suffix; certificates are issued
 	// for <host>.<MagicDNSDomain>.
 	MagicDNSDomain string
+	// Policy is the tailnet policy file (HuJSON) to start with; it replaces
+	// the one saved in StateFile. Empty: the saved one, else DefaultPolicy.
+	Policy string
 	// OnTXT receives the DNS-01 records nodes publish for certificates.
 	OnTXT  func(name, value string)
 	Logger *log.Logger
@@ -56,6 +61,9 @@ type Tailnet struct {
 	// saveMu orders saveNodes calls, so an older snapshot of the nodes
 	// never overwrites a newer one.
 	saveMu sync.Mutex
+	// routeMu guards routes and makes syncNode calls one at a time.
+	routeMu sync.Mutex
+	routes  routeState
 }
 
 // Start runs the tailnet until Close.
@@ -64,6 +72,13 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	netns.SetEnabled(false)
 	st, err := loadStore(cfg.StateFile)
 	if err != nil {
+		return nil, err
+	}
+	pol, err := parsePolicy(cmp.Or(cfg.Policy, st.policy(), DefaultPolicy))
+	if err != nil {
+		return nil, err
+	}
+	if err := st.setPolicy(pol.text); err != nil {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { cfg.Logger.Debug(fmt.Sprintf(format, args...)) }
@@ -81,6 +96,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
 		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
 		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
+		routes: routeState{policy: pol, served: map[key.NodePublic]served{}},
 	}
 	t.Control = &testcontrol.Server{
 		Logf: logf, DERPMap: derpMap, MagicDNSDomain: cfg.MagicDNSDomain, AllOnline: true,
@@ -94,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 			return nil
 		},
 	}
-	t.Control.HoldMapRequest = t.followHostname
+	t.Control.HoldMapRequest = t.afterMapRequest
 	if err := t.prepareControl(); err != nil {
 		ln.Close()
 		rl.close()
@@ -210,12 +226,31 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		}
 	}
 	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
+	if n := t.Control.Node(req.NodeKey); n != nil {
+		t.syncNode(n) // its capabilities, before its first map
+	}
 	t.saveNodes()
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// afterMapRequest runs after each map request with a Hostinfo: the
+// device's name follows its hostname, and its routes and capabilities
+// follow what it advertises (syncNode).
+func (t *Tailnet) afterMapRequest(req *tailcfg.MapRequest) (done func()) {
+	name := t.followHostname(req)
+	if name == nil {
+		return nil
+	}
+	return func() {
+		name()
+		if n := t.Control.Node(req.NodeKey); n != nil {
+			t.syncNode(n)
+		}
+	}
 }
 
 // followHostname makes a device's MagicDNS name follow its hostname, as
@@ -280,6 +315,9 @@ type deviceInfo struct {
 	Ephemeral bool
 	KeyID     string
 	Removed   bool
+	// ApprovedRoutes are the routes approved for the device (by an
+	// auto-approver or through the API), advertised or not.
+	ApprovedRoutes []netip.Prefix `json:",omitempty"`
 }
 
 type deviceRegistry struct {
@@ -303,6 +341,14 @@ func (d *deviceRegistry) removed(k key.NodePublic) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.m[k].Removed
+}
+
+func (d *deviceRegistry) setApproved(k key.NodePublic, routes []netip.Prefix) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := d.m[k]
+	i.ApprovedRoutes = routes
+	d.m[k] = i
 }
 
 func (d *deviceRegistry) remove(k key.NodePublic) {
