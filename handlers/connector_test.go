@@ -226,3 +226,15 @@ func TestConnectorLifecycle(t *testing.T) {
 		t.Fatalf("unused keys left: %v", keys)
 	}
 }
+
+// A Connector naming a ProxyClass that does not exist waits for it, says so
+// in its condition and an Event, and gets no proxy meanwhile.
+func TestConnectorWaitsForItsProxyClass(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.connector(`{"exitNode":true,"proxyClass":"missing"}`)
+	c.wantReady("False", "ConnectorCreating", "missing", 0)
+	h.wantEvent("default", c.name, "Warning", "ProxyPending", "missing")
+	if _, err := c.config(0); !apierrors.IsNotFound(err) {
+		t.Fatalf("a proxy was made before its ProxyClass exists: %v", err)
+	}
+}

@@ -33,6 +33,9 @@ const (
 	// ReasonRoutesNotApproved (Tailplane's) says a device advertises
 	// routes the tailnet has not approved: clients cannot use them yet.
 	ReasonRoutesNotApproved = "RoutesNotApproved"
+	// ReasonProxyPending (Tailplane's, as on Ingresses) says the
+	// Connector waits for its ProxyClass.
+	ReasonProxyPending = "ProxyPending"
 	messageCreationFailed   = "Failed creating Connector: %v"
 )
 

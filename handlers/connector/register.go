@@ -75,6 +75,8 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorInvalid, fmt.Sprintf(messageInvalid, out.Message))
 	case pipeline.Failed:
 		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorCreationFailed, fmt.Sprintf(messageCreationFailed, out.Message))
+	case pipeline.Waiting:
+		m.d.Post(cn, corev1.EventTypeWarning, ReasonProxyPending, out.Message)
 	}
 	if msg := UnapprovedRoutes(out.Devices); msg != "" {
 		m.d.Post(cn, corev1.EventTypeWarning, ReasonRoutesNotApproved, msg)
