@@ -35,8 +35,8 @@ const (
 	ReasonRoutesNotApproved = "RoutesNotApproved"
 	// ReasonProxyPending (Tailplane's, as on Ingresses) says the
 	// Connector waits for its ProxyClass.
-	ReasonProxyPending = "ProxyPending"
-	messageCreationFailed   = "Failed creating Connector: %v"
+	ReasonProxyPending    = "ProxyPending"
+	messageCreationFailed = "Failed creating Connector: %v"
 )
 
 // tailnetRanges are the tailnet's own addresses: a route covering them would
