@@ -17,7 +17,9 @@ import (
 	"time"
 
 	tsapi "tailscale.com/client/tailscale/v2"
+	"tailscale.com/envknob"
 	"tailscale.com/ipn/store/mem"
+	"tailscale.com/logtail"
 	"tailscale.com/net/netns"
 	"tailscale.com/tsnet"
 )
@@ -147,6 +149,11 @@ func runCurl(args []string) error {
 		return err
 	}
 	netns.SetEnabled(false)
+	// No log upload: it is Tailscale's service, not devcluster's, and its
+	// DNS fallback dials Tailscale's public DERP servers (and logs that it
+	// cannot verify them, offline).
+	envknob.SetNoLogsNoSupport()
+	logtail.Disable()
 	stateDir, err := os.MkdirTemp("", "devcluster-curl-")
 	if err != nil {
 		return err

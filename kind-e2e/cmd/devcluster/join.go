@@ -50,7 +50,7 @@ func (o *joinOptions) socket() string { return filepath.Join(o.joinState(), "tai
 // daemonArgs are tailscaled's arguments: userspace networking (no TUN, no
 // privileges), with one listener serving both SOCKS5 and HTTP CONNECT.
 func (o *joinOptions) daemonArgs() []string {
-	return []string{"--tun=userspace-networking", "--statedir=" + o.joinState(), "--socket=" + o.socket(), "--port=0",
+	return []string{"--tun=userspace-networking", "--statedir=" + o.joinState(), "--socket=" + o.socket(), "--port=0", "--no-logs-no-support",
 		"--socks5-server=" + o.proxy, "--outbound-http-proxy-listen=" + o.proxy}
 }
 
