@@ -69,11 +69,7 @@ func tcpOverTailnet(client *tsnet.Server, addr netip.AddrPort, timeout time.Dura
 	if err != nil {
 		return err
 	}
-	got, err := halfCloseRoundTrip(c, "ping")
-	if err != nil || got != "got:ping" {
-		return fmt.Errorf("got %q, %v", got, err)
-	}
-	return nil
+	return ping(c)
 }
 
 // udpOverTailnet exchanges one datagram with the UDP echo server at addr.

@@ -61,7 +61,6 @@ func udpEchoServerOn(t *testing.T, addr string) string {
 	return pc.LocalAddr().String()
 }
 
-// halfCloseRoundTrip writes msg, half-closes and reads the whole answer.
 // pingEcho sends "ping" through the TCP echo backend at addr, dialled from
 // client, and checks the echo.
 func pingEcho(ctx context.Context, client *tsnet.Server, addr string) error {
@@ -69,6 +68,12 @@ func pingEcho(ctx context.Context, client *tsnet.Server, addr string) error {
 	if err != nil {
 		return err
 	}
+	return ping(c)
+}
+
+// ping sends "ping" on c, half-closes it and checks the half-close echo
+// server's answer; it closes c.
+func ping(c net.Conn) error {
 	got, err := halfCloseRoundTrip(c, "ping")
 	if err != nil || got != "got:ping" {
 		return fmt.Errorf("got %q, %v", got, err)
@@ -76,6 +81,7 @@ func pingEcho(ctx context.Context, client *tsnet.Server, addr string) error {
 	return nil
 }
 
+// halfCloseRoundTrip writes msg, half-closes and reads the whole answer.
 func halfCloseRoundTrip(c net.Conn, msg string) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
