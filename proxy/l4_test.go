@@ -81,6 +81,15 @@ func ping(c net.Conn) error {
 	return nil
 }
 
+// udpPing sends "dns?" on c and checks the UDP echo server's answer.
+func udpPing(c net.Conn) error {
+	got, err := udpRoundTrip(c, "dns?")
+	if err != nil || got != "echo:dns?" {
+		return fmt.Errorf("got %q, %v", got, err)
+	}
+	return nil
+}
+
 // halfCloseRoundTrip writes msg, half-closes and reads the whole answer.
 func halfCloseRoundTrip(c net.Conn, msg string) (string, error) {
 	defer c.Close()
@@ -136,11 +145,7 @@ func TestL4TCPAndUDPEcho(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got, err := udpRoundTrip(c, "dns?")
-		if err != nil || got != "echo:dns?" {
-			return fmt.Errorf("got %q, %v", got, err)
-		}
-		return nil
+		return udpPing(c)
 	})
 	// Health and metrics on the local address.
 	resp, err := http.Get("http://" + r.engine.LocalAddr() + "/healthz")
