@@ -34,6 +34,9 @@ const (
 	// KeyPluginStatus is a JSON list of PluginReport, one per routing
 	// plugin in the proxy's config.
 	KeyPluginStatus = "plugin_status"
+	// KeyServices is a JSON object of ServiceReport by Tailscale Service
+	// name ("svc:web"): what an ingress ProxyGroup replica hosts.
+	KeyServices = "tailscale_services"
 )
 
 // Labels and annotations with the official operator's keys.
@@ -62,4 +65,15 @@ type PluginReport struct {
 	Loaded bool   `json:"loaded"`
 	SHA256 string `json:"sha256,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// ServiceReport is how one ProxyGroup replica hosts one Tailscale Service,
+// as it reports it under KeyServices.
+type ServiceReport struct {
+	// Advertised is true while the replica advertises the service: it
+	// serves it, and control may send clients to it.
+	Advertised bool `json:"advertised"`
+	// Error is why the replica does not advertise it (no certificate yet,
+	// a listener it could not open); empty when Advertised.
+	Error string `json:"error,omitempty"`
 }

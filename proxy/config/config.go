@@ -29,10 +29,13 @@ const (
 	// RoleConnector routes tailnet traffic into the networks the node
 	// reaches: subnet router, exit node or app connector.
 	RoleConnector Role = "connector"
+	// RoleIngressGroup is a replica of an ingress ProxyGroup: it hosts
+	// Tailscale Services (Group), each served with L7 routes or L4 ports.
+	RoleIngressGroup Role = "ingress-group"
 )
 
 // Config is one proxy's whole configuration. Exactly the section matching
-// Role (L7, L4, Egress or Connector) is used; the others must be empty.
+// Role (L7, L4, Egress, Connector or Group) is used; the others must be empty.
 type Config struct {
 	// Version must be Version ("v1alpha1").
 	Version string `json:"version"`
@@ -56,6 +59,8 @@ type Config struct {
 	Egress *Egress `json:"egress,omitempty"`
 	// Connector is the connector section (RoleConnector).
 	Connector *Connector `json:"connector,omitempty"`
+	// Group is the ingress ProxyGroup section (RoleIngressGroup).
+	Group *Group `json:"group,omitempty"`
 
 	// Plugins are the RoutingPlugins that target this proxy, in the order
 	// the proxy runs them after its routing table (L7 only).

@@ -89,3 +89,37 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupSectionIsValidated(t *testing.T) {
+	good := `{"version":"v1alpha1","hostname":"pg-0","role":"ingress-group","group":{"services":[
+		{"name":"svc:web","l7":{"tls":{"mode":"shared","secretName":"web.tail.ts.net","issue":true},
+			"defaultBackend":{"service":"default/web:80","address":"10.0.0.1:80"}}},
+		{"name":"svc:db","l4":{"ports":[{"port":5432,"target":"10.0.0.2:5432"}]}}]}}`
+	if _, err := Parse([]byte(good)); err != nil {
+		t.Fatalf("valid group config refused: %v", err)
+	}
+	bad := `{"version":"v1alpha1","hostname":"pg-0","role":"ingress-group","group":{"services":[
+		{"name":"web","l7":{"tls":{"mode":"tailscale-cert"},"funnel":true,
+			"defaultBackend":{"service":"default/web:80","address":"10.0.0.1:80"}}},
+		{"name":"svc:db"},
+		{"name":"svc:db","l4":{"ports":[]}}]}}`
+	_, err := Parse([]byte(bad))
+	if err == nil {
+		t.Fatal("bad group config accepted")
+	}
+	for _, want := range []string{
+		`group.services[0].name: "web" is not a Tailscale Service name`,
+		`group.services[0].l7.tls.mode: must be "shared"`,
+		`group.services[0].l7.funnel: Funnel is not offered`,
+		`group.services[1]: exactly one of l7 or l4 is required`,
+		`group.services[2].name: "svc:db" is also group.services[1]`,
+		`group.services[2].l4.ports: at least one port is required`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := Parse([]byte(`{"version":"v1alpha1","hostname":"pg-0","role":"ingress-group"}`)); err == nil || !strings.Contains(err.Error(), "group: is required") {
+		t.Errorf("missing group section: %v", err)
+	}
+}

@@ -36,14 +36,24 @@ const (
 	TLSSecret TLSMode = "secret"
 	// TLSFiles reads PEM files (local runs without a cluster).
 	TLSFiles TLSMode = "files"
+	// TLSShared is the certificate of a Tailscale Service hosted by a
+	// ProxyGroup, shared by its replicas through the kubernetes.io/tls
+	// Secret SecretName: the replica with Issue obtains and renews it
+	// through the control server and writes it there; the others read
+	// it, so that one certificate is issued per name, not per replica.
+	TLSShared TLSMode = "shared"
 )
 
 // TLS is the L7 certificate source.
 type TLS struct {
 	// Mode is tailscale-cert (default when empty), secret or files.
 	Mode TLSMode `json:"mode,omitempty"`
-	// SecretName is the kubernetes.io/tls Secret for Mode secret.
+	// SecretName is the kubernetes.io/tls Secret for Modes secret and
+	// shared.
 	SecretName string `json:"secretName,omitempty"`
+	// Issue makes this proxy the one that issues and renews a shared
+	// certificate (Mode shared).
+	Issue bool `json:"issue,omitempty"`
 	// CertFile and KeyFile are PEM paths for Mode files.
 	CertFile string `json:"certFile,omitempty"`
 	KeyFile  string `json:"keyFile,omitempty"`

@@ -50,9 +50,10 @@ func (c *Config) Validate() error {
 			add(fmt.Sprintf("plugins[%d].name", i), "must not be empty")
 		}
 	}
-	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil, RoleConnector: c.Connector != nil}
+	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil,
+		RoleConnector: c.Connector != nil, RoleIngressGroup: c.Group != nil}
 	switch c.Role {
-	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector:
+	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector, RoleIngressGroup:
 		for role, present := range sections {
 			if role != c.Role && present {
 				add(sectionName(role), "must be empty for role %q", c.Role)
@@ -62,7 +63,7 @@ func (c *Config) Validate() error {
 			add(sectionName(c.Role), "is required for role %q", c.Role)
 		}
 	default:
-		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress or connector)", c.Role)
+		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress, connector or ingress-group)", c.Role)
 	}
 	if c.L7 != nil {
 		c.L7.validate(add)
@@ -82,6 +83,9 @@ func (c *Config) Validate() error {
 	if c.Connector != nil {
 		c.Connector.validate(add)
 	}
+	if c.Group != nil {
+		c.Group.validate(add)
+	}
 	return errors.Join(errs...)
 }
 
@@ -93,6 +97,8 @@ func sectionName(r Role) string {
 		return "l4"
 	case RoleConnector:
 		return "connector"
+	case RoleIngressGroup:
+		return "group"
 	default:
 		return "egress"
 	}
@@ -103,16 +109,16 @@ type addFunc func(field, format string, args ...any)
 func (l *L7) validate(add addFunc) {
 	switch l.TLS.EffectiveMode() {
 	case TLSTailscaleCert:
-	case TLSSecret:
+	case TLSSecret, TLSShared:
 		if l.TLS.SecretName == "" {
-			add("l7.tls.secretName", "is required for mode %q", TLSSecret)
+			add("l7.tls.secretName", "is required for mode %q", l.TLS.EffectiveMode())
 		}
 	case TLSFiles:
 		if l.TLS.CertFile == "" || l.TLS.KeyFile == "" {
 			add("l7.tls", "certFile and keyFile are required for mode %q", TLSFiles)
 		}
 	default:
-		add("l7.tls.mode", "unknown TLS mode %q (want tailscale-cert, secret or files)", l.TLS.Mode)
+		add("l7.tls.mode", "unknown TLS mode %q (want tailscale-cert, secret, files or shared)", l.TLS.Mode)
 	}
 	if l.HTTPRedirect && l.PlainHTTP {
 		add("l7", "httpRedirect and plainHTTP both claim port 80; set one")
