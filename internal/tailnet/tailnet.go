@@ -35,6 +35,14 @@ type Backend interface {
 	ListDevices(ctx context.Context) ([]Device, error)
 	// LoginServer is the control server URL proxies must log in to.
 	LoginServer() string
+	// GetService returns a Tailscale Service, nil when it does not exist.
+	GetService(ctx context.Context, name string) (*Service, error)
+	// PutService creates or updates a Tailscale Service.
+	PutService(ctx context.Context, s Service) error
+	// DeleteService deletes a Tailscale Service (404 counts as deleted).
+	DeleteService(ctx context.Context, name string) error
+	// ListServices lists the tailnet's Tailscale Services.
+	ListServices(ctx context.Context) ([]Service, error)
 }
 
 // KeyRequest describes an auth key to mint.

@@ -255,3 +255,44 @@ func TestNewTailscaleFromFiles(t *testing.T) {
 		t.Fatalf("missing ID file: %v", err)
 	}
 }
+
+func TestTailscaleServicesRoundTrip(t *testing.T) {
+	b, srv := newBackend(t)
+	c := ctx(t)
+	if got, err := b.GetService(c, "svc:web"); err != nil || got != nil {
+		t.Fatalf("missing service: got %v, %v; want nil, nil", got, err)
+	}
+	want := tailnet.Service{Name: "svc:web", Ports: []string{"tcp:443"}, Tags: []string{"tag:k8s"},
+		Annotations: map[string]string{"k": "v"}, Comment: "c"}
+	if err := b.PutService(c, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.GetService(c, "svc:web")
+	if err != nil || got == nil {
+		t.Fatalf("get after put: %v, %v", got, err)
+	}
+	if len(got.Addrs) != 2 || got.Ports[0] != "tcp:443" || got.Tags[0] != "tag:k8s" || got.Annotations["k"] != "v" {
+		t.Fatalf("service read back as %+v", got)
+	}
+	addrs := got.Addrs
+	want.Ports = []string{"tcp:443", "tcp:80"}
+	if err := b.PutService(c, want); err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.ListServices(c)
+	if err != nil || len(list) != 1 || len(list[0].Ports) != 2 || list[0].Addrs[0] != addrs[0] {
+		t.Fatalf("list after update: %+v, %v (addresses must be kept: %v)", list, err, addrs)
+	}
+	if err := b.DeleteService(c, "svc:web"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteService(c, "svc:web"); err != nil {
+		t.Fatalf("deleting a deleted service: %v", err)
+	}
+	if len(srv.Services()) != 0 {
+		t.Fatalf("services left: %v", srv.Services())
+	}
+	if err := b.PutService(c, tailnet.Service{Name: "svc:Bad_Name"}); err == nil || !strings.Contains(err.Error(), "invalid service name") {
+		t.Fatalf("bad name: %v", err)
+	}
+}

@@ -1,5 +1,6 @@
 // Package tailnettest serves the parts of the Tailscale admin API that the
-// operator calls (OAuth client-credentials token, auth keys, devices) from an
+// operator calls (OAuth client-credentials token, auth keys, devices,
+// Tailscale Services) from an
 // in-process HTTP server. The SaaS API is the one thing tests may replace
 // with a double; everything else in tests is real. The real client library
 // talks to it, so requests and answers have the API's wire format.
@@ -68,6 +69,9 @@ type Server struct {
 	devices      map[string]Device
 	deleted      []string
 	fail         map[string]Failure
+	services     map[string]Service
+	// nextServiceIP numbers the addresses of new Tailscale Services.
+	nextServiceIP int
 }
 
 // Endpoint names for Fail.
@@ -86,6 +90,7 @@ func NewServer() *Server {
 		clientID: ClientID, clientSecret: ClientSecret,
 		tokens: map[string]bool{}, devices: map[string]Device{}, fail: map[string]Failure{},
 		created: map[string]time.Time{}, used: map[string]bool{}, revoked: map[string]bool{},
+		services: map[string]Service{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v2/oauth/token", s.token)
@@ -95,6 +100,7 @@ func NewServer() *Server {
 	mux.HandleFunc("DELETE /api/v2/tailnet/{tailnet}/keys/{id}", s.authorized(EndpointRevokeKey, s.revokeKey))
 	mux.HandleFunc("GET /api/v2/tailnet/{tailnet}/devices", s.authorized(EndpointDevices, s.listDevices))
 	mux.HandleFunc("DELETE /api/v2/device/{id}", s.authorized(EndpointDelete, s.deleteDevice))
+	s.registerServices(mux)
 	s.Server = httptest.NewServer(mux)
 	return s
 }
