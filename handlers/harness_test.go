@@ -41,6 +41,9 @@ import (
 
 var env = testenv.New()
 
+// operatorNodeID is the test operator's own device.
+const operatorNodeID = "nOPERATOR"
+
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // harness is one operator (handlers on the runtime) against the package's
@@ -137,6 +140,7 @@ func (h *harness) start() {
 	}
 	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), backend, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
+	d.OperatorNodeID = operatorNodeID
 	d.CertRefresh = 500 * time.Millisecond
 	d.Resolver, d.ResolveRetry = h.dns, 300*time.Millisecond
 	handlers.Register(op, d)

@@ -9,6 +9,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclassready"
+	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -22,6 +23,7 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	egress.Register(op, d, p)
 	ingress.Register(op, d, p)
 	connector.Register(op, d, p)
+	proxygroup.Register(op, d, p)
 	ingressclass.Register(op, d)
 	proxyclassready.Register(op, d)
 	plugin.Register(op, d, p)

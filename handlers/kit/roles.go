@@ -13,6 +13,8 @@ const (
 	RoleIngressL7 = "ingress-l7"
 	RoleEgress    = "egress"
 	RoleConnector = "connector"
+	// RoleIngressGroup is the role of an ingress ProxyGroup's replicas.
+	RoleIngressGroup = "ingress-group"
 )
 
 // LabelProxyRole is proxyset.LabelProxyRole.

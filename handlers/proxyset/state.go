@@ -26,7 +26,14 @@ type Device struct {
 	// ApprovedRoutes those of them control approved
 	// (device_advertised_routes, device_approved_routes).
 	AdvertisedRoutes, ApprovedRoutes []string
+	// Services are the Tailscale Services a ProxyGroup replica hosts, by
+	// name (tailscale_services).
+	Services map[string]proxystate.ServiceReport
 }
+
+// Advertises reports whether the device advertises the Tailscale Service
+// name.
+func (d Device) Advertises(name string) bool { return d.Services[name].Advertised }
 
 // UnapprovedRoutes are the advertised routes control has not approved.
 func (d Device) UnapprovedRoutes() []string {
@@ -56,6 +63,11 @@ func DeviceFromState(state *corev1.Secret) (Device, error) {
 			if err := json.Unmarshal(raw, dst); err != nil {
 				return d, fmt.Errorf("state Secret %s: %s is not a JSON list of addresses: %w", state.Name, key, err)
 			}
+		}
+	}
+	if raw := state.Data[proxystate.KeyServices]; len(raw) > 0 {
+		if err := json.Unmarshal(raw, &d.Services); err != nil {
+			return d, fmt.Errorf("state Secret %s: %s is not a JSON object of service reports: %w", state.Name, proxystate.KeyServices, err)
 		}
 	}
 	return d, nil

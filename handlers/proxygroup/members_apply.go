@@ -1,0 +1,291 @@
+package proxygroup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// LabelMemberKind marks a shared certificate Secret with its member's kind
+// (with the parent name and namespace labels), so that it is found again
+// whatever the member's hostname was.
+const LabelMemberKind = "tailplane.dev/member-kind"
+
+// SecretTypeCerts is the secret-type label of shared certificate Secrets.
+const SecretTypeCerts = "certs"
+
+// memberKind is what differs between Ingress and Service members.
+type memberKind struct {
+	kind      string
+	resource  schema.GroupVersionResource
+	finalizer string
+	isMember  func(*unstructured.Unstructured) bool
+	// render returns the member, or why it cannot be served.
+	render func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error)
+	// status writes the member's status: advertising of total replicas
+	// host its service (domain and addrs known once one does).
+	status func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error
+	// invalid shows why the member cannot be served.
+	invalid func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error
+}
+
+// memberStatus is what a member's status is written from.
+type memberStatus struct {
+	Advertising, Total int
+	// DNSName is <hostname>.<tailnet domain> ("" until a replica has a name).
+	DNSName string
+	Addrs   []string
+}
+
+func registerMembers(op *runtime.Operator, g *groups) {
+	for _, k := range []*memberKind{g.ingressKind(), g.serviceKind()} {
+		k := k
+		opts := g.d.Scope(runtime.When(runtime.Or(k.isMember, hasFinalizer(k.finalizer))), g.d.StateStore())
+		sync := func(ctx context.Context, ev *runtime.Event) (any, error) {
+			if !k.isMember(ev.Object) {
+				return nil, kit.Retry(g.release(ctx, k, ev.Object, true), ev.Retry)
+			}
+			return nil, kit.Retry(g.serve(ctx, k, ev.Object), ev.Retry)
+		}
+		cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
+			return nil, kit.Retry(g.release(ctx, k, ev.Object, false), ev.Retry)
+		}
+		id := "proxygroup-" + strings.ToLower(k.kind)
+		op.On(k.resource, id+"-sync", sync, append(opts,
+			runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))...)
+		op.OnDelete(k.resource, id+"-cleanup", cleanup, opts...)
+	}
+}
+
+func hasFinalizer(f string) runtime.Predicate {
+	return func(obj *unstructured.Unstructured) bool { return slices.Contains(obj.GetFinalizers(), f) }
+}
+
+// serve makes obj's Tailscale Service exist, owned by obj, and writes obj's
+// status from its group's replicas; the group's own handler puts the
+// service into the replicas' configs.
+func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
+	m, err := k.render(ctx, obj)
+	if err != nil {
+		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, err.Error())
+	}
+	pg, err := g.group(ctx, m.Group)
+	if err != nil {
+		return err
+	}
+	switch {
+	case pg == nil:
+		return k.invalid(ctx, obj, ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", m.Group))
+	case pg.Spec.Type != v1alpha1.ProxyGroupTypeIngress:
+		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, fmt.Sprintf("ProxyGroup %q is of type %q; %ss need a ProxyGroup of type ingress", m.Group, pg.Spec.Type, m.Kind))
+	}
+	if err := g.addFinalizer(ctx, k, obj); err != nil {
+		return err
+	}
+	existing, err := g.d.Backend.GetService(ctx, m.ServiceName())
+	if err != nil {
+		return err
+	}
+	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	if err != nil {
+		return k.invalid(ctx, obj, ReasonInvalidTailscaleSvc, err.Error())
+	}
+	if existing == nil || !sameService(*existing, want) {
+		if err := g.d.Backend.PutService(ctx, want); err != nil {
+			return err
+		}
+		if existing, err = g.d.Backend.GetService(ctx, m.ServiceName()); err != nil {
+			return err
+		}
+	}
+	if err := g.sweep(ctx, m.Kind, obj, m.ServiceName()); err != nil {
+		return err
+	}
+	if m.Service.L7 != nil {
+		if err := g.ensureCertSecret(ctx, m); err != nil {
+			return err
+		}
+	}
+	st, err := g.memberStatus(ctx, pg, m.ServiceName())
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		st.Addrs = existing.Addrs
+	}
+	return k.status(ctx, obj, m, st)
+}
+
+// sameService compares what the operator sets.
+func sameService(a, b tailnet.Service) bool {
+	return a.Comment == b.Comment && slices.Equal(a.Tags, b.Tags) && slices.Equal(a.Ports, b.Ports) &&
+		reflect.DeepEqual(a.Annotations, b.Annotations)
+}
+
+// group reads a ProxyGroup; nil when it does not exist.
+func (g *groups) group(ctx context.Context, name string) (*v1alpha1.ProxyGroup, error) {
+	u, err := g.d.Dyn.Resource(resources.ProxyGroups).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ProxyGroup %s: %w", name, err)
+	}
+	return decode(u)
+}
+
+// memberStatus counts the group's replicas that advertise service; none
+// while the group is not available.
+func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, service string) (memberStatus, error) {
+	st := memberStatus{Total: Replicas(pg)}
+	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: kit.RoleIngressGroup}, st.Total)
+	if err != nil {
+		return st, err
+	}
+	for _, r := range proxy.Replicas {
+		if _, domain, ok := strings.Cut(r.Device.FQDN, "."); ok && st.DNSName == "" {
+			st.DNSName = strings.TrimPrefix(service, "svc:") + "." + domain
+		}
+		if r.Device.Advertises(service) {
+			st.Advertising++
+		}
+	}
+	if !Available(pg) {
+		st.Advertising = 0
+	}
+	return st, nil
+}
+
+// sweep deletes the Tailscale Services obj owns besides keep (a hostname it
+// had before), or takes its name off those others share.
+func (g *groups) sweep(ctx context.Context, kind string, obj *unstructured.Unstructured, keep string) error {
+	list, err := g.d.Backend.ListServices(ctx)
+	if err != nil {
+		return err
+	}
+	probe := &Member{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	for i := range list {
+		s := &list[i]
+		if s.Name == keep || !probe.Owns(s, g.d.OperatorNodeID) {
+			continue
+		}
+		owners, _ := Owners(s)
+		others := slices.DeleteFunc(owners, func(o OwnerRef) bool {
+			return o.OperatorID == g.d.OperatorNodeID && o.Resource != nil && o.Resource.Kind == kind &&
+				o.Resource.Namespace == probe.Namespace && o.Resource.Name == probe.Name
+		})
+		if len(others) == 0 {
+			if err := g.d.Backend.DeleteService(ctx, s.Name); err != nil {
+				return err
+			}
+			continue
+		}
+		raw, _ := json.Marshal(ownerRefs{OwnerRefs: others})
+		s.Annotations[AnnotationOwnerReferences] = string(raw)
+		if err := g.d.Backend.PutService(ctx, *s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release undoes serve: the Tailscale Services obj owns, its shared
+// certificate, its status (when it only left the group), then the
+// finalizer. The group dropped the service from its replicas already: obj
+// left its index.
+func (g *groups) release(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, clearStatus bool) error {
+	if err := g.sweep(ctx, k.kind, obj, ""); err != nil {
+		return err
+	}
+	sel := labels.SelectorFromSet(certLabels(k.kind, obj.GetNamespace(), obj.GetName())).String()
+	err := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete shared certificate of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	if clearStatus {
+		if err := k.status(ctx, obj, nil, memberStatus{}); err != nil {
+			return err
+		}
+	}
+	return g.removeFinalizer(ctx, k, obj)
+}
+
+func certLabels(kind, namespace, name string) map[string]string {
+	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: SecretTypeCerts,
+		LabelMemberKind: strings.ToLower(kind), proxystate.LabelParentNamespace: namespace,
+		proxystate.LabelParentName: proxyset.TruncateLabelValue(name)}
+}
+
+// ensureCertSecret creates the empty kubernetes.io/tls Secret the group's
+// issuing replica fills; an existing one is left alone (it holds the
+// certificate).
+func (g *groups) ensureCertSecret(ctx context.Context, m *Member) error {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Service.L7.TLS.SecretName, Namespace: g.d.Settings.Namespace,
+			Labels: certLabels(m.Kind, m.Namespace, m.Name)},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
+	}
+	_, err := g.d.Kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create shared certificate Secret %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+func (g *groups) addFinalizer(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
+	if slices.Contains(obj.GetFinalizers(), k.finalizer) {
+		return nil
+	}
+	return g.setFinalizers(ctx, k, obj, append(slices.Clone(obj.GetFinalizers()), k.finalizer))
+}
+
+func (g *groups) removeFinalizer(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
+	cur, err := g.d.Dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(cur.GetFinalizers(), k.finalizer) {
+		return nil
+	}
+	return g.setFinalizers(ctx, k, cur, slices.DeleteFunc(slices.Clone(cur.GetFinalizers()), func(f string) bool { return f == k.finalizer }))
+}
+
+// setFinalizers writes the list guarded by the resourceVersion read, so
+// that a finalizer added meanwhile by someone else is never dropped.
+func (g *groups) setFinalizers(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, list []string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": list, "resourceVersion": obj.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	_, err = g.d.Dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) {
+		return runtime.Temporary(fmt.Errorf("%s %s/%s changed while its finalizers were updated: %w", k.kind, obj.GetNamespace(), obj.GetName(), err), 0)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("update finalizers of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}

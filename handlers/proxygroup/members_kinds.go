@@ -1,0 +1,143 @@
+package proxygroup
+
+import (
+	"context"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tailplane/tailplane/handlers/conditions"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// ingressKind: Ingresses have no conditions, so problems are Events, and
+// status.loadBalancer.ingress is the service's MagicDNS name with its ports
+// once a replica advertises it.
+func (g *groups) ingressKind() *memberKind {
+	decodeIng := func(obj *unstructured.Unstructured) (*networkingv1.Ingress, error) {
+		var ing networkingv1.Ingress
+		if err := kit.FromUnstructured(obj, &ing); err != nil {
+			return nil, runtime.Permanent(err)
+		}
+		ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
+		return &ing, nil
+	}
+	return &memberKind{
+		kind: "Ingress", resource: resources.Ingresses, finalizer: FinalizerIngress, isMember: g.isIngressMember,
+		render: func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error) {
+			ing, err := decodeIng(obj)
+			if err != nil {
+				return nil, err
+			}
+			m, err := IngressMember(ing, g.d.Settings, g.lookup(ctx, ing.Namespace))
+			if err == nil {
+				for _, p := range m.Problems {
+					g.d.Post(ing, p.Type, p.Reason, p.Message)
+				}
+			}
+			return m, err
+		},
+		invalid: func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error {
+			ing, err := decodeIng(obj)
+			if err != nil {
+				return err
+			}
+			g.d.Post(ing, corev1.EventTypeWarning, reason, msg)
+			if len(ing.Status.LoadBalancer.Ingress) == 0 {
+				return nil
+			}
+			return g.d.PatchStatus(ctx, resources.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}})
+		},
+		status: func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error {
+			ing, err := decodeIng(obj)
+			if err != nil {
+				return err
+			}
+			var lb []networkingv1.IngressLoadBalancerIngress
+			if m != nil && st.Advertising > 0 && st.DNSName != "" {
+				ports := []networkingv1.IngressPortStatus{{Port: 443, Protocol: corev1.ProtocolTCP}}
+				if len(m.Ports) > 1 {
+					ports = append(ports, networkingv1.IngressPortStatus{Port: 80, Protocol: corev1.ProtocolTCP})
+				}
+				lb = []networkingv1.IngressLoadBalancerIngress{{Hostname: st.DNSName, Ports: ports}}
+			}
+			if reflect.DeepEqual(lb, ing.Status.LoadBalancer.Ingress) || (len(lb) == 0 && len(ing.Status.LoadBalancer.Ingress) == 0) {
+				return nil
+			}
+			return g.d.PatchStatus(ctx, resources.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": orNil(len(lb) == 0, lb)}})
+		},
+	}
+}
+
+// serviceKind: Services carry TailscaleIngressSvcValid and
+// TailscaleIngressSvcConfigured, and, for LoadBalancers, the service's
+// MagicDNS name and IPv4 address.
+func (g *groups) serviceKind() *memberKind {
+	setStatus := func(ctx context.Context, svc *corev1.Service, conds []metav1.Condition, lb []corev1.LoadBalancerIngress, writeLB bool) error {
+		status := map[string]any{}
+		if !reflect.DeepEqual(conds, svc.Status.Conditions) {
+			status["conditions"] = orNil(len(conds) == 0, conds)
+		}
+		if writeLB && !reflect.DeepEqual(lb, svc.Status.LoadBalancer.Ingress) && !(len(lb) == 0 && len(svc.Status.LoadBalancer.Ingress) == 0) {
+			status["loadBalancer"] = map[string]any{"ingress": orNil(len(lb) == 0, lb)}
+		}
+		if len(status) == 0 {
+			return nil
+		}
+		return g.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, status)
+	}
+	return &memberKind{
+		kind: "Service", resource: resources.Services, finalizer: FinalizerService, isMember: g.isServiceMember,
+		render: func(_ context.Context, obj *unstructured.Unstructured) (*Member, error) {
+			svc, err := kit.DecodeService(obj)
+			if err != nil {
+				return nil, runtime.Permanent(err)
+			}
+			return ServiceMember(svc, g.d.Settings)
+		},
+		invalid: func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error {
+			svc, err := kit.DecodeService(obj)
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			g.d.Post(svc, corev1.EventTypeWarning, reason, msg)
+			conds := conditions.Set(svc.Status.Conditions, metav1.Condition{Type: ConditionSvcValid, Status: metav1.ConditionFalse,
+				Reason: ReasonSvcInvalid, Message: msg})
+			conds = conditions.Remove(conds, ConditionSvcConfigured)
+			return setStatus(ctx, svc, conds, nil, svc.Spec.Type == corev1.ServiceTypeLoadBalancer)
+		},
+		status: func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error {
+			svc, err := kit.DecodeService(obj)
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			isLB := svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+			if m == nil {
+				conds := conditions.Remove(conditions.Remove(svc.Status.Conditions, ConditionSvcValid), ConditionSvcConfigured)
+				return setStatus(ctx, svc, conds, nil, isLB)
+			}
+			conds := conditions.Set(svc.Status.Conditions, metav1.Condition{Type: ConditionSvcValid, Status: metav1.ConditionTrue,
+				Reason: ReasonSvcValid, Message: ReasonSvcValid})
+			configured := metav1.Condition{Type: ConditionSvcConfigured, Status: metav1.ConditionFalse, Reason: ReasonSvcNoBackends,
+				Message: sprintf(messageBackendsAdvertising, st.Advertising, st.Total)}
+			var lb []corev1.LoadBalancerIngress
+			if st.Advertising > 0 {
+				configured.Status, configured.Reason = metav1.ConditionTrue, ReasonSvcConfigured
+				if st.DNSName != "" {
+					lb = append(lb, corev1.LoadBalancerIngress{Hostname: st.DNSName})
+				}
+				for _, a := range st.Addrs {
+					if isIPv4(a) {
+						lb = append(lb, corev1.LoadBalancerIngress{IP: a})
+					}
+				}
+			}
+			return setStatus(ctx, svc, conditions.Set(conds, configured), lb, isLB)
+		},
+	}
+}

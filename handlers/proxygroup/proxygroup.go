@@ -1,0 +1,167 @@
+package proxygroup
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// ParentType is the official parent type label of a ProxyGroup's children.
+const ParentType = "proxygroup"
+
+// DefaultReplicas is the number of replicas when spec.replicas is unset (the
+// official operator's default in code).
+const DefaultReplicas = 2
+
+// Event reasons and messages, the official ones.
+const (
+	ReasonCreationFailed = "ProxyGroupCreationFailed"
+	// ReasonInvalid is posted with the condition's ProxyGroupInvalid.
+	ReasonInvalid = v1alpha1.ReasonProxyGroupInvalid
+	// messageAvailable is ProxyGroupAvailable's message.
+	messageAvailable = "%d/%d ProxyGroup pods running"
+)
+
+// Replicas is spec.replicas, DefaultReplicas when unset.
+func Replicas(pg *v1alpha1.ProxyGroup) int {
+	if pg.Spec.Replicas == nil {
+		return DefaultReplicas
+	}
+	return max(int(*pg.Spec.Replicas), 0)
+}
+
+// Hostnames are the replicas' tailnet hostnames: <hostnamePrefix or
+// name>-<ordinal>.
+func Hostnames(pg *v1alpha1.ProxyGroup) []string {
+	prefix := string(pg.Spec.HostnamePrefix)
+	if prefix == "" {
+		prefix = pg.Name
+	}
+	out := make([]string, Replicas(pg))
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// Tags are the devices' tags: spec.tags, else the operator's proxy tags.
+func Tags(pg *v1alpha1.ProxyGroup, defaults []string) ([]string, error) {
+	if len(pg.Spec.Tags) == 0 {
+		return defaults, nil
+	}
+	tags, err := settings.ParseTags(strings.Join(pg.Spec.Tags.Strings(), ","))
+	if err != nil {
+		return nil, fmt.Errorf("spec.tags: %w", err)
+	}
+	return tags, nil
+}
+
+// Validate checks what the CRD's schema cannot: the hostnames are DNS
+// labels, the tags parse, and the type is one this operator runs.
+func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
+	var errs []error
+	switch pg.Spec.Type {
+	case v1alpha1.ProxyGroupTypeIngress:
+	case v1alpha1.ProxyGroupTypeEgress, v1alpha1.ProxyGroupTypeKubeAPIServer:
+		errs = append(errs, fmt.Errorf("ProxyGroup type %q is not supported by this version of Tailplane yet; only type ingress is", pg.Spec.Type))
+	default:
+		errs = append(errs, fmt.Errorf("unknown ProxyGroup type %q", pg.Spec.Type))
+	}
+	if pg.Spec.Tailnet != "" {
+		errs = append(errs, fmt.Errorf("spec.tailnet %q: joining another tailnet is not supported yet; remove the field", pg.Spec.Tailnet))
+	}
+	for _, h := range Hostnames(pg) {
+		if err := proxyset.ValidHostname(h); err != nil {
+			errs = append(errs, fmt.Errorf("invalid hostname %q: %v", h, err))
+			break
+		}
+	}
+	if _, err := Tags(pg, defaultTags); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Config is replica ordinal's proxy config: every member's Tailscale
+// Service; replica 0 issues the shared certificates.
+func Config(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+	own := make([]config.Service, len(services))
+	for i, s := range services {
+		if s.L7 != nil {
+			l7 := *s.L7
+			l7.TLS.Issue = ordinal == 0
+			s.L7 = &l7
+		}
+		own[i] = s
+	}
+	return &config.Config{
+		Version: config.Version, Hostname: Hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Role: config.RoleIngressGroup, Group: &config.Group{Services: own},
+	}
+}
+
+// Status is the ProxyGroup's status for an outcome of the pipeline:
+// ProxyGroupReady (every replica serves, with the generation observed) and
+// ProxyGroupAvailable (at least one does), with the official reasons.
+func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupStatus {
+	st := v1alpha1.ProxyGroupStatus{Conditions: slices.Clone(pg.Status.Conditions)}
+	for _, d := range out.Serving {
+		name, _, _ := strings.Cut(d.FQDN, ".")
+		st.Devices = append(st.Devices, v1alpha1.TailnetDevice{Hostname: name, TailnetIPs: d.IPs})
+	}
+	ready := metav1.Condition{Type: v1alpha1.ProxyGroupReady, Status: metav1.ConditionFalse, ObservedGeneration: pg.Generation}
+	switch out.Stage {
+	case pipeline.Invalid:
+		ready.Reason, ready.Message = v1alpha1.ReasonProxyGroupInvalid, out.Message
+	case pipeline.Failed:
+		ready.Reason, ready.Message = v1alpha1.ReasonProxyGroupCreationFailed, out.Message
+	case pipeline.Waiting, pipeline.Pending:
+		ready.Reason, ready.Message = v1alpha1.ReasonProxyGroupCreating, out.Message
+	case pipeline.Ready:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonProxyGroupReady, "ProxyGroup is ready"
+	}
+	want := Replicas(pg)
+	avail := metav1.Condition{Type: v1alpha1.ProxyGroupAvailable, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.ReasonProxyGroupCreating, Message: fmt.Sprintf(messageAvailable, len(out.Serving), want)}
+	if len(out.Serving) > 0 {
+		avail.Status = metav1.ConditionTrue
+	}
+	if len(out.Serving) == want && want > 0 {
+		avail.Reason = v1alpha1.ReasonProxyGroupAvailable
+	}
+	for _, c := range []metav1.Condition{ready, avail} {
+		if old := meta.FindStatusCondition(st.Conditions, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	return st
+}
+
+// Available reports whether the group's status says at least one replica
+// serves (ProxyGroupAvailable): members are served, and get an address,
+// only then.
+func Available(pg *v1alpha1.ProxyGroup) bool {
+	return meta.IsStatusConditionTrue(pg.Status.Conditions, v1alpha1.ProxyGroupAvailable)
+}
+
+// orNil is v, or nil (which a merge patch turns into a deletion) when empty.
+func orNil(empty bool, v any) any {
+	if empty {
+		return nil
+	}
+	return v
+}

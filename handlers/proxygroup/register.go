@@ -1,0 +1,224 @@
+package proxygroup
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/service"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// Indexes of members by ProxyGroup name (values "namespace/name").
+const (
+	IndexIngressMembers = "proxygroup-ingresses"
+	IndexServiceMembers = "proxygroup-services"
+)
+
+type groups struct {
+	d *kit.Deps
+	p *pipeline.Pipeline
+}
+
+// Register adds ProxyGroups to the pipeline and their members' handlers:
+// a group's replicas host every valid member's Tailscale Service; a change
+// of a member re-renders its group (and the group it left); a change of a
+// group re-handles its members.
+func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+	g := &groups{d: d, p: p}
+	p.Register(op, pipeline.Module{
+		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
+		ParentType: ParentType, Role: kit.RoleIngressGroup, ProxyKind: proxyclass.L7, ClusterScoped: true,
+		IsOurs:  func(*unstructured.Unstructured) bool { return true },
+		Plan:    g.plan,
+		Report:  g.report,
+		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
+	})
+	op.Index(resources.Ingresses, IndexIngressMembers, func(obj *unstructured.Unstructured) map[string]any {
+		if !g.isIngressMember(obj) || obj.GetDeletionTimestamp() != nil {
+			return nil
+		}
+		return map[string]any{obj.GetAnnotations()[AnnotationProxyGroup]: obj.GetNamespace() + "/" + obj.GetName()}
+	}, d.Scope()...)
+	op.Index(resources.Services, IndexServiceMembers, func(obj *unstructured.Unstructured) map[string]any {
+		if !g.isServiceMember(obj) || obj.GetDeletionTimestamp() != nil {
+			return nil
+		}
+		return map[string]any{obj.GetAnnotations()[AnnotationProxyGroup]: obj.GetNamespace() + "/" + obj.GetName()}
+	}, d.Scope()...)
+	groupsOf := func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
+		var keys []runtime.Key
+		for _, o := range []*unstructured.Unstructured{old, obj} {
+			if o == nil {
+				continue
+			}
+			if name := o.GetAnnotations()[AnnotationProxyGroup]; name != "" {
+				keys = append(keys, runtime.Key{Resource: resources.ProxyGroups, Name: name})
+			}
+		}
+		return keys
+	}
+	op.Watch(resources.Ingresses, "proxygroup-of-ingress", groupsOf, d.Scope()...)
+	op.Watch(resources.Services, "proxygroup-of-service", groupsOf, d.Scope()...)
+	op.Watch(resources.ProxyGroups, "proxygroup-members", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
+		return append(d.Indexed(IndexIngressMembers, obj.GetName(), resources.Ingresses),
+			d.Indexed(IndexServiceMembers, obj.GetName(), resources.Services)...)
+	})
+	registerMembers(op, g)
+}
+
+func decode(obj *unstructured.Unstructured) (*v1alpha1.ProxyGroup, error) {
+	var pg v1alpha1.ProxyGroup
+	if err := kit.FromUnstructured(obj, &pg); err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	pg.APIVersion, pg.Kind = v1alpha1.GroupVersion.String(), "ProxyGroup"
+	return &pg, nil
+}
+
+// plan is the group's replicas, each hosting every member's service.
+func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
+	pg, err := decode(obj)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(pg, g.d.Settings.ProxyTags); err != nil {
+		return &pipeline.Plan{Invalid: err.Error()}, nil
+	}
+	tags, _ := Tags(pg, g.d.Settings.ProxyTags)
+	members, err := g.members(ctx, pg.Name)
+	if err != nil {
+		return nil, err
+	}
+	services := make([]config.Service, 0, len(members))
+	var secrets []string
+	for _, m := range members {
+		services = append(services, m.Service)
+		if m.Service.L7 != nil {
+			secrets = append(secrets, m.Service.L7.TLS.SecretName)
+		}
+	}
+	return &pipeline.Plan{
+		Hostnames: Hostnames(pg), Tags: tags, ProxyClass: pg.Spec.ProxyClass, ExtraSecrets: secrets,
+		Config: func(i int, key string) (*config.Config, error) {
+			return Config(pg, services, tags, g.d.Backend.LoginServer(), key, i), nil
+		},
+	}, nil
+}
+
+// members renders the group's valid members, sorted by service name; of
+// two members wanting one Tailscale Service, the older one keeps it.
+func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
+	var out []*Member
+	byName := map[string]*Member{}
+	created := map[string]metav1.Time{}
+	add := func(m *Member, ts metav1.Time) {
+		if old, taken := created[m.ServiceName()]; taken && !ts.Before(&old) {
+			return
+		}
+		byName[m.ServiceName()], created[m.ServiceName()] = m, ts
+	}
+	for _, k := range g.d.Indexed(IndexIngressMembers, group, resources.Ingresses) {
+		ing, err := g.d.Kube.NetworkingV1().Ingresses(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read Ingress %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
+		}
+		if m, err := IngressMember(ing, g.d.Settings, g.lookup(ctx, ing.Namespace)); err == nil {
+			add(m, ing.CreationTimestamp)
+		}
+	}
+	for _, k := range g.d.Indexed(IndexServiceMembers, group, resources.Services) {
+		svc, err := g.d.Kube.CoreV1().Services(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read Service %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
+		}
+		if m, err := ServiceMember(svc, g.d.Settings); err == nil {
+			add(m, svc.CreationTimestamp)
+		}
+	}
+	for _, m := range byName {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ServiceName() < out[j].ServiceName() })
+	return out, nil
+}
+
+// lookup finds backend Services of namespace.
+func (g *groups) lookup(ctx context.Context, namespace string) func(string) (*corev1.Service, error) {
+	return func(name string) (*corev1.Service, error) {
+		svc, err := g.d.Kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return svc, err
+	}
+}
+
+// report writes the group's status, posts the official Warning Events, and
+// has the members look at the group again (their status follows its
+// replicas' advertisements).
+func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
+	pg, err := decode(obj)
+	if err != nil {
+		return err
+	}
+	switch out.Stage {
+	case pipeline.Invalid:
+		g.d.Post(pg, corev1.EventTypeWarning, ReasonInvalid, out.Message)
+	case pipeline.Failed:
+		g.d.Post(pg, corev1.EventTypeWarning, ReasonCreationFailed, out.Message)
+	}
+	for _, k := range append(g.d.Indexed(IndexIngressMembers, pg.Name, resources.Ingresses),
+		g.d.Indexed(IndexServiceMembers, pg.Name, resources.Services)...) {
+		g.d.Op.Enqueue(k.Resource, k.Namespace+"/"+k.Name, 0)
+	}
+	st := Status(pg, out)
+	if reflect.DeepEqual(st, pg.Status) {
+		return nil
+	}
+	return g.d.PatchStatus(ctx, resources.ProxyGroups, "", pg.Name, map[string]any{
+		"conditions": st.Conditions, "devices": orNil(len(st.Devices) == 0, st.Devices)})
+}
+
+// isIngressMember: an Ingress of our class that names a ProxyGroup.
+func (g *groups) isIngressMember(obj *unstructured.Unstructured) bool {
+	if obj.GetAnnotations()[AnnotationProxyGroup] == "" {
+		return false
+	}
+	class, _, _ := unstructured.NestedString(obj.Object, "spec", "ingressClassName")
+	return class == g.d.Settings.IngressClassName
+}
+
+// isServiceMember: a tailscale LoadBalancer or exposed Service that names a
+// ProxyGroup and no tailnet target (those are egress).
+func (g *groups) isServiceMember(obj *unstructured.Unstructured) bool {
+	a := obj.GetAnnotations()
+	if a[AnnotationProxyGroup] == "" || a["tailscale.com/tailnet-fqdn"] != "" || a["tailscale.com/tailnet-ip"] != "" || a["tailscale.com/ts-tailnet-target-ip"] != "" {
+		return false
+	}
+	if a["tailscale.com/expose"] == "true" {
+		return true
+	}
+	svc, err := kit.DecodeService(obj)
+	return err == nil && service.IsTailscaleLoadBalancer(svc, g.d.Settings.DefaultLoadBalancer)
+}

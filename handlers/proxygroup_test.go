@@ -1,0 +1,426 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/proxygroup"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
+	"github.com/tailplane/tailplane/proxy/config"
+)
+
+// groupFixture drives one ProxyGroup (cluster-scoped: named after the test
+// namespace).
+type groupFixture struct {
+	*harness
+	name string
+}
+
+func (h *harness) proxyGroup(spec string) *groupFixture {
+	h.t.Helper()
+	g := &groupFixture{harness: h, name: "pg-" + h.ns}
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(fmt.Appendf(nil, `{"apiVersion":"tailscale.com/v1alpha1","kind":"ProxyGroup","metadata":{"name":%q},"spec":%s}`, g.name, spec), &obj.Object); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.dyn.Resource(resources.ProxyGroups).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		_ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), g.name, metav1.DeleteOptions{})
+		testpoll.Until(h.t, settle, "ProxyGroup gone", func() error {
+			if _, err := h.dyn.Resource(resources.ProxyGroups).Get(h.ctx(), g.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there: %v", err)
+			}
+			return nil
+		})
+	})
+	return g
+}
+
+func (g *groupFixture) patch(spec string) {
+	g.t.Helper()
+	if _, err := g.dyn.Resource(resources.ProxyGroups).Patch(g.ctx(), g.name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *groupFixture) get() *v1alpha1.ProxyGroup {
+	g.t.Helper()
+	u, err := g.dyn.Resource(resources.ProxyGroups).Get(g.ctx(), g.name, metav1.GetOptions{})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	var pg v1alpha1.ProxyGroup
+	if err := kit.FromUnstructured(u, &pg); err != nil {
+		g.t.Fatal(err)
+	}
+	return &pg
+}
+
+func (g *groupFixture) replica(i int) proxyset.Names {
+	return proxyset.NamesFor(proxygroup.ParentType, "", g.name).Replica(i)
+}
+
+func (g *groupFixture) config(i int) (*config.Config, error) {
+	s, err := g.kube.CoreV1().Secrets(g.opNS).Get(g.ctx(), g.replica(i).ConfigSecret, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return config.Parse(s.Data[config.SecretKey])
+}
+
+// login does what replica i's proxy does once logged in.
+func (g *groupFixture) login(i int) string {
+	g.t.Helper()
+	var cfg *config.Config
+	testpoll.Until(g.t, settle, "replica config", func() (err error) { cfg, err = g.config(i); return err })
+	g.api.UseKey(cfg.AuthKey)
+	id, fqdn, ip := fmt.Sprintf("nPG%d", i), cfg.Hostname+".tail1.ts.net", fmt.Sprintf("100.64.2.%d", i+1)
+	g.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: []string{ip}})
+	g.writeState(i, map[string][]byte{proxystate.KeyDeviceID: []byte(id),
+		proxystate.KeyDeviceFQDN: []byte(fqdn + "."), proxystate.KeyDeviceIPs: fmt.Appendf(nil, `[%q]`, ip)})
+	return id
+}
+
+// advertise does what replica i's proxy does when it hosts services.
+func (g *groupFixture) advertise(i int, services ...string) {
+	g.t.Helper()
+	reports := map[string]proxystate.ServiceReport{}
+	for _, s := range services {
+		reports[s] = proxystate.ServiceReport{Advertised: true}
+	}
+	raw, _ := json.Marshal(reports)
+	g.writeState(i, map[string][]byte{proxystate.KeyServices: raw})
+}
+
+func (g *groupFixture) writeState(i int, data map[string][]byte) {
+	g.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"data": data})
+	if _, err := g.kube.CoreV1().Secrets(g.opNS).Patch(g.ctx(), g.replica(i).StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *groupFixture) wantCondition(typ, status, reason, msgPart string) {
+	g.t.Helper()
+	testpoll.Until(g.t, settle, typ+" "+reason, func() error {
+		pg := g.get()
+		c := meta.FindStatusCondition(pg.Status.Conditions, typ)
+		if c == nil || string(c.Status) != status || c.Reason != reason || !strings.Contains(c.Message, msgPart) {
+			return fmt.Errorf("conditions %+v", pg.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// hosted are the services replica i's config hosts.
+func (g *groupFixture) hosted(i int) ([]config.Service, error) {
+	cfg, err := g.config(i)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Role != config.RoleIngressGroup || cfg.Group == nil {
+		return nil, fmt.Errorf("config of role %q", cfg.Role)
+	}
+	return cfg.Group.Services, nil
+}
+
+func (g *groupFixture) wantHosted(i int, names ...string) []config.Service {
+	g.t.Helper()
+	var got []config.Service
+	testpoll.Until(g.t, settle, fmt.Sprintf("replica %d hosts %v", i, names), func() error {
+		var err error
+		if got, err = g.hosted(i); err != nil {
+			return err
+		}
+		var have []string
+		for _, s := range got {
+			have = append(have, s.Name)
+		}
+		if !slices.Equal(have, names) {
+			return fmt.Errorf("hosts %v", have)
+		}
+		return nil
+	})
+	return got
+}
+
+func (h *harness) wantTailscaleService(name string, check func(tailnettest.Service) error) {
+	h.t.Helper()
+	testpoll.Until(h.t, settle, "Tailscale Service "+name, func() error {
+		s, ok := h.api.Services()[name]
+		if !ok {
+			return fmt.Errorf("no %s among %v", name, h.api.Services())
+		}
+		if check != nil {
+			return check(s)
+		}
+		return nil
+	})
+}
+
+func (h *harness) wantNoTailscaleService(name string) {
+	h.t.Helper()
+	testpoll.Until(h.t, settle, "Tailscale Service "+name+" deleted", func() error {
+		if _, ok := h.api.Services()[name]; ok {
+			return fmt.Errorf("%s still exists", name)
+		}
+		return nil
+	})
+}
+
+func tlsHost(host string) []networkingv1.IngressTLS {
+	return []networkingv1.IngressTLS{{Hosts: []string{host}}}
+}
+
+// A ProxyGroup's replicas come up and report; an Ingress and a LoadBalancer
+// Service join it as Tailscale Services hosted by every replica, with status
+// once a replica advertises them; scaling down deletes a device; a hostname
+// change replaces the Tailscale Service; leaving the group and deleting
+// release everything.
+func TestProxyGroupIngressLifecycle(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	g := h.proxyGroup(`{"type":"ingress"}`)
+	g.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupCreating, "")
+	g.wantHosted(0)
+	g.wantHosted(1)
+	cfg0, _ := g.config(0)
+	if cfg0.Hostname != g.name+"-0" || cfg0.AuthKey == "" {
+		t.Fatalf("replica 0 config: %+v", cfg0)
+	}
+	g.login(0)
+	g.wantCondition(v1alpha1.ProxyGroupAvailable, "True", v1alpha1.ReasonProxyGroupCreating, "1/2 ProxyGroup pods running")
+	dev1 := g.login(1)
+	g.wantCondition(v1alpha1.ProxyGroupReady, "True", v1alpha1.ReasonProxyGroupReady, "")
+	g.wantCondition(v1alpha1.ProxyGroupAvailable, "True", v1alpha1.ReasonProxyGroupAvailable, "2/2 ProxyGroup pods running")
+	if d := g.get().Status.Devices; len(d) != 2 || d[0].Hostname != g.name+"-0" {
+		t.Fatalf("devices %+v", d)
+	}
+
+	// An Ingress joins.
+	h.backend("web", 80)
+	h.createIngress("web", map[string]string{"tailscale.com/proxy-group": g.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
+	h.wantTailscaleService("svc:web", func(s tailnettest.Service) error {
+		if !slices.Equal(s.Ports, []string{"tcp:443"}) || !slices.Equal(s.Tags, []string{"tag:k8s"}) || len(s.Addrs) != 2 ||
+			!strings.Contains(s.Annotations[proxygroup.AnnotationOwnerReferences], `"operatorID":"`+operatorNodeID+`"`) {
+			return fmt.Errorf("service %+v", s)
+		}
+		return nil
+	})
+	for i := range 2 {
+		svcs := g.wantHosted(i, "svc:web")
+		tls := svcs[0].L7.TLS
+		if tls.Mode != config.TLSShared || tls.SecretName != proxygroup.CertSecretName("web") || tls.Issue != (i == 0) {
+			t.Fatalf("replica %d TLS %+v", i, tls)
+		}
+	}
+	cert, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), proxygroup.CertSecretName("web"), metav1.GetOptions{})
+	if err != nil || cert.Type != corev1.SecretTypeTLS {
+		t.Fatalf("shared certificate Secret: %v %v", cert, err)
+	}
+	testpoll.Until(t, settle, "replicas may write the certificate Secret", func() error {
+		role, err := h.kube.RbacV1().Roles(h.opNS).Get(h.ctx(), g.replica(0).Base, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.ResourceNames, cert.Name) && slices.Contains(r.Verbs, "update") {
+				return nil
+			}
+		}
+		return fmt.Errorf("rules %+v", role.Rules)
+	})
+	ingLB := func(want string) {
+		t.Helper()
+		testpoll.Until(t, settle, "Ingress status "+want, func() error {
+			ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			got := ""
+			if lb := ing.Status.LoadBalancer.Ingress; len(lb) > 0 {
+				got = lb[0].Hostname
+			}
+			if got != want {
+				return fmt.Errorf("hostname %q", got)
+			}
+			return nil
+		})
+	}
+	ingLB("")
+	g.advertise(1, "svc:web")
+	ingLB("web.tail1.ts.net")
+
+	// A LoadBalancer Service joins: its ports, its conditions, its address.
+	lb := loadBalancer("db", "tailscale")
+	lb.Annotations = map[string]string{"tailscale.com/proxy-group": g.name}
+	lb.Spec.Ports = []corev1.ServicePort{{Name: "pg", Port: 5432}}
+	h.createService(lb)
+	dbSvc := "svc:" + h.ns + "-db"
+	h.wantTailscaleService(dbSvc, func(s tailnettest.Service) error {
+		if !slices.Equal(s.Ports, []string{"tcp:5432"}) {
+			return fmt.Errorf("ports %v", s.Ports)
+		}
+		return nil
+	})
+	g.wantHosted(0, dbSvc, "svc:web")
+	svcCond := func(typ, status, reason, msgPart string) {
+		t.Helper()
+		testpoll.Until(t, settle, typ+" of db", func() error {
+			c := meta.FindStatusCondition(h.service("db").Status.Conditions, typ)
+			if c == nil || string(c.Status) != status || c.Reason != reason || !strings.Contains(c.Message, msgPart) {
+				return fmt.Errorf("conditions %+v", h.service("db").Status.Conditions)
+			}
+			return nil
+		})
+	}
+	svcCond(proxygroup.ConditionSvcValid, "True", proxygroup.ReasonSvcValid, "")
+	svcCond(proxygroup.ConditionSvcConfigured, "False", proxygroup.ReasonSvcNoBackends, "0/2 proxy backends ready and advertising")
+	g.advertise(0, dbSvc, "svc:web")
+	svcCond(proxygroup.ConditionSvcConfigured, "True", proxygroup.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
+	testpoll.Until(t, settle, "LoadBalancer status", func() error {
+		ing := h.service("db").Status.LoadBalancer.Ingress
+		want := h.api.Services()[dbSvc].Addrs[0]
+		if len(ing) != 2 || ing[0].Hostname != h.ns+"-db.tail1.ts.net" || ing[1].IP != want {
+			return fmt.Errorf("ingress %+v, want the name and %s", ing, want)
+		}
+		return nil
+	})
+
+	// Scale down: replica 1's device goes.
+	g.patch(`{"replicas":1}`)
+	testpoll.Until(t, settle, "replica 1 device deleted", func() error {
+		if !slices.Contains(h.api.Deleted(), dev1) {
+			return fmt.Errorf("deleted %v", h.api.Deleted())
+		}
+		if _, err := g.config(1); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("replica 1 config: %v", err)
+		}
+		return nil
+	})
+
+	// A new hostname is a new Tailscale Service; the old one goes.
+	if _, err := h.kube.NetworkingV1().Ingresses(h.ns).Patch(h.ctx(), "web", types.MergePatchType,
+		[]byte(`{"spec":{"tls":[{"hosts":["web2"]}]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantTailscaleService("svc:web2", nil)
+	h.wantNoTailscaleService("svc:web")
+	g.wantHosted(0, dbSvc, "svc:web2")
+
+	// Leaving the group: the Ingress gets a proxy of its own; its Tailscale
+	// Service, certificate and finalizer go.
+	if _, err := h.kube.NetworkingV1().Ingresses(h.ns).Patch(h.ctx(), "web", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"tailscale.com/proxy-group":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantNoTailscaleService("svc:web2")
+	g.wantHosted(0, dbSvc)
+	testpoll.Until(t, settle, "Ingress released by the group", func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if slices.Contains(ing.Finalizers, proxygroup.FinalizerIngress) {
+			return fmt.Errorf("finalizers %v", ing.Finalizers)
+		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), proxygroup.CertSecretName("web2"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("certificate Secret: %v", err)
+		}
+		return h.proxyExists("ingress", "web")
+	})
+
+	// Deleting the Service deletes its Tailscale Service.
+	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantNoTailscaleService(dbSvc)
+	g.wantHosted(0)
+}
+
+// Members that cannot be served say why and disturb nothing: a ProxyGroup
+// that does not exist (served once it does), a Tailscale Service someone
+// made by hand, and an invalid ProxyGroup.
+func TestProxyGroupMembersRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	name := "pg-" + h.ns
+	h.backend("web", 80)
+	h.createIngress("early", map[string]string{"tailscale.com/proxy-group": name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("early")})
+	h.wantEvent(h.ns, "early", corev1.EventTypeWarning, proxygroup.ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", name))
+	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
+	h.wantTailscaleService("svc:early", nil)
+	g.wantHosted(0, "svc:early")
+
+	h.api.PutService(tailnettest.Service{Name: "svc:handmade", Addrs: []string{"100.100.9.9"}})
+	h.createIngress("clash", map[string]string{"tailscale.com/proxy-group": name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("handmade")})
+	h.wantEvent(h.ns, "clash", corev1.EventTypeWarning, proxygroup.ReasonInvalidTailscaleSvc, "svc:handmade already exists and is not managed")
+	if s := h.api.Services()["svc:handmade"]; len(s.Annotations) != 0 {
+		t.Fatalf("the hand-made Tailscale Service was changed: %+v", s)
+	}
+
+	// A group of a type this version does not run says so; an Ingress
+	// naming it is refused.
+	eg := &groupFixture{harness: h, name: "eg-" + h.ns}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyGroup",
+		"metadata": map[string]any{"name": eg.name}, "spec": map[string]any{"type": "egress"}}}
+	if _, err := h.dyn.Resource(resources.ProxyGroups).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), eg.name, metav1.DeleteOptions{}) })
+	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupInvalid, `type "egress" is not supported`)
+	h.createIngress("wrongtype", map[string]string{"tailscale.com/proxy-group": eg.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("wrongtype")})
+	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, `is of type "egress"`)
+
+	// Deleting the group while an Ingress uses it: the Ingress says so and
+	// loses its address.
+	g.login(0)
+	g.advertise(0, "svc:early")
+	testpoll.Until(t, settle, "early has an address", func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "early", metav1.GetOptions{})
+		if err != nil || len(ing.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("status %+v %v", ing.Status, err)
+		}
+		return nil
+	})
+	if err := h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), g.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, settle, "early lost its address", func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "early", metav1.GetOptions{})
+		if err != nil || len(ing.Status.LoadBalancer.Ingress) != 0 {
+			return fmt.Errorf("status %+v %v", ing.Status, err)
+		}
+		return nil
+	})
+	testpoll.Until(t, settle, "a second ProxyGroupNotFound", func() error {
+		list, err := h.kube.CoreV1().Events(h.ns).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=early,reason=" + proxygroup.ReasonProxyGroupNotFound})
+		if err != nil || len(list.Items) == 0 || list.Items[0].Count < 2 {
+			return fmt.Errorf("events %+v %v", list, err)
+		}
+		return nil
+	})
+}
