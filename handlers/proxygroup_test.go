@@ -196,8 +196,10 @@ func tlsHost(host string) []networkingv1.IngressTLS {
 // once a replica advertises them; scaling down deletes a device; a hostname
 // change replaces the Tailscale Service; leaving the group and deleting
 // release everything.
+//
+// It runs with the operator's own RBAC (deploy/manifests).
 func TestProxyGroupIngressLifecycle(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarnessOpts(t, true, nil)
 	h.createIngressClass(false)
 	g := h.proxyGroup(`{"type":"ingress"}`)
 	g.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupCreating, "")

@@ -216,10 +216,17 @@ func (g *groups) release(ctx context.Context, k *memberKind, obj *unstructured.U
 	if err := g.sweep(ctx, k.kind, obj, ""); err != nil {
 		return err
 	}
+	// List and delete one by one: the operator may not deletecollection.
+	secrets := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace)
 	sel := labels.SelectorFromSet(certLabels(k.kind, obj.GetNamespace(), obj.GetName())).String()
-	err := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete shared certificate of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list shared certificates of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	for _, s := range list.Items {
+		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, k.kind, obj.GetNamespace(), obj.GetName(), err)
+		}
 	}
 	if clearStatus {
 		if err := k.status(ctx, obj, nil, memberStatus{}); err != nil {
