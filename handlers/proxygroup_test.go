@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -424,5 +426,57 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 			return fmt.Errorf("events %+v %v", list, err)
 		}
 		return nil
+	})
+}
+
+// A RoutingPlugin targeting a ProxyGroup Ingress runs in the group's
+// replicas: its service carries the plugin, and the replicas may read the
+// module's copy.
+func TestProxyGroupMemberRunsItsPlugins(t *testing.T) {
+	mod := canaryModule(t)
+	sum := sha256.Sum256(mod)
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
+	h.backend("web", 80)
+	h.createIngress("site", map[string]string{"tailscale.com/proxy-group": g.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("site")})
+	g.wantHosted(0, "svc:site")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
+	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.routingPlugin("canary", "canary", hex.EncodeToString(sum[:]), "route")
+	var copyName string
+	testpoll.Until(t, settle, "the plugin in the replica's config", func() error {
+		svcs, err := g.hosted(0)
+		if err != nil {
+			return err
+		}
+		if len(svcs) != 1 || len(svcs[0].Plugins) != 1 || svcs[0].Plugins[0].Name != h.ns+"/canary" {
+			return fmt.Errorf("services %+v", svcs)
+		}
+		var spec struct {
+			Module struct {
+				SecretKeyRef struct{ Name string } `json:"secretKeyRef"`
+			} `json:"module"`
+		}
+		if err := json.Unmarshal(svcs[0].Plugins[0].Spec, &spec); err != nil {
+			return err
+		}
+		copyName = spec.Module.SecretKeyRef.Name
+		return nil
+	})
+	testpoll.Until(t, settle, "replicas may read the module copy", func() error {
+		role, err := h.kube.RbacV1().Roles(h.opNS).Get(h.ctx(), g.replica(0).Base, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, r := range role.Rules {
+			if copyName != "" && slices.Contains(r.ResourceNames, copyName) {
+				return nil
+			}
+		}
+		return fmt.Errorf("rules %+v lack %q", role.Rules, copyName)
 	})
 }

@@ -144,7 +144,7 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 		}
 		return nil, err
 	}
-	plugins, pluginSecrets, err := m.plugins(ctx, ing)
+	plugins, pluginSecrets, err := plugin.Targeting(ctx, m.d, "Ingress", ing.Namespace, ing.Name, ing.Labels)
 	if err != nil {
 		return nil, err
 	}
@@ -204,26 +204,6 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 		dev = out.Serving[0]
 	}
 	return m.setStatus(ctx, ing, dev)
-}
-
-// plugins are the accepted RoutingPlugins of the Ingress's namespace that
-// target it.
-func (m *module) plugins(ctx context.Context, ing *networkingv1.Ingress) ([]config.Plugin, []string, error) {
-	list, err := m.d.Dyn.Resource(resources.RoutingPlugins).Namespace(ing.Namespace).List(ctx, metav1.ListOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil, nil // the CRD is not installed
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("list RoutingPlugins in %s: %w", ing.Namespace, err)
-	}
-	var rps []*plugin.RoutingPlugin
-	for i := range list.Items {
-		if rp, err := plugin.Decode(&list.Items[i]); err == nil {
-			rps = append(rps, rp)
-		}
-	}
-	p, secrets := plugin.ForProxy(rps, "Ingress", ing.Namespace, ing.Name, ing.Labels)
-	return p, secrets, nil
 }
 
 func (m *module) post(ing *networkingv1.Ingress, problems []Problem) {

@@ -22,9 +22,14 @@ import (
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
+	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/plugins/source"
 	"github.com/tailplane/tailplane/runtime"
 )
+
+// AnnotationProxyGroup names the ProxyGroup serving an Ingress, whose
+// replicas run the Ingress's plugins.
+const AnnotationProxyGroup = "tailscale.com/proxy-group"
 
 // LabelPlugin marks the module copies: "<namespace>.<name>" of the plugin.
 const LabelPlugin = "tailplane.dev/routingplugin"
@@ -181,8 +186,29 @@ func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
 	return nil, nil
 }
 
+// Targeting returns the accepted RoutingPlugins of namespace that target the
+// object (kind "Ingress"), for its proxy's config, and the module copies its
+// proxy must be allowed to read.
+func Targeting(ctx context.Context, d *kit.Deps, kind, namespace, name string, objLabels map[string]string) ([]config.Plugin, []string, error) {
+	list, err := d.Dyn.Resource(resources.RoutingPlugins).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil // the CRD is not installed
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list RoutingPlugins in %s: %w", namespace, err)
+	}
+	var rps []*RoutingPlugin
+	for i := range list.Items {
+		if rp, err := Decode(&list.Items[i]); err == nil {
+			rps = append(rps, rp)
+		}
+	}
+	p, secrets := ForProxy(rps, kind, namespace, name, objLabels)
+	return p, secrets, nil
+}
+
 // resyncIngresses re-handles the Ingresses of a namespace (each one picks
-// the plugins that target it).
+// the plugins that target it), and the ProxyGroups serving some of them.
 func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 	list, err := m.d.Kube.NetworkingV1().Ingresses(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -191,6 +217,9 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 	}
 	for _, ing := range list.Items {
 		m.d.Op.Enqueue(resources.Ingresses, ing.Namespace+"/"+ing.Name, 0)
+		if group := ing.Annotations[AnnotationProxyGroup]; group != "" {
+			m.d.Op.Enqueue(resources.ProxyGroups, group, 0)
+		}
 	}
 }
 

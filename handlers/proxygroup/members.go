@@ -68,6 +68,9 @@ type Member struct {
 	Ports []string
 	// Service is what the group's replicas host.
 	Service config.Service
+	// PluginSecrets are the module copies of Service.Plugins, which the
+	// replicas must be allowed to read.
+	PluginSecrets []string
 	// Problems are Events to post (backends that do not resolve, ignored
 	// settings); the member is still served.
 	Problems []ingress.Problem

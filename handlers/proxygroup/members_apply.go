@@ -252,7 +252,16 @@ func (g *groups) ensureCertSecret(ctx context.Context, m *Member) error {
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
 	}
-	_, err := g.d.Kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	// Looked up first: creating an empty TLS Secret draws a warning from
+	// the API server on every attempt, even when it exists.
+	_, err := g.d.Kube.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read shared certificate Secret %s: %w", s.Name, err)
+	}
+	_, err = g.d.Kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create shared certificate Secret %s: %w", s.Name, err)
 	}

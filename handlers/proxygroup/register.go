@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
@@ -111,9 +113,11 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 		if m.Service.L7 != nil {
 			secrets = append(secrets, m.Service.L7.TLS.SecretName)
 		}
+		secrets = append(secrets, m.PluginSecrets...)
 	}
+	slices.Sort(secrets)
 	return &pipeline.Plan{
-		Hostnames: Hostnames(pg), Tags: tags, ProxyClass: pg.Spec.ProxyClass, ExtraSecrets: secrets,
+		Hostnames: Hostnames(pg), Tags: tags, ProxyClass: pg.Spec.ProxyClass, ExtraSecrets: slices.Compact(secrets),
 		Config: func(i int, key string) (*config.Config, error) {
 			return Config(pg, services, tags, g.d.Backend.LoginServer(), key, i), nil
 		},
@@ -140,9 +144,14 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read Ingress %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		if m, err := IngressMember(ing, g.d.Settings, g.lookup(ctx, ing.Namespace)); err == nil {
-			add(m, ing.CreationTimestamp)
+		m, err := IngressMember(ing, g.d.Settings, g.lookup(ctx, ing.Namespace))
+		if err != nil {
+			continue // its own handler says why
 		}
+		if m.Service.Plugins, m.PluginSecrets, err = plugin.Targeting(ctx, g.d, "Ingress", ing.Namespace, ing.Name, ing.Labels); err != nil {
+			return nil, err
+		}
+		add(m, ing.CreationTimestamp)
 	}
 	for _, k := range g.d.Indexed(IndexServiceMembers, group, resources.Services) {
 		svc, err := g.d.Kube.CoreV1().Services(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
