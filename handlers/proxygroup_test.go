@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -310,6 +311,17 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+
+	// An operator restart changes nothing: no new key, the same Tailscale
+	// Services and addresses, the same status.
+	keys, services := len(h.api.Keys()), h.api.Services()
+	h.restart()
+	g.wantCondition(v1alpha1.ProxyGroupReady, "True", v1alpha1.ReasonProxyGroupReady, "")
+	svcCond(proxygroup.ConditionSvcConfigured, "True", proxygroup.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
+	ingLB("web.tail1.ts.net")
+	if len(h.api.Keys()) != keys || !reflect.DeepEqual(h.api.Services(), services) {
+		t.Fatalf("restart changed the tailnet: %d keys (was %d), services %+v (was %+v)", len(h.api.Keys()), keys, h.api.Services(), services)
+	}
 
 	// Scale down: replica 1's device goes.
 	g.patch(`{"replicas":1}`)
