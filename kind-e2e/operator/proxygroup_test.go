@@ -1,0 +1,186 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	tsapi "tailscale.com/client/tailscale/v2"
+)
+
+// The seed's ProxyGroup (examples/seed/07) with the seed's annotated Service
+// (examples/seed/08) and three Ingresses and another L4 Service as members:
+// every member is reached by its own MagicDNS name through whichever
+// replica control picked, keeps being served when that replica's pod is
+// deleted under load, and the group scales; members move between the group
+// and dedicated proxies without leftovers.
+var _ = Describe("ProxyGroups", Ordered, func() {
+	var (
+		api    *tsapi.Client
+		client *tailnetClient
+	)
+	const ns = "pg-e2e"
+
+	BeforeAll(func(ctx SpecContext) {
+		api = tailnetAPI()
+		DeferCleanup(func() {
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "-f", "kind-e2e/operator/testdata/proxygroup.yaml")
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "proxygroup", "ingress-proxies")
+		})
+		applySeed("07-proxygroup.yaml")
+		seed, err := os.ReadFile(suite.root + "/examples/seed/08-service-proxygroup.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/proxygroup.yaml")
+		Expect(err).NotTo(HaveOccurred(), out)
+		// The seed's fragment, with what it leaves out ("# ...").
+		completed := strings.Replace(string(seed), "  # ...", "  selector: {app: echo}\n  ports:\n    - {port: 80, targetPort: 8080}", 1)
+		Expect(completed).NotTo(Equal(string(seed)), "examples/seed/08 no longer ends with the fragment's \"# ...\"")
+		out, err = devclusterStdin(completed, "kubectl", "apply", "-n", ns, "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		client = newTailnetClient(ctx, "e2e-pg")
+		DeferCleanup(client.close)
+	}, NodeTimeout(2*time.Minute))
+
+	It("runs the seed's group of two replicas", func(ctx SpecContext) {
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "get", "proxygroup", "ingress-proxies", "-o",
+				`jsonpath={.status.conditions[?(@.type=="ProxyGroupReady")].reason} {.status.conditions[?(@.type=="ProxyGroupAvailable")].message} {.status.devices[*].hostname}`)
+		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).
+			Should(Equal("ProxyGroupReady 2/2 ProxyGroup pods running ingress-proxies-0 ingress-proxies-1"))
+	}, SpecTimeout(4*time.Minute))
+
+	It("serves every member under its own name with a real certificate", func(ctx SpecContext) {
+		for _, host := range []string{"pg-a", "pg-b", "pg-c"} {
+			Eventually(func() (string, error) {
+				return devcluster("kubectl", "get", "ingress", "-n", ns, host, "-o", "jsonpath={.status.loadBalancer.ingress[0].hostname}")
+			}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal(host + ".devcluster.ts.net"))
+			Eventually(func() (string, error) {
+				_, body, _, err := client.get(ctx, "https://"+host+".devcluster.ts.net/", nil)
+				return body, err
+			}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(ContainSubstring(`"pod":"echo-`))
+		}
+		Eventually(func() (string, error) {
+			_, body, _, err := client.get(ctx, "http://pg-b.devcluster.ts.net/x", nil)
+			return body, err
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2*time.Second).Should(ContainSubstring(`"pod":"echo-`))
+		for _, target := range []string{"http://my-app.devcluster.ts.net/", "http://pg-db.devcluster.ts.net:5432/"} {
+			Eventually(func() (string, error) {
+				_, body, _, err := client.get(ctx, target, nil)
+				return body, err
+			}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(ContainSubstring(`"pod":"echo-`), target)
+		}
+		out, err := devcluster("kubectl", "get", "svc", "-n", ns, "my-app", "-o",
+			`jsonpath={.status.conditions[?(@.type=="TailscaleIngressSvcConfigured")].message} {.status.loadBalancer.ingress[0].hostname}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`^[12]/2 proxy backends ready and advertising my-app\.devcluster\.ts\.net$`))
+		services, err := api.VIPServices().List(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for _, s := range services {
+			names = append(names, s.Name)
+		}
+		Expect(names).To(ContainElements("svc:pg-a", "svc:pg-b", "svc:pg-c", "svc:my-app", "svc:pg-db"))
+	}, SpecTimeout(8*time.Minute))
+
+	It("keeps serving under load while a replica's pod is deleted", func(ctx SpecContext) {
+		var ok, failed atomic.Int64
+		loadCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(20 * time.Millisecond) // 50 requests/s
+			defer tick.Stop()
+			for loadCtx.Err() == nil {
+				<-tick.C
+				go func() {
+					rctx, cancel := context.WithTimeout(loadCtx, 5*time.Second)
+					defer cancel()
+					if code, _, _, err := client.get(rctx, "https://pg-a.devcluster.ts.net/", nil); err == nil && code == 200 {
+						ok.Add(1)
+					} else if loadCtx.Err() == nil {
+						failed.Add(1)
+					}
+				}()
+			}
+		}()
+		defer func() { stop(); <-done }()
+		Eventually(func() int64 { return ok.Load() }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeNumerically(">", 50))
+		out, err := devcluster("kubectl", "get", "pod", "-n", "tailscale", "-l", "tailscale.com/parent-resource=ingress-proxies",
+			"-o", "jsonpath={.items[*].metadata.name}")
+		Expect(err).NotTo(HaveOccurred(), out)
+		pods := strings.Fields(out)
+		Expect(pods).To(HaveLen(2))
+		for _, pod := range pods {
+			before := ok.Load()
+			out, err := devcluster("kubectl", "delete", "pod", "-n", "tailscale", pod, "--wait=false")
+			Expect(err).NotTo(HaveOccurred(), out)
+			Eventually(func() int64 { return ok.Load() - before }).WithContext(ctx).WithTimeout(time.Minute).Should(BeNumerically(">", 100))
+		}
+		GinkgoWriter.Printf("requests: %d served, %d failed while both replicas' pods were deleted in turn\n", ok.Load(), failed.Load())
+	}, SpecTimeout(5*time.Minute))
+
+	It("scales 2 -> 3 -> 1, creating and deleting devices, still serving", func(ctx SpecContext) {
+		scale := func(n int) {
+			out, err := devcluster("kubectl", "patch", "proxygroup", "ingress-proxies", "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+		groupDevices := func() ([]string, error) {
+			names, err := deviceHostnames(ctx, api)
+			var out []string
+			for _, n := range names {
+				if strings.HasPrefix(n, "ingress-proxies-") {
+					out = append(out, n)
+				}
+			}
+			return out, err
+		}
+		scale(3)
+		Eventually(groupDevices).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).
+			Should(ConsistOf("ingress-proxies-0", "ingress-proxies-1", "ingress-proxies-2"))
+		scale(1)
+		Eventually(groupDevices).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(ConsistOf("ingress-proxies-0"))
+		Eventually(func() (string, error) {
+			_, body, _, err := client.get(ctx, "https://pg-c.devcluster.ts.net/", nil)
+			return body, err
+		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(ContainSubstring(`"pod":"echo-`))
+		scale(2)
+	}, SpecTimeout(6*time.Minute))
+
+	It("moves an Ingress to a dedicated proxy and back without leftovers", func(ctx SpecContext) {
+		out, err := devcluster("kubectl", "annotate", "ingress", "-n", ns, "pg-c", "tailscale.com/proxy-group-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() (bool, error) {
+			_, err := api.VIPServices().Get(ctx, "svc:pg-c")
+			return tsapi.IsNotFound(err), nil
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "svc:pg-c deleted")
+		deviceNamed(ctx, api, "pg-c")
+		Eventually(func() (string, error) {
+			_, body, _, err := client.get(ctx, "https://pg-c.devcluster.ts.net/", nil)
+			return body, err
+		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(ContainSubstring(`"pod":"echo-`))
+		out, err = devcluster("kubectl", "annotate", "ingress", "-n", ns, "pg-c", "tailscale.com/proxy-group=ingress-proxies")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() ([]string, error) { return deviceHostnames(ctx, api) }).WithContext(ctx).WithTimeout(2*time.Minute).
+			WithPolling(time.Second).ShouldNot(ContainElement("pg-c"), "the dedicated proxy's device is deleted")
+		Eventually(func() (string, error) {
+			_, body, _, err := client.get(ctx, "https://pg-c.devcluster.ts.net/", nil)
+			return body, err
+		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(ContainSubstring(`"pod":"echo-`))
+	}, SpecTimeout(8*time.Minute))
+
+	It("cleans up the Tailscale Services when the members go, and the devices with the group", func(ctx SpecContext) {
+		out, err := devcluster("kubectl", "delete", "ingress,svc", "-n", ns, "--all", "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() ([]tsapi.VIPService, error) { return api.VIPServices().List(ctx) }).WithContext(ctx).
+			WithTimeout(time.Minute).WithPolling(time.Second).Should(BeEmpty())
+		out, err = devcluster("kubectl", "delete", "proxygroup", "ingress-proxies", "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() ([]string, error) { return deviceHostnames(ctx, api) }).WithContext(ctx).WithTimeout(time.Minute).
+			WithPolling(time.Second).ShouldNot(ContainElement(HavePrefix("ingress-proxies-")))
+	}, SpecTimeout(4*time.Minute))
+})
