@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -51,7 +50,17 @@ func newVIPMap(m tailcfg.ServiceIPMappings) *vipMap {
 	return v
 }
 
-// watchVIPs follows the node's netmap and keeps e.vips current, waking the
+// serviceIPMappings reads the service-host capability, as
+// netmap.GetVIPServiceIPMap does.
+func serviceIPMappings(caps tailcfg.NodeCapMap) tailcfg.ServiceIPMappings {
+	ms, err := tailcfg.UnmarshalNodeCapJSON[tailcfg.ServiceIPMappings](caps, tailcfg.NodeAttrServiceHost)
+	if err != nil || len(ms) != 1 {
+		return nil
+	}
+	return ms[0]
+}
+
+// watchVIPs follows the node's own tailnet node and keeps e.vips current, waking the
 // Run loop when it changes: a service's addresses arrive (or change) when
 // control assigns it, after this node advertised it.
 func (e *Engine) watchVIPs(node *tsnet.Server) {
@@ -70,7 +79,7 @@ func (e *Engine) watchVIPs(node *tsnet.Server) {
 		cancel()
 	}()
 	for ctx.Err() == nil {
-		w, err := lc.WatchIPNBus(ctx, ipn.NotifyInitialNetMap|ipn.NotifyRateLimit)
+		w, err := lc.WatchIPNBus(ctx, ipn.NotifyInitialStatus)
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -84,10 +93,16 @@ func (e *Engine) watchVIPs(node *tsnet.Server) {
 			if err != nil {
 				break
 			}
-			if n.NetMap == nil {
+			var caps tailcfg.NodeCapMap
+			switch {
+			case n.InitialStatus != nil && n.InitialStatus.Self != nil:
+				caps = n.InitialStatus.Self.CapMap
+			case n.SelfChange != nil:
+				caps = n.SelfChange.CapMap
+			default:
 				continue
 			}
-			m := newVIPMap(n.NetMap.GetVIPServiceIPMap())
+			m := newVIPMap(serviceIPMappings(caps))
 			if !m.equal(e.vips.Load()) {
 				e.vips.Store(m)
 				e.log.Debug("Tailscale Service addresses changed", "services", m.byService)
@@ -244,13 +259,4 @@ func (e *Engine) advertiseServices(ctx context.Context, names []string, tcpPorts
 		errs = append(errs, s())
 	}
 	return errors.Join(errs...)
-}
-
-// portsOf lists the TCP ports of a serve config entry, for logs.
-func portsOf(ps []uint16) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = strconv.Itoa(int(p))
-	}
-	return fmt.Sprint(s)
 }
