@@ -141,6 +141,11 @@ const (
 	issueMaxBackoff = 5 * time.Minute
 )
 
+// errNotGranted is the wait for control to list the service's name among
+// the node's certificate domains: a local check, so it is retried at the
+// shortest interval rather than backing off like a failed issuance.
+var errNotGranted = errors.New("control does not list the name among this node's certificate domains yet (is the Tailscale Service approved for this host?)")
+
 // needsIssue says whether the Secret's certificate must be (re)issued for
 // domain, and otherwise when to look again.
 func needsIssue(l *loadedCert, domain string, now time.Time) (bool, time.Duration) {
@@ -180,7 +185,9 @@ func (e *Engine) startIssuer(c *sharedCert, domain string) {
 			if l := c.cur.Load(); l != nil {
 				if issue, next := needsIssue(l, domain, now); !issue {
 					wait, backoff = next, issueMinBackoff
-				} else if err := e.issueInto(ctx, c.secret, domain); err != nil {
+				} else if err := e.issueInto(ctx, c.secret, domain); errors.Is(err, errNotGranted) {
+					e.log.Debug("waiting for control to grant the certificate name", "domain", domain)
+				} else if err != nil {
 					if ctx.Err() != nil {
 						return
 					}
@@ -235,7 +242,7 @@ func (e *Engine) issueInto(ctx context.Context, secret, domain string) error {
 // advertised it and control approved the node as its host.
 func (e *Engine) tailnetCert(ctx context.Context, domain string) (certPEM, keyPEM []byte, err error) {
 	if !slices.Contains(e.node.CertDomains(), domain) {
-		return nil, nil, fmt.Errorf("control does not list %s among this node's certificate domains yet (is the Tailscale Service approved for this host?)", domain)
+		return nil, nil, fmt.Errorf("%s: %w", domain, errNotGranted)
 	}
 	lc, err := e.node.LocalClient()
 	if err != nil {
