@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,62 @@ func TestGroupL4ServicesFollowTheConfig(t *testing.T) {
 	}
 	if err := tcpOverTailnet(r.client, netip.AddrPortFrom(webAddrs[0], 8080), 5*time.Second); err != nil {
 		t.Fatalf("svc:web stopped answering when svc:db left: %v", err)
+	}
+}
+
+// A service the replica cannot serve is not advertised, and the state
+// report says why: an L7 service whose certificate Secret cannot be read
+// (no Kubernetes API here) and a UDP port whose socket cannot be bound
+// (the port is taken on the service address). Once the port is free
+// again, the retry opens it and the service is advertised, without a
+// config change.
+func TestGroupUnservableServicesAreNotAdvertised(t *testing.T) {
+	tn := tailnettest.New(t)
+	udpTarget := udpEchoServer(t)
+	db := config.Service{Name: "svc:db", L4: &config.L4{Ports: []config.PortMap{{Port: 5432, Target: "127.0.0.1:1"}}}}
+	web := config.Service{Name: "svc:web", L7: &config.L7{TLS: config.TLS{Mode: config.TLSShared, SecretName: "web-tls"},
+		DefaultBackend: &config.Backend{Service: "web", Address: "127.0.0.1:1"}}}
+	cfg := newConfig(tn, "pg-0", config.RoleIngressGroup)
+	cfg.Group = &config.Group{Services: []config.Service{db, web}}
+	rec := &statusRecorder{}
+	r := start(t, tn, cfg, Options{Status: rec})
+	node := r.engine.Node()
+	waitServices(t, node, "svc:db")
+	testpoll.Until(t, 10*time.Second, "svc:web reported unservable", func() error {
+		got := rec.getServices()["svc:web"]
+		if got.Advertised || !strings.Contains(got.Error, `l7.tls: tls mode "shared" needs the Kubernetes API`) {
+			return fmt.Errorf("report %v", rec.getServices())
+		}
+		return nil
+	})
+
+	// Control assigns svc:dns its addresses; something else holds its
+	// UDP port on one of them when the config adds it.
+	dnsAddrs := vipAddrs(3)
+	hostServices(t, tn, node, map[string][]netip.Addr{"svc:db": vipAddrs(1), "svc:dns": dnsAddrs})
+	var squatter net.PacketConn
+	testpoll.Until(t, 20*time.Second, "the squatter binds svc:dns's port", func() (err error) {
+		squatter, err = node.ListenPacket("udp", netip.AddrPortFrom(dnsAddrs[0], 53).String())
+		return err
+	})
+	dns := config.Service{Name: "svc:dns", L4: &config.L4{Ports: []config.PortMap{{Protocol: config.UDP, Port: 53, Target: udpTarget}}}}
+	cfg.Group.Services = []config.Service{db, web, dns}
+	writeConfig(t, r.cfgPath, cfg)
+	testpoll.Until(t, 10*time.Second, "svc:dns reported unservable", func() error {
+		got := rec.getServices()["svc:dns"]
+		if got.Advertised || !strings.Contains(got.Error, "open listener group/svc:dns/udp/") {
+			return fmt.Errorf("report %v", rec.getServices())
+		}
+		return nil
+	})
+	if got := advertisedServices(t, node); len(got) != 1 || got[0] != "svc:db" {
+		t.Fatalf("advertises %v with svc:dns's port taken", got)
+	}
+	squatter.Close()
+	waitServices(t, node, "svc:db", "svc:dns")
+	for _, a := range dnsAddrs {
+		testpoll.Until(t, 20*time.Second, "UDP to svc:dns on "+a.String(), func() error {
+			return udpOverTailnet(r.client, netip.AddrPortFrom(a, 53))
+		})
 	}
 }
