@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -30,8 +32,8 @@ import (
 // issuing replica advertises at once (control grants the certificate name
 // only to a host), issues once and writes the Secret; the other replica
 // then advertises and serves HTTPS on the service addresses from the
-// Secret, with the caller's identity, and serves a renewed certificate
-// without a restart.
+// Secret, with the caller's identity, and serves renewed certificates
+// without a restart; the issuer renews a certificate that nears its expiry.
 //
 // testcontrol issues no certificates, so the issuing replica's certificate
 // source (Options.IssueCert, by default the node's ACME client) is a test
@@ -160,7 +162,46 @@ func TestGroupSharedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "web-tls", metav1.GetOptions{})
+	putTLS(t, cs, ns, "web-tls", crt, key)
+	testpoll.Until(t, 10*time.Second, "pg-1 serves the renewed certificate", servesSerial(r1.client, netip.AddrPortFrom(addrs[0], 443), domain, ca, serial))
+	// One issuance for the name, however many replicas serve it.
+	if n := issued.Load(); n != 1 {
+		t.Errorf("the certificate was issued %d times, want 1", n)
+	}
+
+	// A certificate with less than a third of its lifetime left is
+	// renewed by the issuer, and the renewal served by pg-1.
+	crt, key, old, err := ca.issue(domain, 80*time.Minute) // 20 of 80 minutes left
+	if err != nil {
+		t.Fatal(err)
+	}
+	putTLS(t, cs, ns, "web-tls", crt, key)
+	var renewed int64
+	testpoll.Until(t, 20*time.Second, "the issuer renews the certificate", func() error {
+		sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "web-tls", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		l := parseTLSSecret(sec)
+		if l.err != nil {
+			return l.err
+		}
+		if renewed = l.cert.Leaf.SerialNumber.Int64(); renewed == old {
+			return fmt.Errorf("still serial %d", old)
+		}
+		return nil
+	})
+	if n := issued.Load(); n != 2 {
+		t.Errorf("issued %d times after the renewal, want 2", n)
+	}
+	testpoll.Until(t, 10*time.Second, "pg-1 serves the issuer's renewal", servesSerial(r1.client, netip.AddrPortFrom(addrs[0], 443), domain, ca, renewed))
+}
+
+// putTLS writes a key pair into a kubernetes.io/tls Secret.
+func putTLS(t *testing.T, cs kubernetes.Interface, ns, name string, crt, key []byte) {
+	t.Helper()
+	ctx := context.Background()
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,25 +209,26 @@ func TestGroupSharedCertificate(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testpoll.Until(t, 10*time.Second, "pg-1 serves the renewed certificate", func() error {
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+}
+
+// servesSerial checks that a TLS handshake with addr for domain presents
+// the certificate with serial.
+func servesSerial(client *tsnet.Server, addr netip.AddrPort, domain string, ca *testCA, serial int64) func() error {
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		conn, err := dialOverTailnet(dctx, r1.client, "tcp", netip.AddrPortFrom(addrs[0], 443))
+		conn, err := dialOverTailnet(ctx, client, "tcp", addr)
 		if err != nil {
 			return err
 		}
 		tc := tls.Client(conn, &tls.Config{ServerName: domain, RootCAs: ca.roots})
 		defer tc.Close()
-		if err := tc.HandshakeContext(dctx); err != nil {
+		if err := tc.HandshakeContext(ctx); err != nil {
 			return err
 		}
 		if got := tc.ConnectionState().PeerCertificates[0].SerialNumber.Int64(); got != serial {
 			return fmt.Errorf("serves serial %d, want %d", got, serial)
 		}
 		return nil
-	})
-	// One issuance for the name, however many replicas serve it.
-	if n := issued.Load(); n != 1 {
-		t.Errorf("the certificate was issued %d times, want 1", n)
 	}
 }

@@ -17,8 +17,8 @@ import (
 // An ingress-group replica advertises its L4 Tailscale Services and serves
 // their TCP and UDP ports on every address control assigned to them (IPv4
 // and IPv6), connections coming straight from the node's netstack; adding
-// and removing a service in the config changes what the node advertises
-// and what answers, without a restart.
+// changing and removing a service in the config changes what the node
+// advertises and what answers, without a restart.
 func TestGroupL4ServicesFollowTheConfig(t *testing.T) {
 	tn := tailnettest.New(t)
 	tcpLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,6 +70,16 @@ func TestGroupL4ServicesFollowTheConfig(t *testing.T) {
 	// The ports are per service: svc:web's address does not serve svc:db's.
 	unreachable(t, r.client, netip.AddrPortFrom(webAddrs[0], 5432), "on svc:web's address with svc:db's port")
 
+	// Changing a service's port moves it, still advertised.
+	web.L4.Ports[0].Port = 8081
+	cfg.Group.Services = []config.Service{db, web}
+	writeConfig(t, r.cfgPath, cfg)
+	testpoll.Until(t, 20*time.Second, "svc:web on its new port", func() error {
+		return tcpOverTailnet(r.client, netip.AddrPortFrom(webAddrs[0], 8081), 5*time.Second)
+	})
+	unreachable(t, r.client, netip.AddrPortFrom(webAddrs[0], 8080), "on svc:web's old port")
+	waitServices(t, node, "svc:db", "svc:web")
+
 	// Removing svc:db withdraws it and closes its ports, even while
 	// control still routes its addresses here.
 	cfg.Group.Services = []config.Service{web}
@@ -86,7 +96,7 @@ func TestGroupL4ServicesFollowTheConfig(t *testing.T) {
 	if err := udpOverTailnet(r.client, netip.AddrPortFrom(dbAddrs[1], 53)); err == nil {
 		t.Fatal("svc:db's UDP port still answers after svc:db left the config")
 	}
-	if err := tcpOverTailnet(r.client, netip.AddrPortFrom(webAddrs[0], 8080), 5*time.Second); err != nil {
+	if err := tcpOverTailnet(r.client, netip.AddrPortFrom(webAddrs[0], 8081), 5*time.Second); err != nil {
 		t.Fatalf("svc:web stopped answering when svc:db left: %v", err)
 	}
 }

@@ -26,7 +26,10 @@ import (
 type sharedCert struct {
 	secret string
 	cur    atomic.Pointer[loadedCert]
-	cancel context.CancelFunc
+	// changed wakes the issuer when the Secret changed (buffered, 1), so
+	// that a certificate removed or replaced by hand is dealt with at once.
+	changed chan struct{}
+	cancel  context.CancelFunc
 	// issuer runs while this replica issues the certificate for domain.
 	issuer       context.CancelFunc
 	issuerDomain string
@@ -78,7 +81,7 @@ func (e *Engine) sharedCertFor(secret string) (*sharedCert, error) {
 		return nil, fmt.Errorf("tls mode %q needs the Kubernetes API, and this proxy runs without it", "shared")
 	}
 	ctx, cancel := context.WithCancel(e.hard)
-	c := &sharedCert{secret: secret, cancel: cancel}
+	c := &sharedCert{secret: secret, cancel: cancel, changed: make(chan struct{}, 1)}
 	factory := informers.NewSharedInformerFactoryWithOptions(e.opts.Kube, 0,
 		informers.WithNamespace(e.opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -88,6 +91,10 @@ func (e *Engine) sharedCertFor(secret string) (*sharedCert, error) {
 	set := func(obj any) {
 		if sec, ok := obj.(*corev1.Secret); ok {
 			c.cur.Store(parseTLSSecret(sec))
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
 			e.wakeGroup()
 		}
 	}
@@ -201,6 +208,7 @@ func (e *Engine) startIssuer(c *sharedCert, domain string) {
 			select {
 			case <-ctx.Done():
 				return
+			case <-c.changed:
 			case <-time.After(wait):
 			}
 		}
