@@ -24,6 +24,10 @@ const listenRetry = 2 * time.Second
 func (e *Engine) refreshGroup(ctx context.Context) {
 	cfg := e.current
 	if cfg == nil || cfg.Role != config.RoleIngressGroup || e.node == nil {
+		if len(e.servicesReported) > 0 {
+			// The replica left the role: it hosts nothing any more.
+			e.writeServiceReport(ctx, map[string]proxystate.ServiceReport{})
+		}
 		return
 	}
 	e.reopenGroup(ctx, cfg)
@@ -143,7 +147,8 @@ func (e *Engine) writeServiceReport(ctx context.Context, report map[string]proxy
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := e.opts.Status.SetServices(wctx, report); err != nil {
-		e.log.Warn("cannot record the Tailscale Services report", "err", err)
+		e.log.Warn("cannot record the Tailscale Services report; retrying", "err", err)
+		time.AfterFunc(listenRetry, e.wakeGroup)
 		return
 	}
 	e.servicesReported = report
