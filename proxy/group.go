@@ -14,6 +14,7 @@ import (
 
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/l7"
+	"github.com/tailplane/tailplane/proxy/route"
 )
 
 // groupService is how this replica serves one Tailscale Service of the
@@ -52,33 +53,26 @@ func (e *Engine) groupServiceFor(name string) *groupService {
 func (e *Engine) planGroup(ctx context.Context, cfg *config.Config) (*groupPlan, error) {
 	p := &groupPlan{services: map[string]*groupService{}, routes: map[string]*l7.Routes{},
 		certs: map[string]*sharedCert{}, errs: map[string]error{}}
-	// One plugin chain serves the whole replica (the plugin host runs one
-	// list), so the services that use plugins must agree on the list.
-	var plugins []config.Plugin
-	owner := ""
-	for _, s := range cfg.Group.Services {
-		if len(s.Plugins) > 0 && owner == "" {
-			plugins, owner = s.Plugins, s.Name
-		}
-	}
-	routers, err := e.pluginRouters(ctx, plugins)
+	// The replica runs one plugin host: it gets the union of the services'
+	// plugins, and each service runs its own part of it.
+	union, errs := pluginUnion(cfg.Group.Services)
+	routers, err := e.pluginRouters(ctx, union)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range cfg.Group.Services {
 		gs := e.groupServiceFor(s.Name)
 		p.services[s.Name] = gs
+		if err := errs[s.Name]; err != nil {
+			p.errs[s.Name] = err
+			continue
+		}
 		if s.L7 == nil {
 			continue
 		}
-		var rs = routers
-		switch {
-		case len(s.Plugins) == 0:
-			rs = nil
-		case !slices.EqualFunc(s.Plugins, plugins, func(a, b config.Plugin) bool {
-			return a.Name == b.Name && string(a.Spec) == string(b.Spec)
-		}):
-			p.errs[s.Name] = fmt.Errorf("plugins: differ from those of %s; the services of one ProxyGroup replica share one plugin list", owner)
+		rs, err := servicePlugins(routers, s.Plugins, len(union))
+		if err != nil {
+			p.errs[s.Name] = err
 			continue
 		}
 		p.routes[s.Name] = e.routesFor(s.L7, rs)
@@ -90,6 +84,56 @@ func (e *Engine) planGroup(ctx context.Context, cfg *config.Config) (*groupPlan,
 		p.certs[s.Name] = c
 	}
 	return p, nil
+}
+
+// pluginUnion lists every plugin of the services once (by name, in order
+// of first use). A service that names a plugin with another spec than an
+// earlier service gets an error: one plugin host cannot run both.
+func pluginUnion(services []config.Service) ([]config.Plugin, map[string]error) {
+	var union []config.Plugin
+	first := map[string]int{} // plugin name -> index in union
+	owner := map[string]string{}
+	errs := map[string]error{}
+	for _, s := range services {
+		for _, pl := range s.Plugins {
+			i, seen := first[pl.Name]
+			if !seen {
+				first[pl.Name], owner[pl.Name] = len(union), s.Name
+				union = append(union, pl)
+				continue
+			}
+			if string(union[i].Spec) != string(pl.Spec) && errs[s.Name] == nil {
+				errs[s.Name] = fmt.Errorf("plugins: %q differs from the plugin of that name in %s", pl.Name, owner[pl.Name])
+			}
+		}
+	}
+	return union, errs
+}
+
+// servicePlugins narrows the routers built for the union of all plugins
+// (unionLen of them) to one service's: a router that can run a subset
+// (the plugin host's Only) runs the service's; any other router serves
+// only a service that uses every plugin.
+func servicePlugins(routers []route.Router, plugins []config.Plugin, unionLen int) ([]route.Router, error) {
+	if len(plugins) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(plugins))
+	for i, pl := range plugins {
+		names[i] = pl.Name
+	}
+	var out []route.Router
+	for _, r := range routers {
+		if sub, ok := r.(interface{ Only([]string) route.Router }); ok {
+			out = append(out, sub.Only(names))
+			continue
+		}
+		if len(plugins) != unionLen {
+			return nil, fmt.Errorf("plugins: the plugin host runs one list for the whole replica, and %v is only part of it", names)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // commitGroup makes a plan current, after its listeners opened.
