@@ -115,8 +115,14 @@ func (e *Engine) sharedCertFor(secret string) (*sharedCert, error) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		defer factory.Shutdown()
+		// Say "not found" rather than "not read yet" once the informer
+		// listed no such Secret.
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) &&
+			c.cur.CompareAndSwap(nil, &loadedCert{err: errors.New("not found (the operator creates it)")}) {
+			e.wakeGroup()
+		}
 		<-ctx.Done()
-		factory.Shutdown()
 	}()
 	e.sharedCerts[secret] = c
 	return c, nil
