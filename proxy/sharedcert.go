@@ -98,7 +98,7 @@ func (e *Engine) sharedCertFor(secret string) (*sharedCert, error) {
 			e.wakeGroup()
 		}
 	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
 		UpdateFunc: func(_, obj any) { set(obj) },
 		DeleteFunc: func(any) {
@@ -117,8 +117,9 @@ func (e *Engine) sharedCertFor(secret string) (*sharedCert, error) {
 		defer e.wg.Done()
 		defer factory.Shutdown()
 		// Say "not found" rather than "not read yet" once the informer
-		// listed no such Secret.
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) &&
+		// listed no such Secret (the registration's HasSynced waits for
+		// the handler too, so an existing Secret was set by then).
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) &&
 			c.cur.CompareAndSwap(nil, &loadedCert{err: errors.New("not found (the operator creates it)")}) {
 			e.wakeGroup()
 		}
