@@ -262,8 +262,34 @@ func (m *Manager) statuses() []Status {
 // Route runs the chain: each plugin refines the previous decision; a
 // redirect or deny ends it.
 func (m *Manager) Route(ctx context.Context, req *route.Request, prev route.Decision) (route.Decision, error) {
+	return m.route(ctx, req, prev, nil)
+}
+
+// Only returns a router that runs just the plugins named in names, in
+// chain order: the chain of one Tailscale Service of a ProxyGroup replica,
+// whose services each have their own plugins while the replica runs one
+// Manager (Apply gets the union).
+func (m *Manager) Only(names []string) route.Router {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return subset{m: m, names: set}
+}
+
+type subset struct {
+	m     *Manager
+	names map[string]bool
+}
+
+func (s subset) Route(ctx context.Context, req *route.Request, prev route.Decision) (route.Decision, error) {
+	return s.m.route(ctx, req, prev, s.names)
+}
+
+// route runs the chain, or only the plugins in only when it is not nil.
+func (m *Manager) route(ctx context.Context, req *route.Request, prev route.Decision, only map[string]bool) (route.Decision, error) {
 	for attempt := 0; ; attempt++ {
-		d, err := m.run(ctx, req, prev)
+		d, err := m.run(ctx, req, prev, only)
 		if !errors.Is(err, host.ErrClosed) || attempt == 3 {
 			return d, err
 		}
@@ -272,10 +298,13 @@ func (m *Manager) Route(ctx context.Context, req *route.Request, prev route.Deci
 	}
 }
 
-func (m *Manager) run(ctx context.Context, req *route.Request, d route.Decision) (route.Decision, error) {
+func (m *Manager) run(ctx context.Context, req *route.Request, d route.Decision, only map[string]bool) (route.Decision, error) {
 	for _, l := range *m.chain.Load() {
 		if d.Action != route.Forward {
 			break
+		}
+		if only != nil && !only[l.name] {
+			continue
 		}
 		if l.plugin == nil {
 			return route.Decision{Action: route.Deny, Status: http.StatusServiceUnavailable, Body: "Service Unavailable\n", DenyPublic: d.DenyPublic}, nil

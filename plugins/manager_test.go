@@ -72,6 +72,23 @@ func TestChainRunsInDeclaredOrder(t *testing.T) {
 	}
 }
 
+// Only runs a subset of the chain (one Tailscale Service's plugins), in
+// chain order, and follows reloads like the whole chain.
+func TestOnlyRunsTheNamedPlugins(t *testing.T) {
+	m := newManager(t)
+	mod := wasmbuild.Go(t, "./plugins/examples/redirect")
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{redirectSpec(mod, "first", "a", 10), redirectSpec(mod, "second", "b", 20)}))
+	if d, err := m.Only([]string{"second"}).Route(context.Background(), req("/x"), route.Decision{}); err != nil || d.Location != "/b/x" {
+		t.Fatalf("Only(second): %+v, %v; want second's redirect", d, err)
+	}
+	if d, _ := m.Only([]string{"second", "first"}).Route(context.Background(), req("/x"), route.Decision{}); d.Location != "/a/x" {
+		t.Fatalf("Only(second, first): %+v; want chain order (first)", d)
+	}
+	if d, _ := m.Only(nil).Route(context.Background(), req("/x"), route.Decision{}); d.Action != route.Forward {
+		t.Fatalf("Only(none): %+v; want no plugin to run", d)
+	}
+}
+
 // Reloads swap atomically while requests flow: every request gets exactly
 // one generation's answer, none fails, and after Apply returns new requests
 // see the new generation.

@@ -103,6 +103,11 @@ func (e *Engine) installForwarding(node *tsnet.Server) error {
 	}
 	tcp, udp := ns.GetTCPHandlerForFlow, ns.GetUDPHandlerForFlow
 	ns.GetTCPHandlerForFlow = func(src, dst netip.AddrPort) (func(net.Conn), bool) {
+		// Tailscale Service ports first: tailscaled intercepted them for
+		// this node (advertiseServices) and left the flow to this hook.
+		if h := e.vipHandler(dst); h != nil {
+			return h, true
+		}
 		var h func(net.Conn)
 		intercept := true
 		if tcp != nil {

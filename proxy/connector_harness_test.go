@@ -53,7 +53,10 @@ func dialOverTailnet(ctx context.Context, client *tsnet.Server, network string, 
 	if !ok {
 		return nil, fmt.Errorf("client has no netstack")
 	}
-	src, _ := client.TailscaleIPs()
+	src, src6 := client.TailscaleIPs()
+	if addr.Addr().Is6() {
+		src = src6
+	}
 	if network == "udp" {
 		return ns.DialContextUDPWithBind(ctx, src, addr)
 	}

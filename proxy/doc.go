@@ -1,8 +1,11 @@
 // Package proxy is tailplane-proxy's engine: a tsnet node (userspace
 // WireGuard; no TUN, no privileges) that serves the L7 HTTPS ingress, L4
 // TCP/UDP ingress, egress and connector (subnet router, exit node, app
-// connector) roles, configured live from a Secret or a file (proxy/config),
-// with its state in a Secret (internal/kubestate).
+// connector) roles, and the ingress-group role of a ProxyGroup replica,
+// which hosts Tailscale Services (group.go: served straight from the node's
+// netstack on the services' addresses, advertised only while servable, with
+// certificates shared through Secrets), configured live from a Secret or a
+// file (proxy/config), with its state in a Secret (internal/kubestate).
 //
 // Engine.Run applies each config document atomically: listeners that stay
 // are kept, routes and targets swap, and anything that fails leaves the

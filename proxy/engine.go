@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/log"
 	"tailscale.com/tsnet"
 
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/l4"
 	"github.com/tailplane/tailplane/proxy/l7"
@@ -42,8 +43,9 @@ type Engine struct {
 	localAddr atomic.Value // string
 	plainHTTP atomic.Bool  // port 80 serves routes (true) or redirects
 	l7        *l7.Handler
-	ingress   *l4.Relay // tailnet -> cluster
-	egress    *l4.Relay // cluster -> tailnet
+	transport http.RoundTripper // to L7 backends, shared by every handler
+	ingress   *l4.Relay         // tailnet -> cluster
+	egress    *l4.Relay         // cluster -> tailnet
 	targets   atomic.Pointer[map[string]string]
 	sources   atomic.Pointer[sourceFilter]
 	listen    map[string]*listenerHandle
@@ -51,7 +53,23 @@ type Engine struct {
 	renamed   chan struct{} // wakes reportDevice after a rename (buffered, 1)
 	// certWarmed is the hostname whose certificate warmCert fetches.
 	certWarmed string
-	wg         sync.WaitGroup
+
+	// The ingress-group role (see group.go). vips and vipTCP are read by
+	// the node's flow hook; the rest belongs to the Run goroutine.
+	vips               atomic.Pointer[vipMap]
+	vipMu              sync.Mutex
+	vipTCP             map[vipPort]*connListener
+	groupWake          chan struct{} // buffered, 1
+	dnsSuffix          string        // the tailnet's MagicDNS suffix
+	group              map[string]*groupService
+	groupErrs          map[string]error // per service, from the config
+	listenErrs         map[string]error // per service, listeners that failed
+	sharedCerts        map[string]*sharedCert
+	servicesAdvertised []string
+	servicesPorts      map[string][]uint16
+	servicesReported   map[string]proxystate.ServiceReport
+
+	wg sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that
 	// draining connections keep flowing until the drain deadline.
 	hard       context.Context
@@ -72,11 +90,13 @@ func New(opts Options) (*Engine, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	e := &Engine{opts: opts, log: opts.Logger, metrics: opts.Metrics, listen: map[string]*listenerHandle{}, renamed: make(chan struct{}, 1)}
+	e := &Engine{opts: opts, log: opts.Logger, metrics: opts.Metrics, listen: map[string]*listenerHandle{}, renamed: make(chan struct{}, 1),
+		vipTCP: map[vipPort]*connListener{}, groupWake: make(chan struct{}, 1), sharedCerts: map[string]*sharedCert{}}
 	e.hard, e.hardCancel = context.WithCancel(context.Background())
 	e.targets.Store(&map[string]string{})
 	e.sources.Store(&sourceFilter{})
-	e.l7 = l7.NewHandler(e.whois, l7.NewTransport(), e.metrics, e.log)
+	e.transport = l7.NewTransport()
+	e.l7 = l7.NewHandler(e.whois, e.transport, e.metrics, e.log)
 	e.ingress = l4.NewRelay("l4", (&net.Dialer{}).DialContext, e.metrics, e.log)
 	e.egress = l4.NewRelay("egress", e.dialTailnet, e.metrics, e.log)
 	return e, nil
@@ -136,6 +156,8 @@ func (e *Engine) Run(ctx context.Context) error {
 				retryDoc = doc
 				retry.Reset(backoff)
 			}
+		case <-e.groupWake:
+			e.refreshGroup(ctx)
 		case <-tlsRefresh.C:
 			// In this loop, so it never races with applying a new config.
 			e.refreshTLSSecret(ctx)
@@ -189,6 +211,7 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	e.metrics.ConfigReloads.WithLabelValues("applied").Inc()
 	e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)
 	e.writeConfigError(ctx, "")
+	e.refreshGroup(ctx)
 	return false
 }
 
@@ -223,6 +246,7 @@ func (e *Engine) writeConfigError(ctx context.Context, msg string) {
 // to DrainTimeout, then closes the node.
 func (e *Engine) drain(local *http.Server) {
 	e.active.Store(false)
+	e.withdrawServices()
 	e.log.Info("draining", "timeout", e.opts.DrainTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.DrainTimeout)
 	defer cancel()

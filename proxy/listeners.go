@@ -31,7 +31,11 @@ type listenerHandle struct {
 type listenerSpec struct {
 	key    string
 	target string // L4/egress target; "" for L7
-	open   func() (*listenerHandle, error)
+	// service is the Tailscale Service the listener serves (ingress-group
+	// role): its failure to open keeps that service from being advertised
+	// instead of refusing the config.
+	service string
+	open    func() (*listenerHandle, error)
 }
 
 // apply switches to cfg: it opens the listeners cfg adds, swaps routes and
@@ -52,14 +56,21 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 	}
-	specs, err := e.specs(cfg)
-	if err != nil {
-		return err
+	var plan *groupPlan
+	specs := e.specs(cfg)
+	if cfg.Group != nil {
+		if plan, err = e.planGroup(ctx, cfg); err != nil {
+			return err
+		}
+		specs = e.groupSpecs(cfg, plan.services)
 	}
 	if e.current != nil && e.current.Role != cfg.Role {
 		// A new role may need the ports the old one holds: stop the old
 		// listeners first (a role change interrupts service briefly).
 		e.log.Info("role change; closing the previous role's listeners", "from", e.current.Role, "to", cfg.Role)
+		if e.current.Role == config.RoleIngressGroup {
+			e.withdrawServices()
+		}
 		// Connections of the old role must not linger either.
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		for k, h := range e.listen {
@@ -69,32 +80,12 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		}
 		cancel()
 	}
-	opened := map[string]*listenerHandle{}
-	for _, s := range specs {
-		if _, ok := e.listen[s.key]; ok {
-			continue
-		}
-		h, err := s.open()
-		if err != nil {
-			for _, h := range opened {
-				h.shutdown(ctx)
-				h.kill()
-			}
-			return fmt.Errorf("open listener %s: %w", s.key, err)
-		}
-		opened[s.key] = h
+	opened, failed, err := e.openListeners(ctx, specs)
+	if err != nil {
+		return err
 	}
 	// Point of no return: swap state, then adjust the listener set.
-	targets := map[string]string{}
-	wanted := map[string]bool{}
-	for _, s := range specs {
-		wanted[s.key] = true
-		if s.target != "" {
-			targets[s.key] = s.target
-		}
-	}
 	e.sources.Store(sf)
-	e.targets.Store(&targets)
 	if certs != nil {
 		e.certs.Store(&certs)
 	}
@@ -103,6 +94,57 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		e.plainHTTP.Store(cfg.L7.PlainHTTP)
 		e.warmCert(cfg)
 	}
+	if plan != nil {
+		e.commitGroup(cfg, plan, failed)
+	} else {
+		e.leaveGroup()
+	}
+	e.adoptListeners(specs, opened)
+	return nil
+}
+
+// openListeners opens the listeners of specs that are not open yet. A
+// failing Tailscale Service listener is reported in failed by service; any
+// other failure closes what was opened and is returned.
+func (e *Engine) openListeners(ctx context.Context, specs []listenerSpec) (opened map[string]*listenerHandle, failed map[string]error, err error) {
+	opened = map[string]*listenerHandle{}
+	failed = map[string]error{}
+	for _, s := range specs {
+		if _, ok := e.listen[s.key]; ok {
+			continue
+		}
+		if s.service != "" && failed[s.service] != nil {
+			continue
+		}
+		h, err := s.open()
+		if err != nil && s.service != "" {
+			failed[s.service] = fmt.Errorf("open listener %s: %w", s.key, err)
+			continue
+		}
+		if err != nil {
+			for _, h := range opened {
+				h.shutdown(ctx)
+				h.kill()
+			}
+			return nil, nil, fmt.Errorf("open listener %s: %w", s.key, err)
+		}
+		opened[s.key] = h
+	}
+	return opened, failed, nil
+}
+
+// adoptListeners makes specs the listener set: their targets swap in, the
+// opened listeners join, and those specs no longer want close gracefully.
+func (e *Engine) adoptListeners(specs []listenerSpec, opened map[string]*listenerHandle) {
+	targets := map[string]string{}
+	wanted := map[string]bool{}
+	for _, s := range specs {
+		wanted[s.key] = true
+		if s.target != "" {
+			targets[s.key] = s.target
+		}
+	}
+	e.targets.Store(&targets)
 	for k, h := range opened {
 		e.listen[k] = h
 	}
@@ -112,11 +154,11 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 			go h.shutdown(context.Background())
 		}
 	}
-	return nil
 }
 
-// specs lists the listeners cfg wants.
-func (e *Engine) specs(cfg *config.Config) ([]listenerSpec, error) {
+// specs lists the listeners cfg wants (the ingress-group role's come from
+// groupSpecs).
+func (e *Engine) specs(cfg *config.Config) []listenerSpec {
 	var out []listenerSpec
 	switch cfg.Role {
 	case config.RoleIngressL7:
@@ -161,7 +203,7 @@ func (e *Engine) specs(cfg *config.Config) ([]listenerSpec, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 func idle(seconds int) time.Duration {

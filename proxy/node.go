@@ -55,16 +55,21 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 	}
 	upCtx, cancel := context.WithTimeout(ctx, upTimeout)
 	defer cancel()
-	if _, err := node.Up(upCtx); err != nil {
+	st, err := node.Up(upCtx)
+	if err != nil {
 		node.Close()
 		return fmt.Errorf("tailnet login as %q failed (check authKey and loginServer): %w", cfg.Hostname, err)
 	}
 	e.node = node
 	e.hostname = cfg.Hostname
 	e.loggedIn.Store(true)
+	if st.CurrentTailnet != nil {
+		e.dnsSuffix = st.CurrentTailnet.MagicDNSSuffix
+	}
 	e.nodeDone = make(chan struct{})
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.reportDevice() }()
+	go func() { defer e.wg.Done(); e.watchVIPs(node) }()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"tailscale.com/ipn"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
 	"github.com/tailplane/tailplane/proxy/metrics"
@@ -20,6 +21,9 @@ import (
 type StatusWriter interface {
 	SetDeviceInfo(ctx context.Context, d kubestate.DeviceInfo) error
 	SetConfigError(ctx context.Context, msg string) error
+	// SetServices records how an ingress-group replica hosts each of its
+	// Tailscale Services (proxystate.KeyServices).
+	SetServices(ctx context.Context, report map[string]proxystate.ServiceReport) error
 }
 
 // Options configure an Engine. Source, State, StateDir and Logger are required.
@@ -33,7 +37,8 @@ type Options struct {
 	StateDir string
 	// Status receives device info and config errors; nil only logs them.
 	Status StatusWriter
-	// Kube and Namespace are used to read TLS Secrets (tls.mode secret).
+	// Kube and Namespace are used to read TLS Secrets (tls.mode secret and
+	// shared) and to write the shared certificate this replica issues.
 	Kube      kubernetes.Interface
 	Namespace string
 
@@ -59,6 +64,13 @@ type Options struct {
 	// config's plugins list and returns routers run after ExtraRouters. An
 	// error refuses the config (the previous one keeps serving).
 	PluginRouters func(ctx context.Context, plugins []config.Plugin) ([]route.Router, error)
+
+	// IssueCert obtains the certificate for a Tailscale Service's MagicDNS
+	// name (TLS mode shared, on the issuing replica). Nil uses the node:
+	// ACME through the control server, once control lists the name among
+	// the node's certificate domains. Tests replace it where the control
+	// server cannot issue certificates.
+	IssueCert func(ctx context.Context, domain string) (certPEM, keyPEM []byte, err error)
 
 	// Logger receives all logs. Metrics may be nil (a fresh registry is used).
 	Logger  *log.Logger

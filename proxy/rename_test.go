@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -19,6 +20,20 @@ type statusRecorder struct {
 	mu       sync.Mutex
 	device   kubestate.DeviceInfo
 	cfgError string
+	services map[string]proxystate.ServiceReport
+}
+
+func (s *statusRecorder) SetServices(_ context.Context, r map[string]proxystate.ServiceReport) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.services = r
+	return nil
+}
+
+func (s *statusRecorder) getServices() map[string]proxystate.ServiceReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.services
 }
 
 func (s *statusRecorder) SetDeviceInfo(_ context.Context, d kubestate.DeviceInfo) error {

@@ -172,6 +172,20 @@ func (s *Store) SetConfigError(ctx context.Context, msg string) error {
 	return s.Set(ctx, map[string][]byte{proxystate.KeyConfigError: v})
 }
 
+// SetServices writes the Tailscale Services report (a JSON object by
+// service name) when it changed.
+func (s *Store) SetServices(ctx context.Context, report map[string]proxystate.ServiceReport) error {
+	b, err := json.Marshal(report)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", proxystate.KeyServices, err)
+	}
+	want := map[string][]byte{proxystate.KeyServices: b}
+	if s.has(want) {
+		return nil
+	}
+	return s.Set(ctx, want)
+}
+
 func (s *Store) has(kv map[string][]byte) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
