@@ -295,3 +295,86 @@ func testLogger() *log.Logger {
 	l.SetReportTimestamp(true)
 	return l
 }
+
+// A host that stops advertising the service (its listener closes) loses
+// the route to the other host; one that advertises again does not take it
+// back (the chosen host stays while it qualifies); a host deleted through
+// the API loses it too.
+func TestServiceMovesWhenHostWithdrawsOrIsDeleted(t *testing.T) {
+	tn := startForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := join(ctx, t, tn, "host-a", "tag:k8s")
+	b := join(ctx, t, tn, "host-b", "tag:k8s")
+	client := join(ctx, t, tn, "client")
+	lnA := hostService(t, a, "svc:web", 80, "a")
+	hostService(t, b, "svc:web", 80, "b")
+	waitReported(ctx, t, tn, "host-a", "svc:web", true)
+	waitReported(ctx, t, tn, "host-b", "svc:web", true)
+	createService(ctx, t, tn, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:80"}})
+	waitAnswer(ctx, t, client, "web.test.ts.net:80", "a")
+
+	if err := lnA.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswer(ctx, t, client, "web.test.ts.net:80", "b")
+
+	hostService(t, a, "svc:web", 80, "a again")
+	waitReported(ctx, t, tn, "host-a", "svc:web", true)
+	for range 5 {
+		if got, err := ask(ctx, client, "web.test.ts.net:80"); got != "b" || primaryOf(tn, "svc:web") != "host-b" {
+			t.Fatalf("after host-a advertised again the service answered %q (%v), routed to %q; want host-b to keep it", got, err, primaryOf(tn, "svc:web"))
+		}
+	}
+
+	api := client0(t, tn)
+	if err := api.Devices().Delete(ctx, selfID(ctx, t, b)); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswer(ctx, t, client, "web.test.ts.net:80", "a again")
+}
+
+// Only devices the policy's autoApprovers.services name host a service:
+// by the service's name or by one of its tags. A policy set through the
+// API approves hosts that advertised before it.
+func TestServiceApprovalFollowsPolicy(t *testing.T) {
+	tn := startWithPolicy(t, `{
+		"autoApprovers": {"services": {
+			"svc:web":    ["tag:web"],    // by name
+			"tag:public": ["tag:k8s"],    // every service tagged tag:public
+		}},
+	}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	webV4, _ := createService(ctx, t, tn, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:80"}})
+	apiV4, _ := createService(ctx, t, tn, tsapi.Service{Name: "svc:api", Ports: []string{"tcp:80"}, Tags: []string{"tag:public"}})
+	k8s := join(ctx, t, tn, "k8s-host", "tag:k8s")
+	web := join(ctx, t, tn, "web-host", "tag:web")
+	client := join(ctx, t, tn, "client")
+	hostService(t, k8s, "svc:web", 80, "web from k8s")
+	hostService(t, k8s, "svc:api", 80, "api from k8s")
+	hostService(t, web, "svc:web", 80, "web from web")
+	hostService(t, web, "svc:api", 80, "api from web")
+	waitReported(ctx, t, tn, "k8s-host", "svc:api", true)
+	waitReported(ctx, t, tn, "web-host", "svc:api", true)
+
+	kst := waitStatus(ctx, t, k8s, "k8s hosts svc:api", func(st *ipnstate.Status) bool { return serviceHost(st)["svc:api"] != nil })
+	wst := waitStatus(ctx, t, web, "web hosts svc:web", func(st *ipnstate.Status) bool { return serviceHost(st)["svc:web"] != nil })
+	if serviceHost(kst)["svc:web"] != nil || serviceHost(wst)["svc:api"] != nil {
+		t.Fatalf("a device the policy does not name hosts a service: k8s %v, web %v", serviceHost(kst), serviceHost(wst))
+	}
+	waitAnswer(ctx, t, client, "web.test.ts.net:80", "web from web")
+	waitAnswer(ctx, t, client, "api.test.ts.net:80", "api from k8s")
+	cst := waitStatus(ctx, t, client, "status", func(*ipnstate.Status) bool { return true })
+	if peerAllowed(cst, "k8s-host", webV4) || peerAllowed(cst, "web-host", apiV4) {
+		t.Fatal("a service is routed to a device the policy does not name")
+	}
+
+	// A new policy lets tag:k8s host svc:web too.
+	if err := client0(t, tn).PolicyFile().Set(ctx, `{"autoApprovers": {"services": {"svc:web": ["tag:web", "tag:k8s"]}}}`, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(ctx, t, k8s, "k8s hosts svc:web under the new policy", func(st *ipnstate.Status) bool {
+		return serviceHost(st)["svc:web"] != nil && serviceHost(st)["svc:api"] == nil
+	})
+}
