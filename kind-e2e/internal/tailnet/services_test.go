@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -164,5 +165,27 @@ func TestServicesAPIRefusesBadInput(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("list without a token: %d, want 401", res.StatusCode)
+	}
+}
+
+// A tailnet saved with the default policy of before Tailscale Services
+// resumes with the current default, which lets tagged devices host them.
+func TestPreviousDefaultPolicyIsUpgraded(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state.json")
+	st, err := loadStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.setPolicy(previousDefaultPolicy); err != nil {
+		t.Fatal(err)
+	}
+	tn := startAt(t, state, "127.0.0.1:0")
+	defer tn.Close()
+	raw, err := client0(t, tn).PolicyFile().Raw(context.Background())
+	if err != nil || raw.HuJSON != DefaultPolicy {
+		t.Fatalf("policy after resuming = %+v, %v; want DefaultPolicy", raw, err)
+	}
+	if !tn.routes.policy.serviceApproved("svc:any", nil, []string{"tag:k8s"}) {
+		t.Fatal("the default policy does not let a tagged device host a service")
 	}
 }
