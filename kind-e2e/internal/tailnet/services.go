@@ -51,18 +51,16 @@ func (s *vipService) addrs() []netip.Addr {
 func (s *vipService) label() string { return tailcfg.ServiceName(s.Name).WithoutPrefix() }
 
 // VIPRange is where devcluster gives Tailscale Services their IPv4
-// addresses (their IPv6 ones are the Tailscale 4-to-6 form of those).
-// Nodes never get addresses there: testcontrol numbers them
-// 100.64.<id/256>.<id%256>, always inside 100.64.0.0/16.
+// addresses (their IPv6 ones are the Tailscale 4-to-6 form of those):
+// 100.100.0.0/16. Nodes never get addresses there: testcontrol numbers
+// them 100.64.<id/256>.<id%256>, always inside 100.64.0.0/16.
 // 100.100.100.0/24 is left out for Tailscale's own 100.100.100.100.
-var VIPRange = netip.MustParsePrefix("100.100.0.0/16")
-
-var quad100Net = netip.MustParsePrefix("100.100.100.0/24")
+func VIPRange() netip.Prefix { return netip.PrefixFrom(netaddr.IPv4(100, 100, 0, 0), 16) }
 
 // validVIP4 reports whether a may be a service's IPv4 address.
 func validVIP4(a netip.Addr) bool {
 	b := a.As4()
-	return a.Is4() && VIPRange.Contains(a) && !quad100Net.Contains(a) && b[3] != 0 && b[3] != 255
+	return a.Is4() && VIPRange().Contains(a) && b[2] != 100 && b[3] != 0 && b[3] != 255
 }
 
 // validVIP6 reports whether a may be a service's IPv6 address: the 4-to-6
@@ -120,9 +118,9 @@ func (s *store) putService(svc *vipService) (*vipService, error) {
 		case err != nil:
 			return nil, fmt.Errorf("addrs: %q is not an IP address", a)
 		case ip.Is4() && !validVIP4(ip):
-			return nil, fmt.Errorf("addrs: %s is outside devcluster's service range %s (100.100.100.0/24 and .0/.255 excluded)", ip, VIPRange)
+			return nil, fmt.Errorf("addrs: %s is outside devcluster's service range %s (100.100.100.0/24 and .0/.255 excluded)", ip, VIPRange())
 		case ip.Is6() && !validVIP6(ip):
-			return nil, fmt.Errorf("addrs: %s is not the 4-to-6 form of an address in devcluster's service range %s", ip, VIPRange)
+			return nil, fmt.Errorf("addrs: %s is not the 4-to-6 form of an address in devcluster's service range %s", ip, VIPRange())
 		case used[ip]:
 			return nil, fmt.Errorf("addrs: %s belongs to another service", ip)
 		case ip.Is4() && v4.IsValid(), ip.Is6() && v6.IsValid():
@@ -142,7 +140,7 @@ func (s *store) putService(svc *vipService) (*vipService, error) {
 			}
 		}
 		if !v4.IsValid() {
-			return nil, fmt.Errorf("no free address left in %s", VIPRange)
+			return nil, fmt.Errorf("no free address left in %s", VIPRange())
 		}
 	}
 	if !v6.IsValid() {

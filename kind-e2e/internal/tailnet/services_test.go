@@ -25,8 +25,8 @@ func serviceAddrs(t *testing.T, svc *tsapi.Service) (v4, v6 netip.Addr) {
 	}
 	v4, err4 := netip.ParseAddr(svc.Addrs[0])
 	v6, err6 := netip.ParseAddr(svc.Addrs[1])
-	if err4 != nil || err6 != nil || !v4.Is4() || !VIPRange.Contains(v4) || v6 != tsaddr.Tailscale4To6(v4) {
-		t.Fatalf("%s has addrs %v, want an IPv4 in %s and its 4-to-6 IPv6", svc.Name, svc.Addrs, VIPRange)
+	if err4 != nil || err6 != nil || !v4.Is4() || !VIPRange().Contains(v4) || v6 != tsaddr.Tailscale4To6(v4) {
+		t.Fatalf("%s has addrs %v, want an IPv4 in %s and its 4-to-6 IPv6", svc.Name, svc.Addrs, VIPRange())
 	}
 	return v4, v6
 }

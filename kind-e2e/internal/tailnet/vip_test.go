@@ -136,8 +136,8 @@ func TestServiceHostedAndRouted(t *testing.T) {
 		t.Fatalf("the host's certificate names %v lack web.test.ts.net", st.CertDomains)
 	}
 	for _, a := range st.TailscaleIPs {
-		if VIPRange.Contains(a) {
-			t.Fatalf("a node got %v, inside the services' range %v", a, VIPRange)
+		if VIPRange().Contains(a) {
+			t.Fatalf("a node got %v, inside the services' range %v", a, VIPRange())
 		}
 	}
 	waitStatus(ctx, t, client, "the client routes the service's addresses to the host", func(st *ipnstate.Status) bool {
