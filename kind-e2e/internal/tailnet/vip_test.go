@@ -99,6 +99,26 @@ func peerAllowed(st *ipnstate.Status, host string, addrs ...netip.Addr) bool {
 	return true
 }
 
+// carriers are the peers that have addr in their AllowedIPs in st.
+func carriers(st *ipnstate.Status, addr netip.Addr) []string {
+	var out []string
+	for _, p := range st.Peer {
+		if p.AllowedIPs != nil && slices.Contains(p.AllowedIPs.AsSlice(), netip.PrefixFrom(addr, addr.BitLen())) {
+			out = append(out, p.HostName)
+		}
+	}
+	return out
+}
+
+// waitCarried waits until exactly host carries the service's addresses
+// in node's netmap.
+func waitCarried(ctx context.Context, t *testing.T, node *tsnet.Server, host string, v4, v6 netip.Addr) {
+	t.Helper()
+	waitStatus(ctx, t, node, "only "+host+" carries the service", func(st *ipnstate.Status) bool {
+		return slices.Equal(carriers(st, v4), []string{host}) && slices.Equal(carriers(st, v6), []string{host})
+	})
+}
+
 func createService(ctx context.Context, t *testing.T, tn *Tailnet, svc tsapi.Service) (v4, v6 netip.Addr) {
 	t.Helper()
 	api := client0(t, tn).VIPServices()
@@ -230,7 +250,7 @@ func TestServiceFailoverWhenHostStops(t *testing.T) {
 	hostService(t, a, "svc:web", 80, "a")
 	waitReported(ctx, t, tn, "host-a", "svc:web", true)
 	waitReported(ctx, t, tn, "host-b", "svc:web", true)
-	v4, _ := createService(ctx, t, tn, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:80"}})
+	v4, v6 := createService(ctx, t, tn, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:80"}})
 	for _, h := range []*tsnet.Server{a, b} {
 		waitStatus(ctx, t, h, "both hosts are approved", func(st *ipnstate.Status) bool { return serviceHost(st)["svc:web"] != nil })
 	}
@@ -238,6 +258,7 @@ func TestServiceFailoverWhenHostStops(t *testing.T) {
 	if p := primaryOf(tn, "svc:web"); p != "host-a" {
 		t.Fatalf("svc:web is routed to %q, want host-a (the lowest node ID)", p)
 	}
+	waitCarried(ctx, t, client, "host-a", v4, v6)
 
 	// The client dials the service every 20 ms (each try given 250 ms)
 	// while host-a stops.
@@ -269,6 +290,7 @@ func TestServiceFailoverWhenHostStops(t *testing.T) {
 			if p := primaryOf(tn, "svc:web"); p != "host-b" {
 				t.Fatalf("svc:web is routed to %q, want host-b", p)
 			}
+			waitCarried(ctx, t, client, "host-b", v4, v6)
 			return
 		case err != nil:
 			failures++
@@ -311,13 +333,15 @@ func TestServiceMovesWhenHostWithdrawsOrIsDeleted(t *testing.T) {
 	hostService(t, b, "svc:web", 80, "b")
 	waitReported(ctx, t, tn, "host-a", "svc:web", true)
 	waitReported(ctx, t, tn, "host-b", "svc:web", true)
-	createService(ctx, t, tn, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:80"}})
+	v4, v6 := createService(ctx, t, tn, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:80"}})
 	waitAnswer(ctx, t, client, "web.test.ts.net:80", "a")
+	waitCarried(ctx, t, client, "host-a", v4, v6)
 
 	if err := lnA.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitAnswer(ctx, t, client, "web.test.ts.net:80", "b")
+	waitCarried(ctx, t, client, "host-b", v4, v6)
 
 	hostService(t, a, "svc:web", 80, "a again")
 	waitReported(ctx, t, tn, "host-a", "svc:web", true)
@@ -332,6 +356,7 @@ func TestServiceMovesWhenHostWithdrawsOrIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAnswer(ctx, t, client, "web.test.ts.net:80", "a again")
+	waitCarried(ctx, t, client, "host-a", v4, v6)
 }
 
 // Only devices the policy's autoApprovers.services name host a service:
@@ -343,6 +368,7 @@ func TestServiceApprovalFollowsPolicy(t *testing.T) {
 			"svc:web":    ["tag:web"],    // by name
 			"tag:public": ["tag:k8s"],    // every service tagged tag:public
 		}},
+		"nodeAttrs": [{"target": ["tag:k8s"], "attr": ["example.com/kept"]}],
 	}`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -360,6 +386,9 @@ func TestServiceApprovalFollowsPolicy(t *testing.T) {
 
 	kst := waitStatus(ctx, t, k8s, "k8s hosts svc:api", func(st *ipnstate.Status) bool { return serviceHost(st)["svc:api"] != nil })
 	wst := waitStatus(ctx, t, web, "web hosts svc:web", func(st *ipnstate.Status) bool { return serviceHost(st)["svc:web"] != nil })
+	if _, ok := kst.Self.CapMap["example.com/kept"]; !ok {
+		t.Fatalf("the service-host capability replaced the policy's nodeAttrs: %v", kst.Self.CapMap)
+	}
 	if serviceHost(kst)["svc:web"] != nil || serviceHost(wst)["svc:api"] != nil {
 		t.Fatalf("a device the policy does not name hosts a service: k8s %v, web %v", serviceHost(kst), serviceHost(wst))
 	}
