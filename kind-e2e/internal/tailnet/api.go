@@ -29,6 +29,10 @@ func (t *Tailnet) apiHandler() http.Handler {
 	mux.Handle("POST /api/v2/device/{id}/routes", t.authed(t.serveSetRoutes))
 	mux.Handle("GET /api/v2/tailnet/{tailnet}/acl", t.authed(t.serveGetPolicy))
 	mux.Handle("POST /api/v2/tailnet/{tailnet}/acl", t.authed(t.serveSetPolicy))
+	mux.Handle("GET /api/v2/tailnet/{tailnet}/vip-services", t.authed(t.serveListServices))
+	mux.Handle("GET /api/v2/tailnet/{tailnet}/vip-services/{name}", t.authed(t.serveGetService))
+	mux.Handle("PUT /api/v2/tailnet/{tailnet}/vip-services/{name}", t.authed(t.servePutService))
+	mux.Handle("DELETE /api/v2/tailnet/{tailnet}/vip-services/{name}", t.authed(t.serveDeleteService))
 	mux.HandleFunc("/api/v2/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "devcluster's Tailscale API does not implement "+r.Method+" "+r.URL.Path)
 	})

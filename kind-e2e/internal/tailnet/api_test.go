@@ -2,12 +2,10 @@ package tailnet
 
 import (
 	"context"
-	"io"
 	"net/url"
 	"path/filepath"
 	"testing"
 
-	"github.com/charmbracelet/log"
 	tsapi "tailscale.com/client/tailscale/v2"
 )
 
@@ -15,7 +13,7 @@ func startForTest(t *testing.T) *Tailnet {
 	t.Helper()
 	tn, err := Start(t.Context(), Config{
 		StateFile: filepath.Join(t.TempDir(), "state.json"), Addr: "127.0.0.1:0",
-		MagicDNSDomain: "test.ts.net", Logger: log.New(io.Discard),
+		MagicDNSDomain: "test.ts.net", Logger: testLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

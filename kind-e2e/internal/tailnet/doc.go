@@ -9,7 +9,15 @@
 // approval through the API) and what node attributes devices get
 // (nodeAttrs, such as the app connectors' tailscale.com/app-connectors).
 //
+// Tailscale Services (VIP services) are real too: created through the API
+// (/vip-services) with addresses from VIPRange, hosted by tagged nodes that
+// advertise them (control asks each node what it serves over c2n when its
+// Hostinfo's ServicesHash changes), approved by the policy's
+// autoApprovers.services, and routed to one online host at a time, moving
+// to another when that host goes away. Every node resolves a service's
+// MagicDNS name, and its hosts may get its certificate.
+//
 // It may import tailscale.com, github.com/tailscale/hujson (policy files),
-// the acme package (for DNS-01 records) and
+// the acme package (for DNS-01 records; its tests also use pki) and
 // charmbracelet/log.
 package tailnet

@@ -46,7 +46,10 @@ type store struct {
 	Control controlState `json:"control"`
 	// Policy is the tailnet policy file (HuJSON).
 	Policy string `json:"policy,omitempty"`
-	tokens map[string]time.Time
+	// Services are the tailnet's Tailscale Services (VIP services) by
+	// name, with the addresses they were given.
+	Services map[string]*vipService `json:"services,omitempty"`
+	tokens   map[string]time.Time
 }
 
 // admission is what a node got when it was let in.

@@ -21,7 +21,9 @@ import (
 
 // serveMap passes a map request to testcontrol and rewrites each
 // MapResponse it streams back for that node, as Tailscale's control server
-// would send it: deleted devices are left out of the peers, and in a
+// would send it: deleted devices are left out of the peers, every node
+// gets the Tailscale Services' DNS records and a service host the names
+// of its services as certificate names, and in a
 // tagged node's own map the tagged-devices profile carries the node's
 // MagicDNS name as LoginName (the official operator reads a device's DNS
 // name from there, in its state Secret), while other nodes see
@@ -35,12 +37,20 @@ func (t *Tailnet) serveMap(w http.ResponseWriter, r *http.Request, next http.Han
 	var req struct {
 		NodeKey  key.NodePublic
 		Compress string
+		Stream   bool
+		ReadOnly bool
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, "bad map request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if req.Stream && !req.ReadOnly {
+		// The node is online (and may be routed to as a service host)
+		// while its map poll is open.
+		t.streamStarted(req.NodeKey)
+		defer t.streamEnded(req.NodeKey)
+	}
 	next.ServeHTTP(&mapRewriter{ResponseWriter: w, t: t, self: req.NodeKey, compress: req.Compress != ""}, r)
 }
 
@@ -95,8 +105,17 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 		}
 	}
 	var res map[string]json.RawMessage
-	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil) {
+	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil && res["DNSConfig"] == nil) {
 		return frame
+	}
+	if raw := res["DNSConfig"]; raw != nil && string(raw) != "null" {
+		var dns tailcfg.DNSConfig
+		if json.Unmarshal(raw, &dns) == nil {
+			records, certDomains := m.t.serviceDNS(m.self)
+			dns.ExtraRecords = append(dns.ExtraRecords, records...)
+			dns.CertDomains = append(dns.CertDomains, certDomains...)
+			res["DNSConfig"], _ = json.Marshal(dns)
+		}
 	}
 	if raw := res["Peers"]; raw != nil {
 		var peers []json.RawMessage

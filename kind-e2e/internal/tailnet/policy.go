@@ -14,10 +14,29 @@ import (
 
 // DefaultPolicy is the tailnet policy devcluster starts with when it is
 // given none: everyone reaches everything, and every route and exit node a
-// device advertises is approved at once, so nothing has to be approved by
-// hand. A policy with no matching autoApprovers leaves advertised routes
-// unapproved until approved through the API, as on Tailscale.
+// device advertises is approved at once, and every tagged device may host
+// every Tailscale Service, so nothing has to be approved by hand. A policy
+// with no matching autoApprovers leaves advertised routes unapproved until
+// approved through the API, as on Tailscale.
 const DefaultPolicy = `// devcluster's default tailnet policy.
+{
+	"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}],
+	"autoApprovers": {
+		"routes": {
+			"0.0.0.0/0": ["autogroup:member", "autogroup:tagged"],
+			"::/0":      ["autogroup:member", "autogroup:tagged"],
+		},
+		"exitNode": ["autogroup:member", "autogroup:tagged"],
+		// devcluster only: "*" names every Tailscale Service.
+		"services": {"*": ["autogroup:tagged"]},
+	},
+}
+`
+
+// previousDefaultPolicy is DefaultPolicy before it approved Tailscale
+// Services; a tailnet saved with it is given the current one, so resumed
+// clusters behave like new ones.
+const previousDefaultPolicy = `// devcluster's default tailnet policy.
 {
 	"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}],
 	"autoApprovers": {
@@ -39,6 +58,10 @@ type policy struct {
 	AutoApprovers struct {
 		Routes   map[string][]string `json:"routes"`
 		ExitNode []string            `json:"exitNode"`
+		// Services maps a service ("svc:name"), the services with a tag
+		// ("tag:x") or every service ("*", devcluster only) to the
+		// devices that may host it.
+		Services map[string][]string `json:"services"`
 	} `json:"autoApprovers"`
 	NodeAttrs []nodeAttr `json:"nodeAttrs"`
 
@@ -100,6 +123,22 @@ func parsePolicy(text string) (*policy, error) {
 	}
 	if err := check("autoApprovers.exitNode", p.AutoApprovers.ExitNode); err != nil {
 		return nil, err
+	}
+	for svc, ids := range p.AutoApprovers.Services {
+		switch {
+		case svc == "*":
+		case strings.HasPrefix(svc, "tag:"):
+			if err := tailcfg.CheckTag(svc); err != nil {
+				return nil, fmt.Errorf("policy: autoApprovers.services: %q: %w", svc, err)
+			}
+		default:
+			if err := checkServiceName(svc); err != nil {
+				return nil, fmt.Errorf("policy: autoApprovers.services: %w (keys are svc:name, tag:x or *)", err)
+			}
+		}
+		if err := check("autoApprovers.services["+svc+"]", ids); err != nil {
+			return nil, err
+		}
 	}
 	for i, a := range p.NodeAttrs {
 		for _, id := range a.Target {
@@ -180,6 +219,22 @@ func (p *policy) autoApproved(advertised []netip.Prefix, tags []string, login st
 		}
 	}
 	return out
+}
+
+// serviceApproved reports whether the device with these tags may host the
+// service name (tagged svcTags): an autoApprovers.services entry naming
+// the service, one of its tags or "*" names the device. Only tagged
+// devices host services, as on Tailscale.
+func (p *policy) serviceApproved(name string, svcTags, tags []string) bool {
+	if len(tags) == 0 {
+		return false
+	}
+	for key, ids := range p.AutoApprovers.Services {
+		if (key == "*" || key == name || slices.Contains(svcTags, key)) && p.anyMatches(ids, tags, "") {
+			return true
+		}
+	}
+	return false
 }
 
 // capMap is the capability map control sends the device: each nodeAttrs

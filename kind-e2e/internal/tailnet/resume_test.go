@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func controlKey(t *testing.T, tn *Tailnet) string {
 }
 
 // A restarted tailnet on the same state is the same tailnet: same control
-// keys, a node with saved state rejoins without an auth key and keeps its
+// keys, the same Tailscale Services with the same addresses, a node with saved state rejoins without an auth key and keeps its
 // IP, and a node that kept running through the restart reconnects on its
 // own (it reuses the control key it knows, over /ts2021, without /key).
 func TestRestartResumesTheTailnet(t *testing.T) {
@@ -79,12 +80,25 @@ func TestRestartResumesTheTailnet(t *testing.T) {
 	if err := keeper.Close(); err != nil {
 		t.Fatal(err)
 	}
+	svcs := client(t, first, first.ClientSecret).VIPServices()
+	if err := svcs.CreateOrUpdate(ctx, tsapi.Service{Name: "svc:kept", Ports: []string{"tcp:443"}, Tags: []string{"tag:k8s"}}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := svcs.Get(ctx, "svc:kept")
+	if err != nil {
+		t.Fatal(err)
+	}
 	first.Close()
 
 	second := startAt(t, state, addr)
 	defer second.Close()
 	if got := controlKey(t, second); got != key1 {
 		t.Fatalf("control keys changed across the restart:\n%s\n%s", key1, got)
+	}
+	// Tailscale Services stay, with their addresses.
+	after, err := client(t, second, second.ClientSecret).VIPServices().Get(ctx, "svc:kept")
+	if err != nil || !slices.Equal(after.Addrs, kept.Addrs) || !slices.Equal(after.Tags, kept.Tags) || !slices.Equal(after.Ports, kept.Ports) {
+		t.Fatalf("service after the restart = %+v, %v; want %+v", after, err, kept)
 	}
 	again := node("keeper", "", keeperDir)
 	st, err = again.Up(ctx)

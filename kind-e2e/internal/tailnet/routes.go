@@ -15,10 +15,13 @@ import (
 )
 
 // served is what control was last told about one node: the routes it
-// routes (approved and advertised) and its capability map.
+// routes (approved and advertised subnets, and the addresses of the
+// Tailscale Services routed to it), its capability map, and the names of
+// the services it hosts (certificate names).
 type served struct {
-	routes []netip.Prefix
-	caps   string // the capability map as JSON, to compare
+	routes      []netip.Prefix
+	caps        string // the capability map as JSON, to compare
+	certDomains []string
 }
 
 // routeState is the tailnet policy and what it last gave each node.
@@ -29,6 +32,7 @@ type served struct {
 type routeState struct {
 	policy *policy
 	served map[key.NodePublic]served
+	vip    vipState
 }
 
 // setPolicy installs p and saves it as the tailnet's policy.
@@ -52,11 +56,37 @@ func advertisedRoutes(n *tailcfg.Node) []netip.Prefix {
 // line with its advertised routes, tags and the policy: routes an
 // auto-approver covers become approved (approvals stay when the policy
 // changes later, as on Tailscale); the node routes what is both approved
-// and advertised; its capabilities are the policy's nodeAttrs for it.
-// Control is told only about changes, since each one wakes every node.
+// and advertised, plus the addresses of the Tailscale Services routed to
+// it; its capabilities are the policy's nodeAttrs for it plus
+// service-host for the services it is an approved host of. Control is
+// told only about changes, since each one wakes every node.
 func (t *Tailnet) syncNode(n *tailcfg.Node) {
 	t.routeMu.Lock()
 	defer t.routeMu.Unlock()
+	nodes, services := t.liveNodes(), t.store.services()
+	if t.choosePrimariesLocked(nodes, services) {
+		// A service moved between hosts: both must be told.
+		for _, o := range nodes {
+			t.syncNodeLocked(o, services)
+		}
+		return
+	}
+	t.syncNodeLocked(n, services)
+}
+
+// syncAll runs syncNode for every live node (after a policy change, a
+// service change, a host coming or going).
+func (t *Tailnet) syncAll() {
+	t.routeMu.Lock()
+	defer t.routeMu.Unlock()
+	nodes, services := t.liveNodes(), t.store.services()
+	t.choosePrimariesLocked(nodes, services)
+	for _, n := range nodes {
+		t.syncNodeLocked(n, services)
+	}
+}
+
+func (t *Tailnet) syncNodeLocked(n *tailcfg.Node, services []*vipService) {
 	if t.devices.removed(n.Key) {
 		return
 	}
@@ -85,24 +115,24 @@ func (t *Tailnet) syncNode(n *tailcfg.Node) {
 			routes = append(routes, r)
 		}
 	}
+	routes = append(routes, t.serviceRoutesLocked(n.Key, services)...)
 	sortPrefixes(routes)
-	caps := t.routes.policy.capMap(n.Tags, owner)
+	hosted := t.hostedLocked(n, services)
+	var certDomains []string
+	for _, s := range hosted {
+		certDomains = append(certDomains, s.label()+"."+t.MagicDNSDomain)
+	}
+	caps := withServiceHost(t.routes.policy.capMap(n.Tags, owner), hosted)
 	capsJSON, _ := json.Marshal(caps)
 	last, seen := t.routes.served[n.Key]
 	if !slices.Equal(last.routes, routes) && (seen || len(routes) > 0) {
 		t.Control.SetSubnetRoutes(n.Key, routes)
 	}
 	if last.caps != string(capsJSON) && (seen || caps != nil) {
+		// Also brings the node its new certificate names (serveMap).
 		t.Control.SetNodeCapMap(n.Key, caps)
 	}
-	t.routes.served[n.Key] = served{routes: routes, caps: string(capsJSON)}
-}
-
-// syncAll runs syncNode for every live node (after a policy change).
-func (t *Tailnet) syncAll() {
-	for _, n := range t.liveNodes() {
-		t.syncNode(n)
-	}
+	t.routes.served[n.Key] = served{routes: routes, caps: string(capsJSON), certDomains: certDomains}
 }
 
 func sortPrefixes(ps []netip.Prefix) {

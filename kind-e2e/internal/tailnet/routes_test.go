@@ -268,6 +268,8 @@ func TestBadPolicyIsRefused(t *testing.T) {
 		{`{"autoApprovers": {"exitNode": ["k8s"]}}`, `autoApprovers.exitNode: "k8s" is not a tag, group, user`},
 		{`{"nodeAttrs": [{"target": ["tag:a"]}]}`, `nodeAttrs[0]: neither attr nor app is set`},
 		{`{"acls": [}`, `not valid HuJSON`},
+		{`{"autoApprovers": {"services": {"web": ["tag:k8s"]}}}`, `autoApprovers.services: "web" is not a valid service name: must start with 'svc:' (keys are svc:name, tag:x or *)`},
+		{`{"autoApprovers": {"services": {"svc:web": ["k8s"]}}}`, `autoApprovers.services[svc:web]: "k8s" is not a tag, group, user`},
 	} {
 		_, err := Start(t.Context(), Config{StateFile: filepath.Join(t.TempDir(), "s.json"), Addr: "127.0.0.1:0",
 			MagicDNSDomain: "test.ts.net", Logger: log.New(io.Discard), Policy: tc.policy})

@@ -64,6 +64,13 @@ type Tailnet struct {
 	// routeMu guards routes and makes syncNode calls one at a time.
 	routeMu sync.Mutex
 	routes  routeState
+	// txtMu guards pendingTXT: DNS-01 records of service names on their
+	// way through testcontrol (serveSetDNS).
+	txtMu      sync.Mutex
+	pendingTXT map[string]string
+	// ctx ends at Close, stopping background work (c2n fetches).
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // Start runs the tailnet until Close.
@@ -74,7 +81,11 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := parsePolicy(cmp.Or(cfg.Policy, st.policy(), DefaultPolicy))
+	saved := st.policy()
+	if saved == previousDefaultPolicy {
+		saved = DefaultPolicy
+	}
+	pol, err := parsePolicy(cmp.Or(cfg.Policy, saved, DefaultPolicy))
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +107,14 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
 		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
 		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
-		routes: routeState{policy: pol, served: map[key.NodePublic]served{}},
+		routes: routeState{policy: pol, served: map[key.NodePublic]served{}, vip: vipState{
+			reported: map[key.NodePublic]reported{}, online: map[key.NodePublic]int{},
+			primary: map[string]key.NodePublic{}, fetching: map[key.NodePublic]string{},
+		}},
+		pendingTXT: map[string]string{},
 	}
+	// Background work outlives Start's ctx, which only bounds starting.
+	t.ctx, t.stop = context.WithCancel(context.WithoutCancel(ctx))
 	t.Control = &testcontrol.Server{
 		Logf: logf, DERPMap: derpMap, MagicDNSDomain: cfg.MagicDNSDomain, AllOnline: true,
 		ExplicitBaseURL: t.URL,
@@ -105,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		DNSConfig: &tailcfg.DNSConfig{Proxied: true, Domains: []string{cfg.MagicDNSDomain}},
 		OnSetDNS: func(req *tailcfg.SetDNSRequest) error {
 			if cfg.OnTXT != nil {
-				cfg.OnTXT(req.Name, req.Value)
+				cfg.OnTXT(t.txtName(req), req.Value)
 			}
 			return nil
 		},
@@ -134,6 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 // Close stops the API, the control server and the relay, and saves the
 // nodes for the next Start.
 func (t *Tailnet) Close() {
+	t.stop()
 	_ = t.srv.Close()
 	t.conns.closeAll()
 	t.relay.close()
@@ -162,6 +180,7 @@ func (t *Tailnet) prepareControl() error {
 	guarded.Handle("/", orig)
 	guarded.HandleFunc("/machine/register", func(w http.ResponseWriter, r *http.Request) { t.serveRegister(w, r, orig) })
 	guarded.HandleFunc("/machine/map", func(w http.ResponseWriter, r *http.Request) { t.serveMap(w, r, orig) })
+	guarded.HandleFunc("/machine/set-dns", func(w http.ResponseWriter, r *http.Request) { t.serveSetDNS(w, r, orig) })
 	*f.mux = guarded
 	return nil
 }
@@ -238,17 +257,21 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 }
 
 // afterMapRequest runs after each map request with a Hostinfo: the
-// device's name follows its hostname, and its routes and capabilities
-// follow what it advertises (syncNode).
+// device's name follows its hostname, its routes and capabilities follow
+// what it advertises (syncNode), and control asks it what it serves when
+// its ServicesHash changed.
 func (t *Tailnet) afterMapRequest(req *tailcfg.MapRequest) (done func()) {
-	name := t.followHostname(req)
-	if name == nil {
+	if req.Hostinfo == nil {
 		return nil
 	}
+	name := t.followHostname(req)
 	return func() {
-		name()
+		if name != nil {
+			name()
+		}
 		if n := t.Control.Node(req.NodeKey); n != nil {
 			t.syncNode(n)
+			t.maybeFetchServices(n)
 		}
 	}
 }
@@ -308,6 +331,7 @@ func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	n.KeyExpiry = time.Now().Add(-time.Minute)
 	t.Control.UpdateNode(n)
 	t.saveNodes()
+	t.syncAll() // services it hosted move to other hosts
 }
 
 type deviceInfo struct {
