@@ -67,6 +67,15 @@ func Tags(pg *v1alpha1.ProxyGroup, defaults []string) ([]string, error) {
 	return tags, nil
 }
 
+// ProxyClassName is spec.proxyClass, else the operator's default
+// (PROXY_DEFAULT_CLASS), as the official operator falls back.
+func ProxyClassName(pg *v1alpha1.ProxyGroup, defaultClass string) string {
+	if pg.Spec.ProxyClass != "" {
+		return pg.Spec.ProxyClass
+	}
+	return defaultClass
+}
+
 // Validate checks what the CRD's schema cannot: the hostnames are DNS
 // labels, the tags parse, and the type is one this operator runs.
 func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {

@@ -167,3 +167,12 @@ func TestDesiredOwnership(t *testing.T) {
 		t.Errorf("hand-made: %v", err)
 	}
 }
+
+func TestProxyClassFallsBackToTheDefault(t *testing.T) {
+	if got := ProxyClassName(group(v1alpha1.ProxyGroupSpec{}), "dev"); got != "dev" {
+		t.Errorf("no class: %q", got)
+	}
+	if got := ProxyClassName(group(v1alpha1.ProxyGroupSpec{ProxyClass: "own"}), "dev"); got != "own" {
+		t.Errorf("own class: %q", got)
+	}
+}

@@ -117,7 +117,7 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	}
 	slices.Sort(secrets)
 	return &pipeline.Plan{
-		Hostnames: Hostnames(pg), Tags: tags, ProxyClass: pg.Spec.ProxyClass, ExtraSecrets: slices.Compact(secrets),
+		Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass), ExtraSecrets: slices.Compact(secrets),
 		Config: func(i int, key string) (*config.Config, error) {
 			return Config(pg, services, tags, g.d.Backend.LoginServer(), key, i), nil
 		},

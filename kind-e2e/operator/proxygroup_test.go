@@ -44,6 +44,13 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 		DeferCleanup(client.close)
 	}, NodeTimeout(2*time.Minute))
 
+	AfterEach(func() {
+		if CurrentSpecReport().Failed() {
+			out, _ := devcluster("kubectl", "logs", "-n", "tailscale", "-l", "tailscale.com/parent-resource=ingress-proxies", "--tail=40", "--prefix")
+			AddReportEntry("the group's proxy logs", out)
+		}
+	})
+
 	It("runs the seed's group of two replicas", func(ctx SpecContext) {
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "proxygroup", "ingress-proxies", "-o",
