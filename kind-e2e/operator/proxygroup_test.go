@@ -93,7 +93,8 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 	}, SpecTimeout(8*time.Minute))
 
 	// The failover measurement of docs/performance.md: 50 requests/s to one
-	// member while each replica's pod is deleted in turn; the longest time
+	// member while each replica's pod is deleted in turn, then one is
+	// killed; the longest time
 	// without a successful response and the failed requests are reported
 	// (go tool task bench:proxygroup prints them), and serving must resume.
 	It("keeps serving under load while a replica's pod is deleted", Label("bench"), func(ctx SpecContext) {
@@ -104,15 +105,30 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		pods := strings.Fields(out)
 		Expect(pods).To(HaveLen(2))
-		for _, pod := range pods {
+		// Each pod deleted in turn (SIGTERM: the replica withdraws its
+		// services first), then one killed (--grace-period=0 --force:
+		// SIGKILL, a crash).
+		for _, step := range []struct {
+			pod   string
+			force bool
+		}{{pods[0], false}, {pods[1], false}, {pods[0], true}} {
+			Eventually(func() (string, error) {
+				return devcluster("kubectl", "get", "proxygroup", "ingress-proxies", "-o",
+					`jsonpath={.status.conditions[?(@.type=="ProxyGroupAvailable")].message}`)
+			}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal("2/2 ProxyGroup pods running"))
 			mark := load.mark()
-			out, err := devcluster("kubectl", "delete", "pod", "-n", "tailscale", pod, "--wait=false")
+			args := []string{"kubectl", "delete", "pod", "-n", "tailscale", step.pod, "--wait=false"}
+			how := "deleted"
+			if step.force {
+				args, how = append(args, "--grace-period=0", "--force"), "killed"
+			}
+			out, err := devcluster(args...)
 			Expect(err).NotTo(HaveOccurred(), out)
 			// Serving resumes, and lasts: 20 s of load after the deletion.
 			Eventually(func() int64 { return load.served() - mark.served }).WithContext(ctx).WithTimeout(time.Minute).Should(BeNumerically(">", 1000))
 			gap, failed, total := load.since(mark)
-			AddReportEntry("failover "+pod, fmt.Sprintf("longest gap %v, %d of %d requests failed (%.2f%%)", gap.Round(10*time.Millisecond), failed, total, 100*float64(failed)/float64(max(total, 1))))
-			GinkgoWriter.Printf("BENCH failover: pod %s deleted: longest gap %v, %d of %d requests failed\n", pod, gap.Round(10*time.Millisecond), failed, total)
+			AddReportEntry("failover: pod "+how, fmt.Sprintf("longest gap %v, %d of %d requests failed (%.2f%%)", gap.Round(10*time.Millisecond), failed, total, 100*float64(failed)/float64(max(total, 1))))
+			GinkgoWriter.Printf("BENCH failover: pod %s %s: longest gap %v, %d of %d requests failed\n", step.pod, how, gap.Round(10*time.Millisecond), failed, total)
 		}
 		load.stop()
 	}, SpecTimeout(5*time.Minute))
