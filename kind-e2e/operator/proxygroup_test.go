@@ -115,7 +115,7 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 			Eventually(func() (string, error) {
 				return devcluster("kubectl", "get", "proxygroup", "ingress-proxies", "-o",
 					`jsonpath={.status.conditions[?(@.type=="ProxyGroupAvailable")].message}`)
-			}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Equal("2/2 ProxyGroup pods running"))
+			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("2/2 ProxyGroup pods running"))
 			mark := load.mark()
 			args := []string{"kubectl", "delete", "pod", "-n", "tailscale", step.pod, "--wait=false"}
 			how := "deleted"
