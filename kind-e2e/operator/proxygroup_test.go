@@ -129,6 +129,14 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 			gap, failed, total := load.since(mark)
 			AddReportEntry("failover: pod "+how, fmt.Sprintf("longest gap %v, %d of %d requests failed (%.2f%%)", gap.Round(10*time.Millisecond), failed, total, 100*float64(failed)/float64(max(total, 1))))
 			GinkgoWriter.Printf("BENCH failover: pod %s %s: longest gap %v, %d of %d requests failed\n", step.pod, how, gap.Round(10*time.Millisecond), failed, total)
+			// What control did meanwhile, from devcluster's log.
+			if log, err := os.ReadFile(suite.dir + ".log"); err == nil {
+				for _, line := range strings.Split(string(log), "\n") {
+					if strings.Contains(line, "svc:pg-a") && !strings.Contains(line, "saved through") && len(line) >= 19 && line[:19] >= mark.at.UTC().Format("2006/01/02 15:04:05") {
+						GinkgoWriter.Println("  control:", line)
+					}
+				}
+			}
 		}
 		load.stop()
 	}, SpecTimeout(5*time.Minute))
