@@ -55,10 +55,10 @@ const previousDefaultPolicy = `// devcluster's default tailnet policy.
 // grants, the owners in tagOwners and the rest are accepted and not
 // enforced (testcontrol lets every node reach every other).
 type policy struct {
-	Groups    map[string][]string `json:"groups"`
-	Hosts     map[string]string   `json:"hosts"`
-	TagOwners map[string][]string `json:"tagOwners"`
-	Grants    []grant             `json:"grants"`
+	Groups        map[string][]string `json:"groups"`
+	Hosts         map[string]string   `json:"hosts"`
+	TagOwners     map[string][]string `json:"tagOwners"`
+	Grants        []grant             `json:"grants"`
 	AutoApprovers struct {
 		Routes   map[string][]string `json:"routes"`
 		ExitNode []string            `json:"exitNode"`
