@@ -123,6 +123,8 @@ func (p *policy) checkGrantTarget(id string) error {
 		return nil
 	case strings.HasPrefix(id, "autogroup:") && id != "autogroup:member" && id != "autogroup:tagged":
 		return fmt.Errorf("%q is not supported by devcluster (autogroup:member and autogroup:tagged are)", id)
+	case strings.HasPrefix(id, "group:"):
+		return p.checkIdentity(id)
 	case strings.HasPrefix(id, "svc:"):
 		return fmt.Errorf("%q: Tailscale Services in grants are not supported by devcluster", id)
 	}

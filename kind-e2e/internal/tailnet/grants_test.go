@@ -205,7 +205,7 @@ func TestBadGrantIsRefused(t *testing.T) {
 		{`{"grants": [{"src": ["*"], "dst": ["tag:b"], "app": {"kubernetes": [{}]}}]}`,
 			`policy: grants[0].app: capability name "kubernetes" is not of the form domain/path`},
 		{`{"grants": [{"src": ["group:nope"], "dst": ["tag:b"], "ip": ["*"]}]}`,
-			`policy: grants[0].src: "group:nope" is not a tag, group, user, host, IP, CIDR, autogroup:member/tagged or *`},
+			`policy: grants[0].src: group "group:nope" is not defined in groups`},
 		{`{"grants": [{"src": ["*"], "dst": ["b"], "ip": ["*"]}]}`,
 			`policy: grants[0].dst: "b" is not a tag, group, user, host, IP, CIDR`},
 		{`{"tagOwners": {"tag:a": []}, "grants": [{"src": ["tag:a"], "dst": ["tag:b"], "ip": ["*"]}]}`,
