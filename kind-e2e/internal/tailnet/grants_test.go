@@ -232,3 +232,50 @@ func TestBadGrantIsRefused(t *testing.T) {
 		t.Fatalf("policy after a refused one = %+v, %v; want it unchanged", raw, err)
 	}
 }
+
+// The official operator's e2e policy (cmd/k8s-operator/e2e/acl.hujson,
+// verbatim) is accepted, and its grant reaches the operator's device: a
+// tag:k8s client has tailscale.com/cap/kubernetes with the e2e group.
+func TestOfficialE2EPolicyGrant(t *testing.T) {
+	tn := startWithPolicy(t, `// To run the e2e tests against a tailnet, ensure its access controls are a
+// superset of the following:
+{
+	"tagOwners": {
+		"tag:k8s-operator": [],
+		"tag:k8s":          ["tag:k8s-operator"],
+		"tag:k8s-recorder": ["tag:k8s-operator"],
+	},
+	"autoApprovers": {
+		// Could be relaxed if we coordinated with the cluster config, but this
+		// wide subnet maximises compatibility for most clusters.
+		"routes": {
+			"10.0.0.0/8": ["tag:k8s"],
+		},
+		"services": {
+			"tag:k8s": ["tag:k8s"],
+		},
+	},
+	"grants": [
+		{
+			"src": ["tag:k8s"],
+			"dst": ["tag:k8s", "tag:k8s-operator"],
+			"ip":  ["tcp:80", "tcp:443"],
+			"app": {
+				"tailscale.com/cap/kubernetes": [{
+					"impersonate": {
+						"groups": ["ts:e2e-test-proxy"],
+					},
+				}],
+			},
+		},
+	],
+}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	operator := join(ctx, t, tn, "operator", "tag:k8s-operator")
+	client := join(ctx, t, tn, "client", "tag:k8s")
+	waitCaps(ctx, t, "the operator's WhoIs of the client", operator, addrsOf(ctx, t, client), map[string][]string{
+		string(capK8s): {`{"impersonate":{"groups":["ts:e2e-test-proxy"]}}`},
+	})
+	waitCaps(ctx, t, "the client's WhoIs of the operator (not in src)", client, addrsOf(ctx, t, operator), map[string][]string{})
+}
