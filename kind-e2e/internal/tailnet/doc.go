@@ -7,7 +7,10 @@
 // A tailnet policy file (HuJSON) decides, as on Tailscale, which advertised
 // routes and exit nodes are approved (autoApprovers; the others wait for an
 // approval through the API) and what node attributes devices get
-// (nodeAttrs, such as the app connectors' tailscale.com/app-connectors).
+// (nodeAttrs, such as the app connectors' tailscale.com/app-connectors),
+// and which application capabilities a node's WhoIs lists for a peer
+// (grants' app, such as tailscale.com/cap/kubernetes, carried in the
+// destination's packet filter). acls and grants' ip are not enforced.
 //
 // Tailscale Services (VIP services) are real too: created through the API
 // (/vip-services) with addresses from VIPRange, hosted by tagged nodes that

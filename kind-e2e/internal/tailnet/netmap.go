@@ -23,7 +23,8 @@ import (
 // MapResponse it streams back for that node, as Tailscale's control server
 // would send it: deleted devices are left out of the peers, every node
 // gets the Tailscale Services' DNS records and a service host the names
-// of its services as certificate names, and in a
+// of its services as certificate names, a node's packet filter carries
+// the app capabilities the policy's grants give it (grantRules), and in a
 // tagged node's own map the tagged-devices profile carries the node's
 // MagicDNS name as LoginName (the official operator reads a device's DNS
 // name from there, in its state Secret), while other nodes see
@@ -105,7 +106,7 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 		}
 	}
 	var res map[string]json.RawMessage
-	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil && res["DNSConfig"] == nil) {
+	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil && res["DNSConfig"] == nil && res["PacketFilter"] == nil) {
 		return frame
 	}
 	if raw := res["DNSConfig"]; raw != nil && string(raw) != "null" {
@@ -115,6 +116,16 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 			dns.ExtraRecords = append(dns.ExtraRecords, records...)
 			dns.CertDomains = append(dns.CertDomains, certDomains...)
 			res["DNSConfig"], _ = json.Marshal(dns)
+		}
+	}
+	if raw := res["PacketFilter"]; raw != nil && string(raw) != "null" {
+		var rules []json.RawMessage
+		if json.Unmarshal(raw, &rules) == nil {
+			for _, g := range m.t.grantRules(m.self) {
+				js, _ := json.Marshal(g)
+				rules = append(rules, js)
+			}
+			res["PacketFilter"], _ = json.Marshal(rules)
 		}
 	}
 	if raw := res["Peers"]; raw != nil {

@@ -50,11 +50,15 @@ const previousDefaultPolicy = `// devcluster's default tailnet policy.
 `
 
 // policy is the part of a tailnet policy file devcluster acts on:
-// autoApprovers and nodeAttrs (with groups for both). acls, grants,
-// tagOwners and the rest are accepted and not enforced (testcontrol lets
-// every node reach every other).
+// autoApprovers, nodeAttrs and the app capabilities of grants (with
+// groups, hosts and tagOwners to resolve names). acls, the ip part of
+// grants, the owners in tagOwners and the rest are accepted and not
+// enforced (testcontrol lets every node reach every other).
 type policy struct {
 	Groups        map[string][]string `json:"groups"`
+	Hosts         map[string]string   `json:"hosts"`
+	TagOwners     map[string][]string `json:"tagOwners"`
+	Grants        []grant             `json:"grants"`
 	AutoApprovers struct {
 		Routes   map[string][]string `json:"routes"`
 		ExitNode []string            `json:"exitNode"`
@@ -152,6 +156,9 @@ func parsePolicy(text string) (*policy, error) {
 		if len(a.Attr) == 0 && len(a.App) == 0 {
 			return nil, fmt.Errorf("policy: nodeAttrs[%d]: neither attr nor app is set", i)
 		}
+	}
+	if err := p.checkGrants(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

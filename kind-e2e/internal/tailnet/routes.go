@@ -253,5 +253,6 @@ func (t *Tailnet) serveSetPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	t.logger.Info("tailnet policy changed through the API")
 	t.syncAll()
+	t.wakeAll() // new grants: new packet filters
 	w.WriteHeader(http.StatusOK)
 }
