@@ -13,8 +13,8 @@ const (
 	RoleIngressL7 = "ingress-l7"
 	RoleEgress    = "egress"
 	RoleConnector = "connector"
-	// RoleIngressGroup is the role of an ingress ProxyGroup's replicas.
-	RoleIngressGroup = "ingress-group"
+	// RoleProxyGroup is the role of a ProxyGroup's replicas (every type).
+	RoleProxyGroup = "proxygroup"
 )
 
 // LabelProxyRole is proxyset.LabelProxyRole.

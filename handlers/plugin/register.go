@@ -22,8 +22,8 @@ import (
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/plugins/source"
+	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 

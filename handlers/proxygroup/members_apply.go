@@ -157,7 +157,7 @@ func (g *groups) group(ctx context.Context, name string) (*v1alpha1.ProxyGroup, 
 // while the group is not available.
 func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, service string) (memberStatus, error) {
 	st := memberStatus{Total: Replicas(pg)}
-	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: kit.RoleIngressGroup}, st.Total)
+	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: kit.RoleProxyGroup}, st.Total)
 	if err != nil {
 		return st, err
 	}

@@ -81,9 +81,9 @@ func ProxyClassName(pg *v1alpha1.ProxyGroup, defaultClass string) string {
 func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 	var errs []error
 	switch pg.Spec.Type {
-	case v1alpha1.ProxyGroupTypeIngress:
-	case v1alpha1.ProxyGroupTypeEgress, v1alpha1.ProxyGroupTypeKubeAPIServer:
-		errs = append(errs, fmt.Errorf("ProxyGroup type %q is not supported by this version of Tailplane yet; only type ingress is", pg.Spec.Type))
+	case v1alpha1.ProxyGroupTypeIngress, v1alpha1.ProxyGroupTypeEgress:
+	case v1alpha1.ProxyGroupTypeKubeAPIServer:
+		errs = append(errs, fmt.Errorf("ProxyGroup type %q is not supported by this version of Tailplane yet; types ingress and egress are", pg.Spec.Type))
 	default:
 		errs = append(errs, fmt.Errorf("unknown ProxyGroup type %q", pg.Spec.Type))
 	}
@@ -102,9 +102,9 @@ func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 	return errors.Join(errs...)
 }
 
-// Config is replica ordinal's proxy config: every member's Tailscale
-// Service; replica 0 issues the shared certificates.
-func Config(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+// IngressConfig is replica ordinal's config of an ingress group: every
+// member's Tailscale Service; replica 0 issues the shared certificates.
+func IngressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, loginServer, authKey string, ordinal int) *config.Config {
 	own := make([]config.Service, len(services))
 	for i, s := range services {
 		if s.L7 != nil {

@@ -43,7 +43,7 @@ func TestValidate(t *testing.T) {
 		spec v1alpha1.ProxyGroupSpec
 		want string
 	}{
-		{v1alpha1.ProxyGroupSpec{Type: "egress"}, `type "egress" is not supported`},
+		{v1alpha1.ProxyGroupSpec{Type: "kube-apiserver"}, `type "kube-apiserver" is not supported`},
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", Tailnet: "other"}, `spec.tailnet "other"`},
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", Tags: v1alpha1.Tags{"nottag"}}, "spec.tags"},
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", HostnamePrefix: "Bad_"}, `invalid hostname "Bad_-0"`},
@@ -62,7 +62,7 @@ func TestConfigLetsOnlyReplicaZeroIssue(t *testing.T) {
 	}
 	pg := group(v1alpha1.ProxyGroupSpec{Type: "ingress"})
 	for i := range 2 {
-		c := Config(pg, services, []string{"tag:k8s"}, "https://login", "key", i)
+		c := IngressConfig(pg, services, []string{"tag:k8s"}, "https://login", "key", i)
 		if err := c.Validate(); err != nil {
 			t.Fatalf("replica %d: %v", i, err)
 		}

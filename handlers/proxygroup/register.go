@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +35,25 @@ const (
 type groups struct {
 	d *kit.Deps
 	p *pipeline.Pipeline
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // by group: egress port allocation
+}
+
+// lockGroup serializes the egress port allocation of one group.
+func (g *groups) lockGroup(name string) (unlock func()) {
+	g.mu.Lock()
+	if g.locks == nil {
+		g.locks = map[string]*sync.Mutex{}
+	}
+	l := g.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		g.locks[name] = l
+	}
+	g.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // Register adds ProxyGroups to the pipeline and their members' handlers:
@@ -44,7 +64,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	g := &groups{d: d, p: p}
 	p.Register(op, pipeline.Module{
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
-		ParentType: ParentType, Role: kit.RoleIngressGroup, ProxyKind: proxyclass.L7, ClusterScoped: true,
+		ParentType: ParentType, Role: kit.RoleProxyGroup, ProxyKind: proxyclass.L7, ClusterScoped: true,
 		IsOurs:  func(*unstructured.Unstructured) bool { return true },
 		Plan:    g.plan,
 		Report:  g.report,
@@ -77,10 +97,10 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	op.Watch(resources.Ingresses, "proxygroup-of-ingress", groupsOf, d.Scope()...)
 	op.Watch(resources.Services, "proxygroup-of-service", groupsOf, d.Scope()...)
 	op.Watch(resources.ProxyGroups, "proxygroup-members", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return append(d.Indexed(IndexIngressMembers, obj.GetName(), resources.Ingresses),
-			d.Indexed(IndexServiceMembers, obj.GetName(), resources.Services)...)
+		return g.memberKeys(obj.GetName())
 	})
 	registerMembers(op, g)
+	registerEgress(op, g)
 }
 
 func decode(obj *unstructured.Unstructured) (*v1alpha1.ProxyGroup, error) {
@@ -102,6 +122,17 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
 	tags, _ := Tags(pg, g.d.Settings.ProxyTags)
+	plan := &pipeline.Plan{Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass)}
+	if pg.Spec.Type == v1alpha1.ProxyGroupTypeEgress {
+		targets, err := g.egressTargets(ctx, pg.Name)
+		if err != nil {
+			return nil, err
+		}
+		plan.Config = func(i int, key string) (*config.Config, error) {
+			return EgressConfig(pg, targets, tags, g.d.Backend.LoginServer(), key, i), nil
+		}
+		return plan, nil
+	}
 	members, err := g.members(ctx, pg.Name)
 	if err != nil {
 		return nil, err
@@ -116,12 +147,11 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 		secrets = append(secrets, m.PluginSecrets...)
 	}
 	slices.Sort(secrets)
-	return &pipeline.Plan{
-		Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass), ExtraSecrets: slices.Compact(secrets),
-		Config: func(i int, key string) (*config.Config, error) {
-			return Config(pg, services, tags, g.d.Backend.LoginServer(), key, i), nil
-		},
-	}, nil
+	plan.ExtraSecrets = slices.Compact(secrets)
+	plan.Config = func(i int, key string) (*config.Config, error) {
+		return IngressConfig(pg, services, tags, g.d.Backend.LoginServer(), key, i), nil
+	}
+	return plan, nil
 }
 
 // members renders the group's valid members, sorted by service name; of
@@ -197,8 +227,7 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	case pipeline.Failed:
 		g.d.Post(pg, corev1.EventTypeWarning, ReasonCreationFailed, out.Message)
 	}
-	for _, k := range append(g.d.Indexed(IndexIngressMembers, pg.Name, resources.Ingresses),
-		g.d.Indexed(IndexServiceMembers, pg.Name, resources.Services)...) {
+	for _, k := range g.memberKeys(pg.Name) {
 		g.d.Op.Enqueue(k.Resource, k.Namespace+"/"+k.Name, 0)
 	}
 	st := Status(pg, out)
@@ -207,6 +236,13 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	}
 	return g.d.PatchStatus(ctx, resources.ProxyGroups, "", pg.Name, map[string]any{
 		"conditions": st.Conditions, "devices": orNil(len(st.Devices) == 0, st.Devices)})
+}
+
+// memberKeys are the group's members of every kind.
+func (g *groups) memberKeys(group string) []runtime.Key {
+	keys := g.d.Indexed(IndexIngressMembers, group, resources.Ingresses)
+	keys = append(keys, g.d.Indexed(IndexServiceMembers, group, resources.Services)...)
+	return append(keys, g.d.Indexed(IndexEgressMembers, group, resources.Services)...)
 }
 
 // isIngressMember: an Ingress of our class that names a ProxyGroup.

@@ -21,6 +21,8 @@ var (
 	RoleBindings    = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
 	Ingresses       = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 	IngressClasses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}
+	Pods            = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	EndpointSlices  = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 )
 
 // The custom resources, from crds/.
@@ -34,7 +36,7 @@ var (
 // byKind maps the kinds the operator applies to their resources.
 var byKind = map[string]schema.GroupVersionResource{
 	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
-	"Role": Roles, "RoleBinding": RoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
+	"Role": Roles, "RoleBinding": RoleBindings, "EndpointSlice": EndpointSlices, "Ingress": Ingresses, "IngressClass": IngressClasses,
 	"ProxyClass": ProxyClasses, "Connector": Connectors, "ProxyGroup": ProxyGroups, "RoutingPlugin": RoutingPlugins,
 }
 

@@ -44,6 +44,7 @@ func (p PortMap) EffectiveProtocol() Protocol {
 // targets through the node.
 type Egress struct {
 	// Targets are the tailnet destinations; each listens on its own ports.
+	// None is valid (an egress ProxyGroup no Service uses yet).
 	Targets []EgressTarget `json:"targets"`
 	// UDPIdleTimeoutSeconds is as in L4.
 	UDPIdleTimeoutSeconds int `json:"udpIdleTimeoutSeconds,omitempty"`

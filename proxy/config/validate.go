@@ -269,9 +269,8 @@ func validatePorts(field string, ports []PortMap, ingress bool, add addFunc) {
 }
 
 func (e *Egress) validate(add addFunc) {
-	if len(e.Targets) == 0 {
-		add("egress.targets", "at least one target is required")
-	}
+	// No target is valid: an egress ProxyGroup's replicas join the tailnet
+	// before any Service uses the group.
 	if e.UDPIdleTimeoutSeconds < 0 {
 		add("egress.udpIdleTimeoutSeconds", "must not be negative")
 	}
