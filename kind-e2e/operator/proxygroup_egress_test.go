@@ -68,7 +68,7 @@ spec:
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "svc", "-n", ns, "target", "-o",
 				`jsonpath={.status.conditions[?(@.type=="TailscaleEgressSvcReady")].reason} {.spec.externalName}`)
-		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(MatchRegexp(`^ReadyToRouteTraffic ts-target-[0-9a-f]{8}\.tailscale\.svc\.cluster\.local$`))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(MatchRegexp(`^ReadyToRouteTraffic ts-target-[0-9a-f]{8}\.tailscale\.svc\.cluster\.local$`))
 		out, err := devcluster("kubectl", "get", "svc", "-n", ns, "target", "-o", "jsonpath={.spec.externalName}")
 		Expect(err).NotTo(HaveOccurred(), out)
 		name := strings.Split(out, ".")[0]
