@@ -16,6 +16,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 )
@@ -56,6 +57,8 @@ func (g *groupFixture) pod(i int, ip string, ready bool) {
 	if _, err := pods.UpdateStatus(g.ctx(), p, metav1.UpdateOptions{}); err != nil {
 		g.t.Fatal(err)
 	}
+	// The Pod's process applied its config.
+	g.writeState(i, map[string][]byte{proxystate.KeyConfigApplied: []byte(p.UID)})
 }
 
 func (g *groupFixture) egressTargets(i int) ([]config.EgressTarget, error) {
@@ -163,6 +166,14 @@ func TestProxyGroupEgress(t *testing.T) {
 	endpoints(dbCS, "10.1.0.10")
 	endpoints(apiCS, "10.1.0.10")
 	egressCond("db", proxygroup.ConditionEgressReady, "True", proxygroup.ReasonPartiallyReady, "1/2")
+
+	// A replica restarted (its process has not applied its config yet)
+	// is not listed either.
+	g.writeState(0, map[string][]byte{proxystate.KeyConfigApplied: []byte("uid-of-the-previous-pod")})
+	endpoints(dbCS)
+	egressCond("db", proxygroup.ConditionEgressReady, "False", proxygroup.ReasonNotReady, "0/2")
+	g.pod(0, "10.1.0.10", true)
+	endpoints(dbCS, "10.1.0.10")
 
 	// Bad input: a group of another type, a group that does not exist.
 	h.createService(egressService("wrong", "missing-"+h.ns, "x.tail1.ts.net", 80))

@@ -15,7 +15,6 @@ import (
 	"tailscale.com/ipn/store"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
-	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
@@ -101,7 +100,7 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 			return opts, err
 		}
 		if uid := getenv(envPodUID); uid != "" {
-			if err := st.Set(ctx, map[string][]byte{proxystate.KeyPodUID: []byte(uid)}); err != nil {
+			if err := st.SetPodUID(ctx, uid); err != nil {
 				return opts, err
 			}
 		}

@@ -106,7 +106,7 @@ func (p *Pipeline) waitProxyGone(ctx context.Context, m *Module, namespace, name
 // stateKeys are the keys of a state Secret the operator acts on; tailscaled's
 // own keys change often and matter to nobody else.
 var stateKeys = []string{proxystate.KeyDeviceID, proxystate.KeyDeviceFQDN, proxystate.KeyDeviceIPs, proxystate.KeyConfigError,
-	proxystate.KeyDeviceAdvertisedRoutes, proxystate.KeyDeviceApprovedRoutes, proxystate.KeyServices}
+	proxystate.KeyDeviceAdvertisedRoutes, proxystate.KeyDeviceApprovedRoutes, proxystate.KeyServices, proxystate.KeyConfigApplied}
 
 // stateChanged reports whether the operator-relevant keys of a state Secret
 // changed: on an update, from the old state; when it appears (created, or

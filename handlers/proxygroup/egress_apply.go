@@ -220,8 +220,8 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 // servingReplicas are the pod IPs of the group's replicas that serve cs's
-// target: their Pod is Ready, their device is up, their proxy accepted its
-// config, and that config has the target. total is the number of replicas.
+// target: their Pod is Ready, their device is up, the Pod's own process
+// applied its config (config_applied), and that config has the target. total is the number of replicas.
 func (g *groups) servingReplicas(ctx context.Context, pg *v1alpha1.ProxyGroup, cs *corev1.Service) ([]string, int, error) {
 	want, _ := TargetOf(cs)
 	total := Replicas(pg)
@@ -244,10 +244,14 @@ func (g *groups) servingReplicas(ctx context.Context, pg *v1alpha1.ProxyGroup, c
 		if pod == nil || r.Device.ID == "" || r.State == nil || len(r.State.Data[proxystate.KeyConfigError]) > 0 || !hasTarget(r.Config, want) {
 			continue
 		}
-		ready := false
+		// The running process must have applied the config: a Pod just
+		// restarted is Ready before its proxy listens.
+		ready := string(r.State.Data[proxystate.KeyConfigApplied]) == string(pod.UID)
+		podReady := false
 		for _, c := range pod.Status.Conditions {
-			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			podReady = podReady || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
 		}
+		ready = ready && podReady
 		for _, ip := range pod.Status.PodIPs {
 			if ready {
 				out = append(out, ip.IP)

@@ -41,8 +41,9 @@ type Store struct {
 	namespace string
 	name      string
 
-	mu   sync.RWMutex
-	data map[string][]byte
+	mu     sync.RWMutex
+	data   map[string][]byte
+	podUID string // set by SetPodUID
 }
 
 var _ ipn.StateStore = (*Store)(nil)
@@ -161,15 +162,39 @@ func (s *Store) SetDeviceInfo(ctx context.Context, d DeviceInfo) error {
 }
 
 // SetConfigError records why the latest config was refused; "" clears it.
+//
+// A success ("") also records, under KeyConfigApplied, the Pod UID given to
+// SetPodUID: the operator counts a replica as serving its config only once
+// the running process applied it.
 func (s *Store) SetConfigError(ctx context.Context, msg string) error {
 	var v []byte
 	if msg != "" {
 		v = []byte(msg)
 	}
-	if cur, ok := s.Get(proxystate.KeyConfigError); ok == (v != nil) && string(cur) == msg {
+	kv := map[string][]byte{}
+	if cur, ok := s.Get(proxystate.KeyConfigError); ok != (v != nil) || string(cur) != msg {
+		kv[proxystate.KeyConfigError] = v
+	}
+	s.mu.RLock()
+	uid := s.podUID
+	s.mu.RUnlock()
+	if cur, _ := s.Get(proxystate.KeyConfigApplied); msg == "" && uid != "" && string(cur) != uid {
+		kv[proxystate.KeyConfigApplied] = []byte(uid)
+	}
+	if len(kv) == 0 {
 		return nil
 	}
-	return s.Set(ctx, map[string][]byte{proxystate.KeyConfigError: v})
+	return s.Set(ctx, kv)
+}
+
+// SetPodUID records the UID of the Pod this process runs in (KeyPodUID) at
+// start, and clears KeyConfigApplied until this process applied its
+// config.
+func (s *Store) SetPodUID(ctx context.Context, uid string) error {
+	s.mu.Lock()
+	s.podUID = uid
+	s.mu.Unlock()
+	return s.Set(ctx, map[string][]byte{proxystate.KeyPodUID: []byte(uid), proxystate.KeyConfigApplied: nil})
 }
 
 // SetServices writes the Tailscale Services report (a JSON object by

@@ -28,6 +28,10 @@ const (
 	KeyDeviceApprovedRoutes = "device_approved_routes"
 	// KeyPodUID is the UID of the Pod that wrote the keys above.
 	KeyPodUID = "pod_uid"
+	// KeyConfigApplied is the UID of the Pod whose proxy last applied its
+	// config without error; cleared when a proxy starts, so that a
+	// restarted replica is not counted as serving before it does.
+	KeyConfigApplied = "config_applied"
 	// KeyConfigError is why the proxy refused its current config; absent
 	// when it accepted it.
 	KeyConfigError = "config_error"
