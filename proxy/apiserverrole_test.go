@@ -115,6 +115,25 @@ func TestKubeAPIServerGroup(t *testing.T) {
 	if _, err := kube.CoreV1().ConfigMaps(other).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("list configmaps where the group is not bound: %v, want Forbidden", err)
 	}
+	// A watch streams its events through the replica as they happen.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	w, err := kube.CoreV1().ConfigMaps(ns).Watch(wctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "watched"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || cm.Name != "watched" {
+			t.Fatalf("watch event %s %#v, want the new configmap", ev.Type, ev.Object)
+		}
+	case <-wctx.Done():
+		t.Fatal("no watch event through the replica")
+	}
+	w.Stop()
 
 	// Mode noauth on the running replica: the caller's own token.
 	sa, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubectl"}}, metav1.CreateOptions{})
@@ -179,7 +198,7 @@ func bindGroup(t *testing.T, cs kubernetes.Interface, ns, group string) {
 	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: group},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}}
 	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
