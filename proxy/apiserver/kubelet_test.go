@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -93,13 +95,62 @@ func TestExecSPDYUpgrade(t *testing.T) {
 	})
 }
 
+// kubectl logs -f streams through the proxy: a line the container wrote
+// reaches the client while the log stream is still open.
+func TestLogsFollow(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	more := make(chan struct{})
+	kubelet := fakeKubeletWithLogs(t, more)
+	port, _ := strconv.Atoi(kubelet.URL[strings.LastIndex(kubelet.URL, ":")+1:])
+	f := newFixture(t, ModeAuth)
+	alice := f.tn.Node(t, "alice")
+	f.grantGroups("tailnet-logs")
+	grantRole(t, ns, "logs", rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "tailnet-logs"},
+		[]string{"pods", "pods/log"}, "get")
+	podOnNode(t, ns, "app", port)
+	kube := f.client(t, alice, "", rest.ImpersonationConfig{})
+
+	var stream io.ReadCloser
+	testpoll.Until(t, 30*time.Second, "logs -f through the proxy", func() (err error) {
+		stream, err = kube.CoreV1().Pods(ns).GetLogs("app", &corev1.PodLogOptions{Container: "sh", Follow: true}).Stream(ctx)
+		return err
+	})
+	defer stream.Close()
+	br := bufio.NewReader(stream)
+	if line, err := br.ReadString('\n'); err != nil || line != "first line\n" {
+		t.Fatalf("first line %q, %v; want it while the stream is open", line, err)
+	}
+	close(more)
+	if line, err := br.ReadString('\n'); err != nil || line != "second line\n" {
+		t.Fatalf("second line %q, %v", line, err)
+	}
+}
+
 // fakeKubelet answers upgrade requests as a kubelet does for exec (101,
 // SPDY/3.1, the chosen stream protocol) and then echoes each line it
 // reads, upper-cased. Its serving certificate is signed by the CA the API
 // server trusts for kubelets (devcluster's local CA).
 func fakeKubelet(t *testing.T) *httptest.Server {
+	return fakeKubeletWithLogs(t, nil)
+}
+
+// fakeKubeletWithLogs also answers container log requests: it writes and
+// flushes the first line, then the second once more is closed.
+func fakeKubeletWithLogs(t *testing.T, more chan struct{}) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/containerLogs/") && more != nil {
+			_, _ = io.WriteString(w, "first line\n")
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-more:
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "second line\n")
+			return
+		}
 		if !strings.HasPrefix(r.URL.Path, "/exec/") || r.Header.Get("Upgrade") != "SPDY/3.1" {
 			http.Error(w, "not an exec upgrade", http.StatusBadRequest)
 			return
