@@ -4,7 +4,9 @@
 // connector) roles, and the ingress-group role of a ProxyGroup replica,
 // which hosts Tailscale Services (group.go: served straight from the node's
 // netstack on the services' addresses, advertised only while servable, with
-// certificates shared through Secrets), configured live from a Secret or a
+// certificates shared through Secrets), and the kube-apiserver role of a
+// ProxyGroup replica, which hosts one such service and serves it with the
+// Kubernetes API server proxy (apiserverrole.go, proxy/apiserver), configured live from a Secret or a
 // file (proxy/config), with its state in a Secret (internal/kubestate).
 //
 // Engine.Run applies each config document atomically: listeners that stay

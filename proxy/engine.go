@@ -68,6 +68,7 @@ type Engine struct {
 	servicesAdvertised []string
 	servicesPorts      map[string][]uint16
 	servicesReported   map[string]proxystate.ServiceReport
+	apiHandlers        map[config.APIServerMode]http.Handler // kube-apiserver role, by mode
 
 	wg sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that

@@ -25,6 +25,8 @@ type groupService struct {
 	l7        *l7.Handler
 	plainHTTP atomic.Bool
 	cert      atomic.Pointer[sharedCert]
+	// api serves the service in the kube-apiserver role (apiserverrole.go).
+	api atomic.Pointer[http.Handler]
 }
 
 // groupPlan is the part of an ingress-group config prepared before its
@@ -32,6 +34,7 @@ type groupService struct {
 type groupPlan struct {
 	services map[string]*groupService
 	routes   map[string]*l7.Routes
+	api      map[string]http.Handler
 	certs    map[string]*sharedCert
 	// errs are why a service cannot be served whatever happens next
 	// (plugins, certificate source); such a service is not advertised.
@@ -52,15 +55,15 @@ func (e *Engine) groupServiceFor(name string) *groupService {
 // service from being advertised and are reported under its name.
 func (e *Engine) planGroup(ctx context.Context, cfg *config.Config) (*groupPlan, error) {
 	p := &groupPlan{services: map[string]*groupService{}, routes: map[string]*l7.Routes{},
-		certs: map[string]*sharedCert{}, errs: map[string]error{}}
+		api: map[string]http.Handler{}, certs: map[string]*sharedCert{}, errs: map[string]error{}}
 	// The replica runs one plugin host: it gets the union of the services'
 	// plugins, and each service runs its own part of it.
-	union, errs := pluginUnion(cfg.Group.Services)
+	union, errs := pluginUnion(groupServices(cfg))
 	routers, err := e.pluginRouters(ctx, union)
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range cfg.Group.Services {
+	for _, s := range groupServices(cfg) {
 		gs := e.groupServiceFor(s.Name)
 		p.services[s.Name] = gs
 		if err := errs[s.Name]; err != nil {
@@ -70,12 +73,21 @@ func (e *Engine) planGroup(ctx context.Context, cfg *config.Config) (*groupPlan,
 		if s.L7 == nil {
 			continue
 		}
-		rs, err := servicePlugins(routers, s.Plugins, len(union))
-		if err != nil {
-			p.errs[s.Name] = err
-			continue
+		if cfg.APIServer != nil {
+			h, err := e.apiServerHandler(cfg.APIServer.EffectiveMode())
+			if err != nil {
+				p.errs[s.Name] = err
+				continue
+			}
+			p.api[s.Name] = h
+		} else {
+			rs, err := servicePlugins(routers, s.Plugins, len(union))
+			if err != nil {
+				p.errs[s.Name] = err
+				continue
+			}
+			p.routes[s.Name] = e.routesFor(s.L7, rs)
 		}
-		p.routes[s.Name] = e.routesFor(s.L7, rs)
 		c, err := e.sharedCertFor(s.L7.TLS.SecretName)
 		if err != nil {
 			p.errs[s.Name] = fmt.Errorf("l7.tls: %w", err)
@@ -138,7 +150,7 @@ func servicePlugins(routers []route.Router, plugins []config.Plugin, unionLen in
 
 // commitGroup makes a plan current, after its listeners opened.
 func (e *Engine) commitGroup(cfg *config.Config, p *groupPlan, listenErrs map[string]error) {
-	for _, s := range cfg.Group.Services {
+	for _, s := range groupServices(cfg) {
 		if s.L7 != nil {
 			p.services[s.Name].plainHTTP.Store(s.L7.PlainHTTP)
 		}
@@ -146,6 +158,9 @@ func (e *Engine) commitGroup(cfg *config.Config, p *groupPlan, listenErrs map[st
 	for name, gs := range p.services {
 		if r, ok := p.routes[name]; ok {
 			gs.l7.SetRoutes(r)
+		}
+		if h, ok := p.api[name]; ok {
+			gs.api.Store(&h)
 		}
 		if c, ok := p.certs[name]; ok {
 			gs.cert.Store(c)
@@ -184,13 +199,15 @@ func (e *Engine) leaveGroup() {
 func (e *Engine) groupSpecs(cfg *config.Config, services map[string]*groupService) []listenerSpec {
 	var out []listenerSpec
 	vips := e.vips.Load()
-	for _, s := range cfg.Group.Services {
+	for _, s := range groupServices(cfg) {
 		gs := services[s.Name]
 		if gs == nil {
 			continue
 		}
 		prefix := "group/" + s.Name + "/"
 		switch {
+		case s.L7 != nil && cfg.Role == config.RoleKubeAPIServer:
+			out = append(out, e.apiServerSpec(prefix, gs))
 		case s.L7 != nil:
 			tlsCfg := e.serviceTLS(gs)
 			out = append(out, e.vipSpec(prefix, s.Name, 443, "", func(ln net.Listener) *listenerHandle {

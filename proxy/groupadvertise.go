@@ -23,7 +23,7 @@ const listenRetry = 2 * time.Second
 // whenever a certificate Secret or the service addresses change.
 func (e *Engine) refreshGroup(ctx context.Context) {
 	cfg := e.current
-	if cfg == nil || cfg.Role != config.RoleIngressGroup || e.node == nil {
+	if cfg == nil || !isGroupRole(cfg.Role) || e.node == nil {
 		if len(e.servicesReported) > 0 {
 			// The replica left the role: it hosts nothing any more.
 			e.writeServiceReport(ctx, map[string]proxystate.ServiceReport{})
@@ -37,7 +37,7 @@ func (e *Engine) refreshGroup(ctx context.Context) {
 	ports := map[string][]uint16{}
 	var names []string
 	issuing := map[string]string{} // certificate Secret -> domain
-	for _, s := range cfg.Group.Services {
+	for _, s := range groupServices(cfg) {
 		err := e.groupErrs[s.Name]
 		if err == nil {
 			err = e.listenErrs[s.Name]

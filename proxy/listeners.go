@@ -58,7 +58,7 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 	}
 	var plan *groupPlan
 	specs := e.specs(cfg)
-	if cfg.Group != nil {
+	if isGroupRole(cfg.Role) {
 		if plan, err = e.planGroup(ctx, cfg); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		// A new role may need the ports the old one holds: stop the old
 		// listeners first (a role change interrupts service briefly).
 		e.log.Info("role change; closing the previous role's listeners", "from", e.current.Role, "to", cfg.Role)
-		if e.current.Role == config.RoleIngressGroup {
+		if isGroupRole(e.current.Role) {
 			e.withdrawServices()
 		}
 		// Connections of the old role must not linger either.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"tailscale.com/ipn"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
@@ -71,6 +72,11 @@ type Options struct {
 	// the node's certificate domains. Tests replace it where the control
 	// server cannot issue certificates.
 	IssueCert func(ctx context.Context, domain string) (certPEM, keyPEM []byte, err error)
+
+	// APIServerUpstream is the API server the kube-apiserver role forwards
+	// to, with the proxy's own credentials; nil uses the in-cluster config
+	// (KUBERNETES_SERVICE_HOST/PORT and the pod's ServiceAccount token).
+	APIServerUpstream *rest.Config
 
 	// Logger receives all logs. Metrics may be nil (a fresh registry is used).
 	Logger  *log.Logger

@@ -22,9 +22,9 @@ import (
 
 // The operator's own tailnet device, as the official operator has one: a
 // tsnet node named OPERATOR_HOSTNAME whose auth key carries
-// OPERATOR_INITIAL_TAGS, with its state in Secret OPERATOR_SECRET. It
-// listens on nothing yet; its stable node ID is what Tailscale Services'
-// owner references (and a future API server proxy) need.
+// OPERATOR_INITIAL_TAGS, with its state in Secret OPERATOR_SECRET. Its
+// stable node ID is what Tailscale Services' owner references need; with
+// APISERVER_PROXY it serves the API server proxy (apiserverproxy.go).
 
 const (
 	// defaultDeviceTimeout bounds the wait for the device to be Running:
@@ -378,6 +378,13 @@ func (d *device) probe(context.Context) (any, error) {
 		out["nodeID"], out["name"], out["ips"] = d.running.NodeID, d.running.Name, d.running.IPs
 	}
 	return out, nil
+}
+
+// server is the running node, or nil.
+func (d *device) server() *tsnet.Server {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.srv
 }
 
 // close stops the node and removes the scratch folder; up may start it

@@ -104,13 +104,24 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	proxyMode, err := apiServerProxyMode(getenv)
+	if err != nil {
+		return err
+	}
+	var proxy *apiProxy
+	if proxyMode != "" {
+		if !withDevice {
+			return fmt.Errorf("%s needs the operator's tailnet device, and %s is false", envAPIServerProxy, envDevice)
+		}
+		proxy = &apiProxy{upstream: rest.CopyConfig(cfg), mode: proxyMode, log: logger}
+	}
 	if withDevice {
 		dev, err := deviceFromEnv(getenv, s, backend, kube, logger)
 		if err != nil {
 			return err
 		}
 		defer dev.close()
-		if err := startDeviceFirst(op, dev, stop, func(id string) { deps.OperatorNodeID = id }); err != nil {
+		if err := startDeviceFirst(op, dev, proxy, stop, func(id string) { deps.OperatorNodeID = id }); err != nil {
 			return err
 		}
 	} else {
@@ -248,7 +259,10 @@ func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tail
 // the Lease stops its device before it stands by. A failed startup hook
 // ends Run (the runtime releases the Lease); fail records the device's error
 // as the cause, so that run returns it without the runtime's wrapping.
-func startDeviceFirst(op *runtime.Operator, dev *device, fail context.CancelCauseFunc, setID func(string)) error {
+//
+// proxy, when not nil, is the API server proxy: it serves on the device
+// while it runs, and stops before it closes.
+func startDeviceFirst(op *runtime.Operator, dev *device, proxy *apiProxy, fail context.CancelCauseFunc, setID func(string)) error {
 	for _, c := range dev.collectors() {
 		if err := op.Registry().Register(c); err != nil {
 			return fmt.Errorf("device metrics: %w", err)
@@ -265,9 +279,18 @@ func startDeviceFirst(op *runtime.Operator, dev *device, fail context.CancelCaus
 			return err
 		}
 		setID(info.NodeID)
+		if proxy != nil {
+			if err := proxy.start(dev.server()); err != nil {
+				fail(err)
+				return err
+			}
+		}
 		return nil
 	})
-	op.OnCleanup(func(context.Context) error {
+	op.OnCleanup(func(ctx context.Context) error {
+		if proxy != nil {
+			proxy.stop(ctx)
+		}
 		dev.close()
 		return nil
 	})

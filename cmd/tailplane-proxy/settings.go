@@ -74,11 +74,15 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 		return opts, fmt.Errorf("set exactly one of %s and %s", envConfigSecret, envConfigFile)
 	}
 	if configSecret != "" || stateSecret != "" {
-		kube, err := kubeClient(getenv(envKubeconfig))
+		kube, cfg, err := kubeClient(getenv(envKubeconfig))
 		if err != nil {
 			return opts, err
 		}
 		opts.Kube = kube
+		if getenv(envKubeconfig) != "" {
+			// A local run's kube-apiserver role forwards to that cluster too.
+			opts.APIServerUpstream = cfg
+		}
 		opts.Namespace = getenv(envNamespace)
 		if opts.Namespace == "" {
 			b, err := os.ReadFile(saNamespaceFile)
@@ -124,7 +128,7 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 	return opts, nil
 }
 
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+func kubeClient(kubeconfig string) (kubernetes.Interface, *rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -133,9 +137,13 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return kube, cfg, nil
 }
 
 func or(v, def string) string {

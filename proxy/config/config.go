@@ -35,7 +35,8 @@ const (
 )
 
 // Config is one proxy's whole configuration. Exactly the section matching
-// Role (L7, L4, Egress, Connector or Group) is used; the others must be empty.
+// Role (L7, L4, Egress, Connector, Group or APIServer) is used; the others
+// must be empty.
 type Config struct {
 	// Version must be Version ("v1alpha1").
 	Version string `json:"version"`
@@ -61,6 +62,9 @@ type Config struct {
 	Connector *Connector `json:"connector,omitempty"`
 	// Group is the ingress ProxyGroup section (RoleIngressGroup).
 	Group *Group `json:"group,omitempty"`
+	// APIServer is the kube-apiserver ProxyGroup section
+	// (RoleKubeAPIServer).
+	APIServer *APIServer `json:"apiServer,omitempty"`
 
 	// Plugins are the RoutingPlugins that target this proxy, in the order
 	// the proxy runs them after its routing table (L7 only).

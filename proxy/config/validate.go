@@ -51,9 +51,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil,
-		RoleConnector: c.Connector != nil, RoleIngressGroup: c.Group != nil}
+		RoleConnector: c.Connector != nil, RoleIngressGroup: c.Group != nil, RoleKubeAPIServer: c.APIServer != nil}
 	switch c.Role {
-	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector, RoleIngressGroup:
+	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector, RoleIngressGroup, RoleKubeAPIServer:
 		for role, present := range sections {
 			if role != c.Role && present {
 				add(sectionName(role), "must be empty for role %q", c.Role)
@@ -63,7 +63,7 @@ func (c *Config) Validate() error {
 			add(sectionName(c.Role), "is required for role %q", c.Role)
 		}
 	default:
-		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress, connector or ingress-group)", c.Role)
+		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress, connector, ingress-group or kube-apiserver)", c.Role)
 	}
 	if c.L7 != nil {
 		c.L7.validate(add)
@@ -86,6 +86,9 @@ func (c *Config) Validate() error {
 	if c.Group != nil {
 		c.Group.validate(add)
 	}
+	if c.APIServer != nil {
+		c.APIServer.validate(add)
+	}
 	return errors.Join(errs...)
 }
 
@@ -99,6 +102,8 @@ func sectionName(r Role) string {
 		return "connector"
 	case RoleIngressGroup:
 		return "group"
+	case RoleKubeAPIServer:
+		return "apiServer"
 	default:
 		return "egress"
 	}
