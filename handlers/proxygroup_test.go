@@ -397,19 +397,19 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 		t.Fatalf("the hand-made Tailscale Service was changed: %+v", s)
 	}
 
-	// A group of a type this version does not run says so; an Ingress
-	// naming it is refused.
+	// A group this version cannot run says so; an Ingress naming a group of
+	// another type is refused.
 	eg := &groupFixture{harness: h, name: "eg-" + h.ns}
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyGroup",
-		"metadata": map[string]any{"name": eg.name}, "spec": map[string]any{"type": "kube-apiserver"}}}
+		"metadata": map[string]any{"name": eg.name}, "spec": map[string]any{"type": "egress", "tailnet": "other"}}}
 	if _, err := h.dyn.Resource(resources.ProxyGroups).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), eg.name, metav1.DeleteOptions{}) })
-	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupInvalid, `type "kube-apiserver" is not supported`)
+	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupInvalid, `spec.tailnet "other": joining another tailnet is not supported`)
 	h.createIngress("wrongtype", map[string]string{"tailscale.com/proxy-group": eg.name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("wrongtype")})
-	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, `is of type "kube-apiserver"`)
+	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, `is of type "egress"`)
 
 	// Deleting the group while an Ingress uses it: the Ingress says so and
 	// loses its address.

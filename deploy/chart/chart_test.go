@@ -238,9 +238,8 @@ func TestBadValuesRejected(t *testing.T) {
 		{"unknown log level", seedValues(t, "operatorConfig.logging=verbose"), "at '/operatorConfig/logging'"},
 		{"misspelled value", seedValues(t, "oauth.clientID=x"), "additional properties 'clientID' not allowed"},
 		{"loginServer not a URL", seedValues(t, "loginServer=headscale.example.com"), "at '/loginServer'"},
-		{"API server proxy", seedValues(t, "apiServerProxyConfig.mode=true"), `apiServerProxyConfig.mode is "true": Tailplane's operator does not implement the Kubernetes API server proxy`},
-		{"API server proxy noauth", seedValues(t, "apiServerProxyConfig.mode=noauth"), `apiServerProxyConfig.mode is "noauth"`},
-		{"impersonation", seedValues(t, "apiServerProxyConfig.allowImpersonation=true"), `apiServerProxyConfig.allowImpersonation is "true"`},
+		{"API server proxy mode", seedValues(t, "apiServerProxyConfig.mode=yes"), `apiServerProxyConfig.mode is "yes": want "true"`},
+		{"impersonation", seedValues(t, "apiServerProxyConfig.allowImpersonation=maybe"), `apiServerProxyConfig.allowImpersonation is "maybe"`},
 		{"OAuth client and volume", seedValues(t, "oauthSecretVolume.secret.secretName=mine"), "both oauth.clientId/clientSecret and oauthSecretVolume are set"},
 		{"workload identity", seedValues(t, "oauth.audience=api.tailscale.com"), "oauth.audience is set: Tailplane's operator does not support workload identity federation"},
 	} {
@@ -251,8 +250,9 @@ func TestBadValuesRejected(t *testing.T) {
 			}
 		})
 	}
-	// "false" (string or boolean) is the official default and is accepted.
-	for _, mode := range []string{"apiServerProxyConfig.mode=false"} {
+	// The official values are accepted.
+	for _, mode := range []string{"apiServerProxyConfig.mode=false", "apiServerProxyConfig.mode=true", "apiServerProxyConfig.mode=noauth",
+		"apiServerProxyConfig.allowImpersonation=true"} {
 		if _, err := chart.Render(context.Background(), chart.Namespace, seedValues(t, mode)); err != nil {
 			t.Errorf("%s: %v", mode, err)
 		}

@@ -106,9 +106,9 @@ func TestInstallUpgrade(t *testing.T) {
 		t.Errorf("the upgrade did not change the Deployment (generation %d -> %d)", before.Generation, after.Generation)
 	}
 
-	_, err = chart.Install(ctx, admin, chart.Namespace, chart.Options{Values: seedValues(t, "apiServerProxyConfig.mode=true")})
-	if err == nil || !strings.Contains(err.Error(), "does not implement the Kubernetes API server proxy") {
-		t.Fatalf("upgrade with apiServerProxyConfig.mode=true: %v", err)
+	_, err = chart.Install(ctx, admin, chart.Namespace, chart.Options{Values: seedValues(t, "apiServerProxyConfig.mode=sometimes")})
+	if err == nil || !strings.Contains(err.Error(), `apiServerProxyConfig.mode is "sometimes"`) {
+		t.Fatalf("upgrade with apiServerProxyConfig.mode=sometimes: %v", err)
 	}
 	unchanged, _ := operatorEnv(t, ctx)
 	if unchanged.ResourceVersion != after.ResourceVersion {

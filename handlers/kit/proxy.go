@@ -77,6 +77,13 @@ func (d *Deps) ApplyProxy(ctx context.Context, objs *proxyset.Objects, pc *v1alp
 // was deleted, so that a new one is applied in full.
 func (d *Deps) ForgetProxy(namespace, base string) { d.applied.forgetProxy(namespace, base) }
 
+// Forget makes the next Apply of the object send it even if identical:
+// callers that delete an object they applied call it, so that applying it
+// again within the minute recreates it.
+func (d *Deps) Forget(gvr schema.GroupVersionResource, namespace, name string) {
+	d.applied.forget(gvr.String() + "/" + namespace + "/" + name)
+}
+
 // Apply server-side applies one typed object (TypeMeta set) under the
 // operator's field manager, skipping an identical apply sent within the last
 // minute.

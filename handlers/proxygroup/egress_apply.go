@@ -330,6 +330,7 @@ func equalConditions(a, b []metav1.Condition) bool {
 func (g *groups) releaseEgress(ctx context.Context, obj *unstructured.Unstructured, clearStatus bool) error {
 	name := ClusterServiceName(obj.GetNamespace(), obj.GetName())
 	opNS := g.d.Settings.Namespace
+	g.d.Forget(resources.Services, opNS, name)
 	cs, err := g.d.Kube.CoreV1().Services(opNS).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -342,6 +343,7 @@ func (g *groups) releaseEgress(ctx context.Context, obj *unstructured.Unstructur
 	}
 	for _, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
 		slice := name + "-" + strings.ToLower(string(family))
+		g.d.Forget(resources.EndpointSlices, opNS, slice)
 		if err := g.d.Kube.DiscoveryV1().EndpointSlices(opNS).Delete(ctx, slice, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete EndpointSlice %s: %w", slice, err)
 		}

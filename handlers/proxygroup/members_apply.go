@@ -121,7 +121,7 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 		return err
 	}
 	if m.Service.L7 != nil {
-		if err := g.ensureCertSecret(ctx, m); err != nil {
+		if err := g.ensureCertSecret(ctx, m.Service.L7.TLS.SecretName, certLabels(m.Kind, m.Namespace, m.Name)); err != nil {
 			return err
 		}
 	}
@@ -216,17 +216,8 @@ func (g *groups) release(ctx context.Context, k *memberKind, obj *unstructured.U
 	if err := g.sweep(ctx, k.kind, obj, ""); err != nil {
 		return err
 	}
-	// List and delete one by one: the operator may not deletecollection.
-	secrets := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace)
-	sel := labels.SelectorFromSet(certLabels(k.kind, obj.GetNamespace(), obj.GetName())).String()
-	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return fmt.Errorf("list shared certificates of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
-	}
-	for _, s := range list.Items {
-		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, k.kind, obj.GetNamespace(), obj.GetName(), err)
-		}
+	if err := g.deleteCertSecrets(ctx, k.kind, obj.GetNamespace(), obj.GetName()); err != nil {
+		return err
 	}
 	if clearStatus {
 		if err := k.status(ctx, obj, nil, memberStatus{}); err != nil {
@@ -242,15 +233,14 @@ func certLabels(kind, namespace, name string) map[string]string {
 		proxystate.LabelParentName: proxyset.TruncateLabelValue(name)}
 }
 
-// ensureCertSecret creates the empty kubernetes.io/tls Secret the group's
-// issuing replica fills; an existing one is left alone (it holds the
-// certificate).
-func (g *groups) ensureCertSecret(ctx context.Context, m *Member) error {
+// ensureCertSecret creates the empty kubernetes.io/tls Secret name that
+// the group's issuing replica fills; an existing one is left alone (it
+// holds the certificate). labels find it again at cleanup (certLabels).
+func (g *groups) ensureCertSecret(ctx context.Context, name string, labels map[string]string) error {
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: m.Service.L7.TLS.SecretName, Namespace: g.d.Settings.Namespace,
-			Labels: certLabels(m.Kind, m.Namespace, m.Name)},
-		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.d.Settings.Namespace, Labels: labels},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
 	}
 	// Looked up first: creating an empty TLS Secret draws a warning from
 	// the API server on every attempt, even when it exists.
@@ -264,6 +254,23 @@ func (g *groups) ensureCertSecret(ctx context.Context, m *Member) error {
 	_, err = g.d.Kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create shared certificate Secret %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// deleteCertSecrets deletes the shared certificates of an owner.
+func (g *groups) deleteCertSecrets(ctx context.Context, kind, namespace, name string) error {
+	// Listed and deleted one by one: the operator may not deletecollection.
+	secrets := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace)
+	sel := labels.SelectorFromSet(certLabels(kind, namespace, name)).String()
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list shared certificates of %s %s/%s: %w", kind, namespace, name, err)
+	}
+	for _, s := range list.Items {
+		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, kind, namespace, name, err)
+		}
 	}
 	return nil
 }

@@ -83,7 +83,9 @@ func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 	switch pg.Spec.Type {
 	case v1alpha1.ProxyGroupTypeIngress, v1alpha1.ProxyGroupTypeEgress:
 	case v1alpha1.ProxyGroupTypeKubeAPIServer:
-		errs = append(errs, fmt.Errorf("ProxyGroup type %q is not supported by this version of Tailplane yet; types ingress and egress are", pg.Spec.Type))
+		if err := proxyset.ValidHostname(APIServerHostname(pg)); err != nil {
+			errs = append(errs, fmt.Errorf("invalid kubeAPIServer.hostname %q: %v", APIServerHostname(pg), err))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown ProxyGroup type %q", pg.Spec.Type))
 	}

@@ -101,6 +101,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	})
 	registerMembers(op, g)
 	registerEgress(op, g)
+	registerAPIServer(op, g)
 }
 
 func decode(obj *unstructured.Unstructured) (*v1alpha1.ProxyGroup, error) {
@@ -123,6 +124,9 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	}
 	tags, _ := Tags(pg, g.d.Settings.ProxyTags)
 	plan := &pipeline.Plan{Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass)}
+	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
+		return g.planAPIServer(ctx, pg, plan)
+	}
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeEgress {
 		targets, err := g.egressTargets(ctx, pg.Name)
 		if err != nil {
@@ -231,11 +235,14 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 		g.d.Op.Enqueue(k.Resource, k.Namespace+"/"+k.Name, 0)
 	}
 	st := Status(pg, out)
+	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
+		apiServerStatus(pg, out, &st)
+	}
 	if reflect.DeepEqual(st, pg.Status) {
 		return nil
 	}
 	return g.d.PatchStatus(ctx, resources.ProxyGroups, "", pg.Name, map[string]any{
-		"conditions": st.Conditions, "devices": orNil(len(st.Devices) == 0, st.Devices)})
+		"conditions": st.Conditions, "devices": orNil(len(st.Devices) == 0, st.Devices), "url": orNil(st.URL == "", st.URL)})
 }
 
 // memberKeys are the group's members of every kind.

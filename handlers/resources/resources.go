@@ -22,7 +22,9 @@ var (
 	Ingresses       = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 	IngressClasses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}
 	Pods            = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	EndpointSlices  = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	// ClusterRoleBindings bind kube-apiserver ProxyGroups' impersonation.
+	ClusterRoleBindings = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+	EndpointSlices      = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
 )
 
 // The custom resources, from crds/.
@@ -36,7 +38,7 @@ var (
 // byKind maps the kinds the operator applies to their resources.
 var byKind = map[string]schema.GroupVersionResource{
 	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
-	"Role": Roles, "RoleBinding": RoleBindings, "EndpointSlice": EndpointSlices, "Ingress": Ingresses, "IngressClass": IngressClasses,
+	"Role": Roles, "RoleBinding": RoleBindings, "EndpointSlice": EndpointSlices, "ClusterRoleBinding": ClusterRoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
 	"ProxyClass": ProxyClasses, "Connector": Connectors, "ProxyGroup": ProxyGroups, "RoutingPlugin": RoutingPlugins,
 }
 

@@ -19,12 +19,12 @@ each with a message naming the value and what to do instead.
 */}}
 {{- define "tailplane.validate" -}}
 {{- $mode := toString (.Values.apiServerProxyConfig.mode | default "false") -}}
-{{- if ne $mode "false" -}}
-{{- fail (printf "apiServerProxyConfig.mode is %q: Tailplane's operator does not implement the Kubernetes API server proxy; leave apiServerProxyConfig.mode unset or \"false\"" $mode) -}}
+{{- if not (has $mode (list "true" "false" "noauth")) -}}
+{{- fail (printf "apiServerProxyConfig.mode is %q: want \"true\" (the API server proxy on the operator's device, impersonating tailnet callers), \"noauth\" (forwarding the callers' own credentials) or \"false\"" $mode) -}}
 {{- end -}}
 {{- $imp := toString (.Values.apiServerProxyConfig.allowImpersonation | default "false") -}}
-{{- if ne $imp "false" -}}
-{{- fail (printf "apiServerProxyConfig.allowImpersonation is %q: Tailplane's operator does not implement the Kubernetes API server proxy, so it needs no impersonation rights; leave it unset or \"false\"" $imp) -}}
+{{- if not (has $imp (list "true" "false")) -}}
+{{- fail (printf "apiServerProxyConfig.allowImpersonation is %q: want \"true\" or \"false\"" $imp) -}}
 {{- end -}}
 {{- if and .Values.oauthSecretVolume (or (.Values.oauth).clientId (.Values.oauth).clientSecret) -}}
 {{- fail "both oauth.clientId/clientSecret and oauthSecretVolume are set: set one of them (the chart creates Secret operator-oauth from the first, and mounts the second instead)" -}}
@@ -75,4 +75,6 @@ operatorConfig.extraEnv is merged in.
   value: {{ .Values.proxyConfig.defaultProxyClass | default "" | quote }}
 - name: OPERATOR_DEFAULT_LOAD_BALANCER
   value: "false"
+- name: APISERVER_PROXY
+  value: {{ toString (.Values.apiServerProxyConfig.mode | default "false") | quote }}
 {{- end -}}

@@ -1,0 +1,124 @@
+package proxygroup
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/conditions"
+	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// registerAPIServer adds the cleanup of kube-apiserver groups: their
+// Tailscale Service, shared certificate and impersonation binding.
+func registerAPIServer(op *runtime.Operator, g *groups) {
+	isAPIServer := func(obj *unstructured.Unstructured) bool {
+		t, _, _ := unstructured.NestedString(obj.Object, "spec", "type")
+		return t == string(v1alpha1.ProxyGroupTypeKubeAPIServer)
+	}
+	op.OnDelete(resources.ProxyGroups, "proxygroup-apiserver-cleanup", func(ctx context.Context, ev *runtime.Event) (any, error) {
+		return nil, kit.Retry(g.releaseAPIServer(ctx, ev.Object), ev.Retry)
+	}, runtime.When(isAPIServer))
+}
+
+// planAPIServer makes the group's Tailscale Service exist (owned by the
+// group; someone else's makes the group invalid) and its certificate
+// Secret, and returns the replicas' configs.
+func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (*pipeline.Plan, error) {
+	m := APIServerMember(pg, plan.Tags)
+	existing, err := g.d.Backend.GetService(ctx, m.ServiceName())
+	if err != nil {
+		return nil, err
+	}
+	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	if err != nil {
+		return &pipeline.Plan{Invalid: err.Error()}, nil
+	}
+	if existing == nil || !sameService(*existing, want) {
+		if err := g.d.Backend.PutService(ctx, want); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.sweep(ctx, "ProxyGroup", proxyGroupObject(pg), m.ServiceName()); err != nil {
+		return nil, err
+	}
+	secret := CertSecretName(APIServerHostname(pg))
+	if err := g.ensureCertSecret(ctx, secret, certLabels("ProxyGroup", "", pg.Name)); err != nil {
+		return nil, err
+	}
+	plan.ExtraSecrets = []string{secret}
+	plan.Config = func(i int, key string) (*config.Config, error) {
+		return APIServerConfig(pg, plan.Tags, g.d.Backend.LoginServer(), key, i), nil
+	}
+	plan.AfterApply = func(ctx context.Context, _ *proxyset.Objects) error {
+		if APIServerMode(pg) == config.APIServerAuth {
+			return g.d.Apply(ctx, ImpersonatorBinding(pg, g.d.Settings.Namespace))
+		}
+		return g.deleteImpersonatorBinding(ctx, pg.Name)
+	}
+	return plan, nil
+}
+
+func proxyGroupObject(pg *v1alpha1.ProxyGroup) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetName(pg.Name)
+	return u
+}
+
+func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) error {
+	g.d.Forget(resources.ClusterRoleBindings, "", ImpersonatorBindingName(group))
+	err := g.d.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, ImpersonatorBindingName(group), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ClusterRoleBinding %s: %w", ImpersonatorBindingName(group), err)
+	}
+	return nil
+}
+
+// releaseAPIServer deletes what planAPIServer made.
+func (g *groups) releaseAPIServer(ctx context.Context, obj *unstructured.Unstructured) error {
+	if err := g.sweep(ctx, "ProxyGroup", obj, ""); err != nil {
+		return err
+	}
+	if err := g.deleteCertSecrets(ctx, "ProxyGroup", "", obj.GetName()); err != nil {
+		return err
+	}
+	return g.deleteImpersonatorBinding(ctx, obj.GetName())
+}
+
+// apiServerStatus adds a kube-apiserver group's conditions and URL to st:
+// KubeAPIServerProxyValid, and KubeAPIServerProxyConfigured counting the
+// replicas that advertise the service.
+func apiServerStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome, st *v1alpha1.ProxyGroupStatus) {
+	valid := metav1.Condition{Type: ConditionAPIServerValid, Status: metav1.ConditionTrue, Reason: ReasonAPIServerValid,
+		Message: ReasonAPIServerValid, ObservedGeneration: pg.Generation}
+	if out.Stage == pipeline.Invalid {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, ReasonAPIServerInvalid, out.Message
+	}
+	service, domain, advertising := "svc:"+APIServerHostname(pg), "", 0
+	for _, d := range out.Devices {
+		if _, dom, ok := strings.Cut(d.FQDN, "."); ok && domain == "" {
+			domain = dom
+		}
+		if d.Advertises(service) {
+			advertising++
+		}
+	}
+	configured := metav1.Condition{Type: ConditionAPIServerConfigured, Status: metav1.ConditionFalse, Reason: ReasonAPIServerNoBackends,
+		Message: fmt.Sprintf(messageBackendsAdvertising, advertising, Replicas(pg)), ObservedGeneration: pg.Generation}
+	st.URL = ""
+	if advertising > 0 {
+		configured.Status, configured.Reason = metav1.ConditionTrue, ReasonAPIServerConfigured
+		st.URL = APIServerURL(pg, domain)
+	}
+	st.Conditions = conditions.Set(conditions.Set(st.Conditions, valid), configured)
+}
