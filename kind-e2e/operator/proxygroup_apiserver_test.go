@@ -74,7 +74,7 @@ subjects:
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "proxygroup", "k8s-api", "-o",
 				`jsonpath={.status.url} {.status.conditions[?(@.type=="KubeAPIServerProxyConfigured")].status}`)
-		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal("https://k8s-api.devcluster.ts.net True"))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal("https://k8s-api.devcluster.ts.net True"))
 	}, SpecTimeout(4*time.Minute))
 
 	It("lets RBAC decide per tailnet caller, with a real certificate", func(ctx SpecContext) {
@@ -82,7 +82,7 @@ subjects:
 		Eventually(func() (int, error) {
 			code, _, _, err := client.get(ctx, base+"/api/v1/namespaces/"+ns+"/configmaps", nil)
 			return code, err
-		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Equal(http.StatusOK))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Equal(http.StatusOK))
 		code, body, _, err := client.get(ctx, base+"/api/v1/namespaces/default/secrets", nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(code).To(Equal(http.StatusForbidden), body)
