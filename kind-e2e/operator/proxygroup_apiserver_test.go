@@ -70,6 +70,15 @@ subjects:
 		DeferCleanup(client.close)
 	}, NodeTimeout(2*time.Minute))
 
+	AfterEach(func() {
+		if CurrentSpecReport().Failed() {
+			out, _ := devcluster("kubectl", "logs", "-n", "tailscale", "-l", "tailscale.com/parent-resource=k8s-api", "--tail=30", "--prefix")
+			AddReportEntry("the group's proxy logs", out)
+			out, _ = devcluster("kubectl", "get", "clusterrolebinding", "-o", "wide")
+			AddReportEntry("cluster role bindings", out)
+		}
+	})
+
 	It("publishes the URL once a replica serves it", func(ctx SpecContext) {
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "proxygroup", "k8s-api", "-o",
@@ -79,10 +88,10 @@ subjects:
 
 	It("lets RBAC decide per tailnet caller, with a real certificate", func(ctx SpecContext) {
 		base := "https://k8s-api.devcluster.ts.net"
-		Eventually(func() (int, error) {
-			code, _, _, err := client.get(ctx, base+"/api/v1/namespaces/"+ns+"/configmaps", nil)
-			return code, err
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Equal(http.StatusOK))
+		Eventually(func() (string, error) {
+			code, body, _, err := client.get(ctx, base+"/api/v1/namespaces/"+ns+"/configmaps", nil)
+			return fmt.Sprintf("%d %.300s", code, body), err
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(HavePrefix("200 "))
 		code, body, _, err := client.get(ctx, base+"/api/v1/namespaces/default/secrets", nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(code).To(Equal(http.StatusForbidden), body)
