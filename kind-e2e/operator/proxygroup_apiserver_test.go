@@ -52,14 +52,24 @@ metadata:
   name: `+ns+`
 ---
 apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: configmap-reader
+  namespace: `+ns+`
+rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: e2e-api-readers
   namespace: `+ns+`
 roleRef:
   apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: view
+  kind: Role
+  name: configmap-reader
 subjects:
   - apiGroup: rbac.authorization.k8s.io
     kind: Group
