@@ -2,11 +2,15 @@ package operator
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	tsapi "tailscale.com/client/tailscale/v2"
 )
 
@@ -110,5 +114,47 @@ subjects:
 		code, body, _, err = client.get(ctx, base+"/api/v1/namespaces/default/secrets", http.Header{"Impersonate-User": {"admin"}, "Impersonate-Group": {"system:masters"}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(code).To(Equal(http.StatusForbidden), fmt.Sprintf("with client impersonation headers: %s", body))
+	}, SpecTimeout(3*time.Minute))
+
+	// The benchmark of docs/performance.md: 200 list calls through the
+	// auth-mode proxy (impersonating the tailnet caller) next to 200 to the
+	// API server directly (admin credentials from devcluster's kubeconfig),
+	// alternating, on kept-alive connections.
+	It("measures list latency through the proxy next to the API server directly", Label("bench"), func(ctx SpecContext) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(suite.dir, "cluster", "kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		direct, err := rest.HTTPClientFor(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		path := "/api/v1/namespaces/" + ns + "/configmaps"
+		targets := map[string]func() (int, time.Duration, error){
+			"through the proxy": func() (int, time.Duration, error) {
+				code, _, d, err := client.get(ctx, "https://k8s-api.devcluster.ts.net"+path, nil)
+				return code, d, err
+			},
+			"API server directly": func() (int, time.Duration, error) {
+				start := time.Now()
+				resp, err := direct.Get(cfg.Host + path)
+				if err != nil {
+					return 0, 0, err
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, time.Since(start), err
+			},
+		}
+		took := map[string][]time.Duration{}
+		for range 200 {
+			for name, get := range targets {
+				code, d, err := get()
+				Expect(err).NotTo(HaveOccurred(), name)
+				Expect(code).To(Equal(http.StatusOK), name)
+				took[name] = append(took[name], d)
+			}
+		}
+		for name := range targets {
+			p50, p99 := percentile(took[name], 50), percentile(took[name], 99)
+			AddReportEntry("list latency "+name, fmt.Sprintf("p50 %v p99 %v", p50, p99))
+			GinkgoWriter.Printf("BENCH list latency %s: p50 %v p99 %v\n", name, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
+		}
 	}, SpecTimeout(3*time.Minute))
 })
