@@ -187,14 +187,12 @@ default ProxyClass %[2]q (devcluster's ACME directory). Try:
   $(go tool task test:assets-dir)/devcluster curl --dir %[1]s http://default-postgres.devcluster.ts.net:5432/
   # the seed's ProxyGroup: members are Tailscale Services served by both replicas
   go tool task dev:kubectl -- apply -f examples/seed/07-proxygroup.yaml
-  # kubectl through the tailnet: a kube-apiserver ProxyGroup, then a client on the
-  # tailnet (go tool task dev:join prints its proxy) and a kubeconfig for it:
-  printf 'apiVersion: tailscale.com/v1alpha1
-kind: ProxyGroup
-metadata: {name: k8s-api}
-spec: {type: kube-apiserver, kubeAPIServer: {mode: noauth}}
-'       | go tool task dev:kubectl -- apply -f -
-  kubectl config set-cluster tailnet --server=https://k8s-api.devcluster.ts.net       --certificate-authority=%[1]s/ca.pem   # then kubectl --cluster tailnet ..., through dev:join's proxy
+  # kubectl through the tailnet: a kube-apiserver ProxyGroup (noauth: your own
+  # credentials), a client on the tailnet (go tool task dev:join, SOCKS5 on
+  # 127.0.0.1:1055) and a kubeconfig cluster for it:
+  go tool task dev:kubectl -- apply -f examples/proxygroup-kube-apiserver.yaml
+  kubectl config set-cluster tailnet --server=https://k8s-api.devcluster.ts.net \
+      --certificate-authority=%[1]s/ca.pem --proxy-url=socks5://127.0.0.1:1055
 Ctrl-C stops the cluster.
 `, abs, ProxyClassName)
 }
