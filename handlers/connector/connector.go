@@ -144,14 +144,7 @@ func validateRoutes(routes []string) error {
 
 // Tags are the devices' tags: spec.tags, else the operator's proxy tags.
 func Tags(cn *v1alpha1.Connector, defaults []string) ([]string, error) {
-	if len(cn.Spec.Tags) == 0 {
-		return defaults, nil
-	}
-	tags, err := settings.ParseTags(strings.Join(cn.Spec.Tags.Strings(), ","))
-	if err != nil {
-		return nil, fmt.Errorf("spec.tags: %w", err)
-	}
-	return tags, nil
+	return settings.SpecTags(cn.Spec.Tags.Strings(), defaults)
 }
 
 // Routes are the routes the devices advertise besides the exit routes: the

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,6 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
 )
@@ -99,6 +103,17 @@ func Funnel(ing *networkingv1.Ingress) bool { return boolAnnotation(ing, Annotat
 // informer's index so that Ingresses are re-rendered when their backends
 // change.
 type ServiceLookup func(name string) (*corev1.Service, error)
+
+// Lookup is the ServiceLookup of namespace on the API server.
+func Lookup(ctx context.Context, kube kubernetes.Interface, namespace string) ServiceLookup {
+	return func(name string) (*corev1.Service, error) {
+		svc, err := kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return svc, err
+	}
+}
 
 // BackendServices lists the names of the Services an Ingress refers to
 // (rules, default backend and AnnotationExtraBackends), the keys of the

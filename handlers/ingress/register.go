@@ -128,13 +128,7 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
-	lookup := func(name string) (*corev1.Service, error) {
-		svc, err := m.d.Kube.CoreV1().Services(ing.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return svc, err
-	}
+	lookup := Lookup(ctx, m.d.Kube, ing.Namespace)
 	// Render once without a key to learn what is servable before minting.
 	_, problems, err := Config(ing, s, lookup, "", "")
 	m.post(ing, problems)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/handlers/conditions"
+	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/runtime"
@@ -34,7 +35,7 @@ func (g *groups) ingressKind() *memberKind {
 			if err != nil {
 				return nil, err
 			}
-			m, err := IngressMember(ing, g.d.Settings, g.lookup(ctx, ing.Namespace))
+			m, err := IngressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
 			if err == nil {
 				for _, p := range m.Problems {
 					g.d.Post(ing, p.Type, p.Reason, p.Message)

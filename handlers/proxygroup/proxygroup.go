@@ -57,14 +57,7 @@ func Hostnames(pg *v1alpha1.ProxyGroup) []string {
 
 // Tags are the devices' tags: spec.tags, else the operator's proxy tags.
 func Tags(pg *v1alpha1.ProxyGroup, defaults []string) ([]string, error) {
-	if len(pg.Spec.Tags) == 0 {
-		return defaults, nil
-	}
-	tags, err := settings.ParseTags(strings.Join(pg.Spec.Tags.Strings(), ","))
-	if err != nil {
-		return nil, fmt.Errorf("spec.tags: %w", err)
-	}
-	return tags, nil
+	return settings.SpecTags(pg.Spec.Tags.Strings(), defaults)
 }
 
 // ProxyClassName is spec.proxyClass, else the operator's default

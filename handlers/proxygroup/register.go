@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/plugin"
@@ -178,7 +179,7 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read Ingress %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		m, err := IngressMember(ing, g.d.Settings, g.lookup(ctx, ing.Namespace))
+		m, err := IngressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
 		if err != nil {
 			continue // its own handler says why
 		}
@@ -204,17 +205,6 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ServiceName() < out[j].ServiceName() })
 	return out, nil
-}
-
-// lookup finds backend Services of namespace.
-func (g *groups) lookup(ctx context.Context, namespace string) func(string) (*corev1.Service, error) {
-	return func(name string) (*corev1.Service, error) {
-		svc, err := g.d.Kube.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return svc, err
-	}
 }
 
 // report writes the group's status, posts the official Warning Events, and

@@ -181,3 +181,16 @@ func ParseTags(list string) ([]string, error) {
 	}
 	return tags, errors.Join(errs...)
 }
+
+// SpecTags are the tags of a custom resource's devices: its spec.tags
+// parsed, else defaults (the operator's proxy tags). Errors name spec.tags.
+func SpecTags(tags, defaults []string) ([]string, error) {
+	if len(tags) == 0 {
+		return defaults, nil
+	}
+	out, err := ParseTags(strings.Join(tags, ","))
+	if err != nil {
+		return nil, fmt.Errorf("spec.tags: %w", err)
+	}
+	return out, nil
+}
