@@ -90,6 +90,11 @@ func (o *Operator) term(ctx context.Context, le *LeaderElection, lock *resourcel
 				o.log.Info("leading", "identity", le.Identity)
 				o.leading.Store(true)
 				runErr = o.runActive(active, ctx)
+				if runErr != nil {
+					// Set before the Lease is given up: this replica
+					// is stopping, not standing by.
+					o.failed.Store(true)
+				}
 			},
 			OnStoppedLeading: func() {
 				if o.leading.Swap(false) {

@@ -87,6 +87,9 @@ type Operator struct {
 	stopping atomic.Bool
 	synced   atomic.Bool
 	leading  atomic.Bool
+	// failed is set when a term of leadership ended with an error that ends
+	// Run (a startup hook failed): the replica is going away, not a standby.
+	failed atomic.Bool
 }
 
 // staleMark remembers the resourceVersions around an own patch.
@@ -173,8 +176,12 @@ func (o *Operator) GetIndex(name string) *Index {
 }
 
 // Ready reports whether every informer has synced (or, with leader election,
-// whether this replica is a healthy standby).
+// whether this replica is a healthy standby); never once a failed startup
+// is ending Run.
 func (o *Operator) Ready() bool {
+	if o.failed.Load() {
+		return false
+	}
 	if o.settings.LeaderElection != nil && !o.leading.Load() {
 		return true
 	}
