@@ -16,8 +16,8 @@ import (
 	"tailscale.com/ipn"
 	"tailscale.com/ipn/store/mem"
 	"tailscale.com/tailcfg"
-	"tailscale.com/types/ipproto"
 	"tailscale.com/tsnet"
+	"tailscale.com/types/ipproto"
 	"tailscale.com/types/key"
 )
 
