@@ -2,7 +2,6 @@ package tailnet
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -56,9 +55,12 @@ func newReplica(ctx context.Context, t *testing.T, tn *Tailnet, name string) *re
 }
 
 // start runs a new process of the replica: it serves svc:web on port 80
-// (answering reply), then on extraPorts one after another (each a new
-// ServicesHash, none of them one it had before); and it answers "alive"
-// on its own address, port 81.
+// (answering reply), then on extraPorts one at a time, each once control
+// has the node's previous ServicesHash (so control asks the node about
+// every step, and answers about earlier steps are still on their way when
+// later ones are asked); and it answers "alive" on its own address, port
+// 81. The extra ports make every start's final hash one the node never
+// had before.
 func (r *replica) start(ctx context.Context, reply string, extraPorts ...uint16) {
 	r.t.Helper()
 	r.srv = &tsnet.Server{ControlURL: r.tn.URL, Hostname: r.name, AuthKey: r.authKey, Store: r.store, Dir: r.dir,
@@ -75,7 +77,15 @@ func (r *replica) start(ctx context.Context, reply string, extraPorts ...uint16)
 	r.key, r.ip = st.Self.PublicKey, st.TailscaleIPs[0]
 	hostService(r.t, srv, "svc:web", 80, reply)
 	for _, p := range extraPorts {
+		prev := r.servicesHash()
 		hostService(r.t, srv, "svc:web", p, reply)
+		for r.servicesHash() == prev {
+			select {
+			case <-ctx.Done():
+				r.t.Fatalf("%s never sent control its services with port %d", r.name, p)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
 	ln, err := srv.Listen("tcp", ":81")
 	if err != nil {
@@ -118,31 +128,57 @@ func (r *replica) kill() {
 	}
 }
 
-// waitLearned waits until control knows (c2n GET /vip-services) that
-// replica r serves svc:web on port, and returns how long that took.
+// servicesHash is the ServicesHash control holds for the replica's node.
+func (r *replica) servicesHash() string {
+	n := r.tn.Control.Node(r.key)
+	if n == nil || !n.Hostinfo.Valid() {
+		return ""
+	}
+	return n.Hostinfo.ServicesHash()
+}
+
+// learned reports whether control knows (c2n GET /vip-services) that
+// replica r serves svc:web on port.
+func learned(tn *Tailnet, r *replica, port uint16) bool {
+	tn.routeMu.Lock()
+	defer tn.routeMu.Unlock()
+	vs := tn.routes.vip.reported[r.key].find("svc:web")
+	return vs != nil && vs.Active && slices.ContainsFunc(vs.Ports, func(p tailcfg.ProtoPortRange) bool {
+		return (p.Proto == 0 || p.Proto == int(ipproto.TCP)) && p.Ports.Contains(port)
+	})
+}
+
+// waitLearned waits (up to 30 s) until control knows that replica r
+// serves svc:web on port, and returns how long that took; then it checks
+// that control keeps knowing it while every answer to earlier questions
+// lands (jitterC2N delays them up to 300 ms).
 func waitLearned(ctx context.Context, t *testing.T, tn *Tailnet, r *replica, port uint16) time.Duration {
 	t.Helper()
-	t0, want := time.Now(), fmt.Sprintf("tcp:%d", port)
-	for {
-		tn.routeMu.Lock()
-		vs := tn.routes.vip.reported[r.key].find("svc:web")
-		learned := vs != nil && vs.Active && slices.ContainsFunc(vs.Ports, func(p tailcfg.ProtoPortRange) bool {
-			return (p.Proto == 0 || p.Proto == int(ipproto.TCP)) && p.Ports.Contains(port)
-		})
-		tn.routeMu.Unlock()
-		if learned {
-			return time.Since(t0)
-		}
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for !learned(tn, r, port) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("control never learned that %s serves svc:web on %s", r.name, want)
+			t.Fatalf("control did not learn within %v that %s serves svc:web on port %d", time.Since(t0).Round(time.Second), r.name, port)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	took := time.Since(t0)
+	for settled := time.Now().Add(400 * time.Millisecond); time.Now().Before(settled); {
+		if !learned(tn, r, port) {
+			t.Fatalf("control forgot that %s serves svc:web on port %d: a late answer about an earlier state replaced the current one", r.name, port)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return took
 }
 
 // jitterC2N makes every c2n answer reach control after a random delay of
-// up to 150 ms, so answers arrive out of order, as they may in a loaded
+// up to 300 ms, so answers arrive out of order, as they may in a loaded
 // cluster. It must run before any node connects: testcontrol hands its
 // mux to each Noise connection when the connection opens.
 func jitterC2N(tn *Tailnet) {
@@ -151,7 +187,7 @@ func jitterC2N(tn *Tailnet) {
 	m.Handle("/", orig)
 	m.HandleFunc("/c2n/", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(rand.N(150 * time.Millisecond)):
+		case <-time.After(rand.N(300 * time.Millisecond)):
 		case <-r.Context().Done():
 		}
 		orig.ServeHTTP(w, r)
@@ -181,12 +217,13 @@ func restartBothReplicas(t *testing.T, stopA func(*replica)) {
 	waitAnswer(ctx, t, client, "web.test.ts.net:80", "a")
 	waitCarried(ctx, t, client, "replica-a", v4, v6)
 
-	const restarts = 4
+	const restarts = 8
 	for i := range uint16(restarts) {
 		stopA(a)
 		waitAnswer(ctx, t, client, "web.test.ts.net:80", "b")
-		a.start(ctx, "a again", 8001+i)
-		took := waitLearned(ctx, t, tn, a, 8001+i)
+		last := 8010 + 10*i + 2
+		a.start(ctx, "a again", last-1, last)
+		took := waitLearned(ctx, t, tn, a, last)
 		t.Logf("restart %d: control learned what the restarted replica serves %v after it advertised", i+1, took.Round(time.Millisecond))
 		if took > time.Second {
 			t.Errorf("restart %d: control learned what the restarted replica serves only %v after it advertised, want under 1 s", i+1, took)
