@@ -34,7 +34,6 @@ type replica struct {
 	key     key.NodePublic
 	ip      netip.Addr
 	srv     *tsnet.Server
-	ln      *tsnet.ServiceListener
 }
 
 // keptStore is a state store kept across a replica's restarts, like its
