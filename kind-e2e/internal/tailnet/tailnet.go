@@ -107,10 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
 		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
 		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
-		routes: routeState{policy: pol, served: map[key.NodePublic]served{}, vip: vipState{
-			reported: map[key.NodePublic]reported{}, online: map[key.NodePublic]int{},
-			primary: map[string]key.NodePublic{}, fetching: map[key.NodePublic]string{},
-		}},
+		routes:     routeState{policy: pol, served: map[key.NodePublic]served{}, vip: newVIPState()},
 		pendingTXT: map[string]string{},
 	}
 	// Background work outlives Start's ctx, which only bounds starting.

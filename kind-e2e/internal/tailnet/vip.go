@@ -1,15 +1,10 @@
 package tailnet
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"net/netip"
 	"slices"
-	"time"
 
 	"tailscale.com/tailcfg"
 	"tailscale.com/types/key"
@@ -22,13 +17,33 @@ import (
 type vipState struct {
 	reported map[key.NodePublic]reported
 	online   map[key.NodePublic]int // open map polls
-	primary  map[string]key.NodePublic
-	fetching map[key.NodePublic]string // ServicesHash being fetched
+	// polls counts the map polls each node ever opened: an answer given
+	// before the node's latest poll began may come from a process that
+	// is gone, so control asks again (see vipfetch.go).
+	polls   map[key.NodePublic]uint64
+	primary map[string]key.NodePublic
+	// fetchers are the running fetchServices loops, one per node at most
+	// (so an older answer never lands after a newer one), each woken
+	// through its channel when the node's hash or map poll changes.
+	fetchers map[key.NodePublic]chan struct{}
+}
+
+func newVIPState() vipState {
+	return vipState{
+		reported: map[key.NodePublic]reported{}, online: map[key.NodePublic]int{},
+		polls: map[key.NodePublic]uint64{}, primary: map[string]key.NodePublic{},
+		fetchers: map[key.NodePublic]chan struct{}{},
+	}
 }
 
 // reported is one node's answer to c2n GET /vip-services.
 type reported struct {
-	hash     string
+	hash string
+	// poll is the node's map poll (vipState.polls) the answer was asked
+	// on, and disco the node's disco key then: a new disco key means a
+	// new process of the node.
+	poll     uint64
+	disco    key.DiscoPublic
 	services []*tailcfg.VIPService
 }
 
@@ -168,140 +183,4 @@ func (t *Tailnet) serviceDNS(k key.NodePublic) (records []tailcfg.DNSRecord, cer
 	certDomains = slices.Clone(t.routes.served[k].certDomains)
 	t.routeMu.Unlock()
 	return records, certDomains
-}
-
-// streamStarted and streamEnded count a node's open map polls: a node is
-// online while it has one, and only online hosts are routed to.
-func (t *Tailnet) streamStarted(k key.NodePublic) {
-	t.routeMu.Lock()
-	t.routes.vip.online[k]++
-	first := t.routes.vip.online[k] == 1
-	t.routeMu.Unlock()
-	if first {
-		t.syncAll()
-		if n := t.Control.Node(k); n != nil {
-			t.maybeFetchServices(n)
-		}
-	}
-}
-
-func (t *Tailnet) streamEnded(k key.NodePublic) {
-	t.routeMu.Lock()
-	t.routes.vip.online[k]--
-	last := t.routes.vip.online[k] <= 0
-	if last {
-		delete(t.routes.vip.online, k)
-	}
-	t.routeMu.Unlock()
-	if last {
-		t.syncAll()
-	}
-}
-
-// maybeFetchServices asks node n what it serves when its Hostinfo's
-// ServicesHash differs from what it last answered, as Tailscale's
-// control server does: the hash changes whenever the node's advertised
-// services or serve config do.
-func (t *Tailnet) maybeFetchServices(n *tailcfg.Node) {
-	hash := ""
-	if n.Hostinfo.Valid() {
-		hash = n.Hostinfo.ServicesHash()
-	}
-	t.routeMu.Lock()
-	v := &t.routes.vip
-	known := v.reported[n.Key].hash == hash
-	if hash == "" && !known {
-		v.reported[n.Key] = reported{}
-	}
-	start := hash != "" && !known && v.fetching[n.Key] != hash && v.online[n.Key] > 0
-	if start {
-		v.fetching[n.Key] = hash
-	}
-	t.routeMu.Unlock()
-	switch {
-	case hash == "" && !known:
-		t.logger.Info("device serves no Tailscale Service", "device", n.Name)
-		t.syncAll()
-	case start:
-		go t.fetchServices(t.ctx, n.Key, hash)
-	}
-}
-
-// fetchServices asks node k (c2n GET /vip-services) until it answers for
-// hash, its hash moves on, or it goes offline.
-func (t *Tailnet) fetchServices(ctx context.Context, k key.NodePublic, hash string) {
-	defer func() {
-		t.routeMu.Lock()
-		if t.routes.vip.fetching[k] == hash {
-			delete(t.routes.vip.fetching, k)
-		}
-		t.routeMu.Unlock()
-	}()
-	for ctx.Err() == nil {
-		t.routeMu.Lock()
-		online := t.routes.vip.online[k] > 0
-		t.routeMu.Unlock()
-		n := t.Control.Node(k)
-		if !online || n == nil || !n.Hostinfo.Valid() || n.Hostinfo.ServicesHash() != hash || t.devices.removed(k) {
-			return
-		}
-		res, err := t.askServices(ctx, k)
-		if err == nil && res.ServicesHash == hash {
-			t.routeMu.Lock()
-			t.routes.vip.reported[k] = reported{hash: hash, services: res.VIPServices}
-			t.routeMu.Unlock()
-			var names []string
-			for _, s := range res.VIPServices {
-				names = append(names, fmt.Sprintf("%s(active=%v)", s.Name, s.Active))
-			}
-			t.logger.Info("device serves Tailscale Services", "device", n.Name, "services", names)
-			t.syncAll()
-			return
-		}
-		t.logger.Debug("c2n GET /vip-services: no current answer yet", "device", n.Name, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// askServices sends c2n GET /vip-services to node k and waits (up to 5 s)
-// for its answer. The answer's body is read in testcontrol's callback,
-// before the node's request that carries it ends.
-func (t *Tailnet) askServices(ctx context.Context, k key.NodePublic) (*tailcfg.C2NVIPServicesResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://node/vip-services", nil)
-	if err != nil {
-		return nil, err
-	}
-	type answer struct {
-		code int
-		body []byte
-	}
-	ans := make(chan answer, 1)
-	err = t.Control.SendC2N(k, req, func(r *http.Response) {
-		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		select {
-		case ans <- answer{r.StatusCode, b}:
-		default:
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("c2n GET /vip-services: %w", err)
-	}
-	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	select {
-	case <-wait.Done():
-		return nil, fmt.Errorf("c2n GET /vip-services: %w", wait.Err())
-	case a := <-ans:
-		if a.code != http.StatusOK {
-			return nil, fmt.Errorf("c2n GET /vip-services: %d %s", a.code, a.body)
-		}
-		var res tailcfg.C2NVIPServicesResponse
-		if err := json.Unmarshal(a.body, &res); err != nil {
-			return nil, fmt.Errorf("c2n GET /vip-services answer: %w", err)
-		}
-		return &res, nil
-	}
 }

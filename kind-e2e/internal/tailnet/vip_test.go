@@ -315,6 +315,7 @@ func testLogger() *log.Logger {
 	l := log.New(os.Stderr)
 	l.SetLevel(log.DebugLevel)
 	l.SetReportTimestamp(true)
+	l.SetTimeFormat("15:04:05.000")
 	return l
 }
 
