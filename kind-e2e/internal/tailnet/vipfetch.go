@@ -14,13 +14,16 @@ import (
 
 // firstAskAgain is how long control waits for a node's answer to c2n GET
 // /vip-services before it asks again; the wait doubles with every
-// unanswered question up to lastAskAgain. A c2n request rides on a map
+// unanswered question up to lastAskAgain, kept short because an unanswered
+// question is usually a lost one (a node that gets it answers within
+// milliseconds), and a host that control does not know about is a
+// failover target missing. A c2n request rides on a map
 // response, and testcontrol may put it in a non-streaming one (whose body
 // the node discards) or in the map poll of a process that just went away:
 // such a question is never answered.
 const (
 	firstAskAgain = time.Second
-	lastAskAgain  = 30 * time.Second
+	lastAskAgain  = 2 * time.Second
 )
 
 // streamStarted and streamEnded count a node's open map polls: a node is
