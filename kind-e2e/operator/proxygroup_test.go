@@ -30,10 +30,17 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "-f", "kind-e2e/operator/testdata/proxygroup.yaml")
 			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "proxygroup", "ingress-proxies")
 		})
+		// The seed names both its Ingress (03) and its ProxyGroup Service
+		// (08) my-app: one MagicDNS name. The Ingress's dedicated device,
+		// if another spec left it, would shadow the Tailscale Service.
+		out, err := devcluster("kubectl", "delete", "--ignore-not-found", "ingress", "my-app")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() ([]string, error) { return deviceHostnames(ctx, api) }).WithContext(ctx).
+			WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(ContainElement("my-app"))
 		applySeed("07-proxygroup.yaml")
 		seed, err := os.ReadFile(suite.root + "/examples/seed/08-service-proxygroup.yaml")
 		Expect(err).NotTo(HaveOccurred())
-		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/proxygroup.yaml")
+		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/proxygroup.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
 		// The seed's fragment, with what it leaves out ("# ...").
 		completed := strings.Replace(string(seed), "  # ...", "  selector: {app: echo}\n  ports:\n    - {port: 80, targetPort: 8080}", 1)
