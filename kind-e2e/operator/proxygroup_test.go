@@ -153,7 +153,15 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 	// a dedicated proxy, alternating, 200 requests each on kept-alive
 	// connections.
 	It("measures request latency through the group next to a dedicated proxy", Label("bench"), func(ctx SpecContext) {
-		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/echo.yaml", "-f", "examples/seed/03-ingress.yaml")
+		// The seed's ProxyGroup Service my-app gives way to the seed's
+		// Ingress my-app (one name), which is measured here.
+		out, err := devcluster("kubectl", "delete", "svc", "-n", ns, "my-app", "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() (bool, error) {
+			_, err := api.VIPServices().Get(ctx, "svc:my-app")
+			return tsapi.IsNotFound(err), nil
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "svc:my-app deleted")
+		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/echo.yaml", "-f", "examples/seed/03-ingress.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
 		targets := []string{"https://pg-a.devcluster.ts.net/", "https://my-app.devcluster.ts.net/"}
 		for _, t := range targets {
