@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
@@ -32,31 +31,13 @@ type connectorFixture struct {
 func (h *harness) connector(spec string) *connectorFixture {
 	h.t.Helper()
 	c := &connectorFixture{harness: h, name: "cn-" + h.ns}
-	obj := &unstructured.Unstructured{}
-	if err := json.Unmarshal(fmt.Appendf(nil, `{"apiVersion":"tailscale.com/v1alpha1","kind":"Connector","metadata":{"name":%q},"spec":%s}`, c.name, spec), &obj.Object); err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := h.dyn.Resource(resources.Connectors).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
-	// Deleted while this test's operator still runs: it holds the finalizer.
-	h.t.Cleanup(func() {
-		_ = h.dyn.Resource(resources.Connectors).Delete(h.ctx(), c.name, metav1.DeleteOptions{})
-		testpoll.Until(h.t, settle, "Connector gone", func() error {
-			if _, err := h.dyn.Resource(resources.Connectors).Get(h.ctx(), c.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
-			}
-			return nil
-		})
-	})
+	h.createClusterCR(resources.Connectors, "Connector", c.name, spec)
 	return c
 }
 
 func (c *connectorFixture) patch(spec string) {
 	c.t.Helper()
-	if _, err := c.dyn.Resource(resources.Connectors).Patch(c.ctx(), c.name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
-		c.t.Fatal(err)
-	}
+	c.patchSpec(resources.Connectors, c.name, spec)
 }
 
 func (c *connectorFixture) get() *v1alpha1.Connector {

@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -385,4 +387,35 @@ func testLogWriter() io.Writer {
 		return os.Stderr
 	}
 	return io.Discard
+}
+
+// createClusterCR creates a cluster-scoped tailscale.com object of kind
+// with spec (JSON), deleted at the end of the test while this test's
+// operator still runs (it holds the finalizer).
+func (h *harness) createClusterCR(res schema.GroupVersionResource, kind, name, spec string) {
+	h.t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(fmt.Appendf(nil, `{"apiVersion":"tailscale.com/v1alpha1","kind":%q,"metadata":{"name":%q},"spec":%s}`, kind, name, spec), &obj.Object); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.dyn.Resource(res).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		_ = h.dyn.Resource(res).Delete(h.ctx(), name, metav1.DeleteOptions{})
+		testpoll.Until(h.t, settle, kind+" gone", func() error {
+			if _, err := h.dyn.Resource(res).Get(h.ctx(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there: %v", err)
+			}
+			return nil
+		})
+	})
+}
+
+// patchSpec merges spec (JSON) into a cluster-scoped object's spec.
+func (h *harness) patchSpec(res schema.GroupVersionResource, name, spec string) {
+	h.t.Helper()
+	if _, err := h.dyn.Resource(res).Patch(h.ctx(), name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
 }

@@ -39,30 +39,13 @@ type groupFixture struct {
 func (h *harness) proxyGroup(spec string) *groupFixture {
 	h.t.Helper()
 	g := &groupFixture{harness: h, name: "pg-" + h.ns}
-	obj := &unstructured.Unstructured{}
-	if err := json.Unmarshal(fmt.Appendf(nil, `{"apiVersion":"tailscale.com/v1alpha1","kind":"ProxyGroup","metadata":{"name":%q},"spec":%s}`, g.name, spec), &obj.Object); err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := h.dyn.Resource(resources.ProxyGroups).Create(h.ctx(), obj, metav1.CreateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() {
-		_ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), g.name, metav1.DeleteOptions{})
-		testpoll.Until(h.t, settle, "ProxyGroup gone", func() error {
-			if _, err := h.dyn.Resource(resources.ProxyGroups).Get(h.ctx(), g.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
-			}
-			return nil
-		})
-	})
+	h.createClusterCR(resources.ProxyGroups, "ProxyGroup", g.name, spec)
 	return g
 }
 
 func (g *groupFixture) patch(spec string) {
 	g.t.Helper()
-	if _, err := g.dyn.Resource(resources.ProxyGroups).Patch(g.ctx(), g.name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
-		g.t.Fatal(err)
-	}
+	g.patchSpec(resources.ProxyGroups, g.name, spec)
 }
 
 func (g *groupFixture) get() *v1alpha1.ProxyGroup {
