@@ -71,12 +71,8 @@ func TestKubeAPIServerGroup(t *testing.T) {
 	r1 := start(t, tn, apiCfg("api-1", config.APIServerAuth, false), Options{State: state, Status: state, Kube: cs, Namespace: ns, APIServerUpstream: upstream})
 	waitServices(t, r1.engine.Node(), "svc:k8s-api")
 	testpoll.Until(t, 10*time.Second, "api-1 reports svc:k8s-api advertised", func() error {
-		sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "api-1", metav1.GetOptions{})
+		rep, err := serviceReport(ctx, cs, ns, "api-1")
 		if err != nil {
-			return err
-		}
-		var rep map[string]proxystate.ServiceReport
-		if err := json.Unmarshal(sec.Data[proxystate.KeyServices], &rep); err != nil {
 			return err
 		}
 		if rep["svc:k8s-api"] != (proxystate.ServiceReport{Advertised: true}) {

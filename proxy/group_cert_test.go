@@ -65,17 +65,7 @@ func TestGroupSharedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1 := start(t, tn, groupCfg("pg-1", false), Options{State: state, Status: state, Kube: cs, Namespace: ns})
-	report := func() (map[string]proxystate.ServiceReport, error) {
-		sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "pg-1", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		var rep map[string]proxystate.ServiceReport
-		if err := json.Unmarshal(sec.Data[proxystate.KeyServices], &rep); err != nil {
-			return nil, fmt.Errorf("%s: %w", proxystate.KeyServices, err)
-		}
-		return rep, nil
-	}
+	report := func() (map[string]proxystate.ServiceReport, error) { return serviceReport(ctx, cs, ns, "pg-1") }
 	testpoll.Until(t, 20*time.Second, "pg-1 reports svc:web waiting for its certificate", func() error {
 		rep, err := report()
 		if err != nil {

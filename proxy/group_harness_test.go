@@ -20,9 +20,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -139,4 +142,18 @@ func vipHTTPS(client *tsnet.Server, addr netip.AddrPort, roots *x509.CertPool) *
 		ForceAttemptHTTP2: true,
 	}
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// serviceReport reads the Tailscale Services report (proxystate.KeyServices)
+// from the state Secret ns/name.
+func serviceReport(ctx context.Context, cs kubernetes.Interface, ns, name string) (map[string]proxystate.ServiceReport, error) {
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var rep map[string]proxystate.ServiceReport
+	if err := json.Unmarshal(sec.Data[proxystate.KeyServices], &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", proxystate.KeyServices, err)
+	}
+	return rep, nil
 }
