@@ -57,8 +57,8 @@ func (g *groupFixture) pod(i int, ip string, ready bool) {
 	if _, err := pods.UpdateStatus(g.ctx(), p, metav1.UpdateOptions{}); err != nil {
 		g.t.Fatal(err)
 	}
-	// The Pod's process applied its config.
-	g.writeState(i, map[string][]byte{proxystate.KeyConfigApplied: []byte(p.UID)})
+	// The Pod's process started (pod_uid) and applied its config.
+	g.writeState(i, map[string][]byte{proxystate.KeyPodUID: []byte(p.UID), proxystate.KeyConfigApplied: []byte(p.UID)})
 }
 
 func (g *groupFixture) egressTargets(i int) ([]config.EgressTarget, error) {

@@ -83,6 +83,8 @@ func (g *groupFixture) login(i int) string {
 	g.api.AddDevice(tailnettest.Device{ID: id, Name: fqdn, Addresses: []string{ip}})
 	g.writeState(i, map[string][]byte{proxystate.KeyDeviceID: []byte(id),
 		proxystate.KeyDeviceFQDN: []byte(fqdn + "."), proxystate.KeyDeviceIPs: fmt.Appendf(nil, `[%q]`, ip)})
+	// Its Pod runs and is Ready.
+	g.pod(i, fmt.Sprintf("10.1.0.%d", 10+i), true)
 	return id
 }
 

@@ -69,6 +69,12 @@ type Engine struct {
 	servicesPorts      map[string][]uint16
 	servicesReported   map[string]proxystate.ServiceReport
 	apiHandlers        map[config.APIServerMode]http.Handler // kube-apiserver role, by mode
+	// hostWait is set while a group replica waits for control to route
+	// what it advertises to it (see hostReadiness); /healthz fails then.
+	hostWait      atomic.Bool
+	hostWaitStart time.Time // when the wait began; zero before
+	hostReady     bool      // the wait is over, for this process
+	hostWake      bool      // a wake at the grace's end is scheduled
 
 	wg sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that
@@ -106,8 +112,11 @@ func New(opts Options) (*Engine, error) {
 // Metrics returns the engine's metrics (to serve them elsewhere, or in tests).
 func (e *Engine) Metrics() *metrics.Metrics { return e.metrics }
 
-// Ready reports whether the node is logged in and a config is active.
-func (e *Engine) Ready() bool { return e.loggedIn.Load() && e.active.Load() }
+// Ready reports whether the node is logged in, a config is active and,
+// in a group role, control routes what the replica advertises to it.
+func (e *Engine) Ready() bool {
+	return e.loggedIn.Load() && e.active.Load() && !e.hostWait.Load()
+}
 
 // Node returns the tsnet node once the first config started it, else nil.
 // It is meant for tests and diagnostics.
@@ -208,6 +217,10 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 		return retry
 	}
 	e.current = cfg
+	if isGroupRole(cfg.Role) && !e.hostReady {
+		// Not ready until hostReadiness says so (refreshGroup, below).
+		e.hostWait.Store(true)
+	}
 	e.active.Store(true)
 	e.metrics.ConfigReloads.WithLabelValues("applied").Inc()
 	e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)

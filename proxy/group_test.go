@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -44,9 +45,21 @@ func TestGroupL4ServicesFollowTheConfig(t *testing.T) {
 		return nil
 	})
 
-	// Control approves the node as the service's host.
+	// Advertised but not routed here yet: not ready (a rolling restart
+	// must not stop the other replica now).
+	if r.engine.Ready() {
+		t.Fatal("ready before control routes svc:db to the replica")
+	}
+
+	// Control approves the node as the service's host: ready.
 	dbAddrs, webAddrs := vipAddrs(1), vipAddrs(2)
 	hostServices(t, tn, node, map[string][]netip.Addr{"svc:db": dbAddrs})
+	testpoll.Until(t, 10*time.Second, "ready once svc:db is routed here", func() error {
+		if !r.engine.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	})
 	for _, a := range dbAddrs {
 		testpoll.Until(t, 20*time.Second, "TCP to svc:db on "+a.String(), func() error {
 			return tcpOverTailnet(r.client, netip.AddrPortFrom(a, 5432), 5*time.Second)
@@ -63,6 +76,10 @@ func TestGroupL4ServicesFollowTheConfig(t *testing.T) {
 	cfg.Group.Services = []config.Service{db, web}
 	writeConfig(t, r.cfgPath, cfg)
 	waitServices(t, node, "svc:db", "svc:web")
+	// A service added to a serving replica does not make it unready.
+	if !r.engine.Ready() {
+		t.Fatal("a new service made the serving replica unready")
+	}
 	hostServices(t, tn, node, map[string][]netip.Addr{"svc:db": dbAddrs, "svc:web": webAddrs})
 	testpoll.Until(t, 20*time.Second, "TCP to svc:web over IPv6", func() error {
 		return tcpOverTailnet(r.client, netip.AddrPortFrom(webAddrs[1], 8080), 5*time.Second)

@@ -37,6 +37,7 @@ func (e *Engine) refreshGroup(ctx context.Context) {
 	ports := map[string][]uint16{}
 	var names []string
 	issuing := map[string]string{} // certificate Secret -> domain
+	certWait := false              // a service waits for its certificate
 	for _, s := range groupServices(cfg) {
 		err := e.groupErrs[s.Name]
 		if err == nil {
@@ -51,6 +52,7 @@ func (e *Engine) refreshGroup(ctx context.Context) {
 				issuing[c.secret] = domain
 			} else if uerr := c.cur.Load().usableFor(domain, now); uerr != nil {
 				err = fmt.Errorf("waiting for the certificate: Secret %s/%s %v (the issuing replica writes it)", e.opts.Namespace, c.secret, uerr)
+				certWait = true
 			}
 		}
 		if err != nil {
@@ -88,7 +90,56 @@ func (e *Engine) refreshGroup(ctx context.Context) {
 	if len(e.listenErrs) > 0 {
 		time.AfterFunc(listenRetry, e.wakeGroup)
 	}
+	e.hostReadiness(certWait)
 	e.writeServiceReport(ctx, report)
+}
+
+// hostGrace bounds how long a group replica waits, after it starts, for
+// control to route what it advertises to it before it reports ready
+// anyway: control may never (a service the tailnet policy does not
+// approve), and that is the member's condition to show, not the group's.
+const hostGrace = 30 * time.Second
+
+// hostReadiness holds the replica's readiness (/healthz) after a start
+// until control routes every Tailscale Service it advertises to it (the
+// service-host capability names them) and no service waits for its
+// certificate, or until hostGrace. Without the wait a restarted replica
+// would be Ready while control still routes its services elsewhere, and a
+// rolling restart would then stop the other replica with no host left.
+// Once over, the wait does not come back for this process: services
+// added later do not make a serving replica unready.
+func (e *Engine) hostReadiness(certWait bool) {
+	if e.hostReady {
+		return
+	}
+	if e.hostWaitStart.IsZero() {
+		e.hostWaitStart = time.Now()
+		e.hostWait.Store(true)
+	}
+	vips := e.vips.Load()
+	var missing []string
+	for _, n := range e.servicesAdvertised {
+		if vips == nil || len(vips.byService[n]) == 0 {
+			missing = append(missing, n)
+		}
+	}
+	waited := time.Since(e.hostWaitStart)
+	switch {
+	case len(missing) == 0 && !certWait:
+		if len(e.servicesAdvertised) > 0 {
+			e.log.Info("control routes this replica's Tailscale Services to it: ready", "services", e.servicesAdvertised, "waited", waited.Round(time.Millisecond))
+		}
+	case waited >= hostGrace:
+		e.log.Warn("control does not route every advertised Tailscale Service to this replica yet: ready anyway", "missing", missing, "waiting for certificate", certWait, "waited", waited.Round(time.Second))
+	default:
+		if !e.hostWake {
+			e.hostWake = true
+			time.AfterFunc(hostGrace-waited, e.wakeGroup)
+		}
+		return
+	}
+	e.hostReady = true
+	e.hostWait.Store(false)
 }
 
 // reopenGroup opens the group listeners that are missing for the current

@@ -190,6 +190,10 @@ func overlay(c *corev1.Container, o *v1alpha1.Container) {
 	}
 	for _, e := range o.Env {
 		c.Env = setEnv(c.Env, corev1.EnvVar{Name: string(e.Name), Value: e.Value})
+		if e.Name == EnvLocalAddr && e.Value != "$(POD_IP):9002" {
+			// The readiness probe would ask the wrong address.
+			c.ReadinessProbe = nil
+		}
 	}
 	if o.Image != "" {
 		c.Image = o.Image

@@ -23,7 +23,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -225,37 +224,22 @@ func mapsEqual(a, b map[string]string) bool {
 func (g *groups) servingReplicas(ctx context.Context, pg *v1alpha1.ProxyGroup, cs *corev1.Service) ([]string, int, error) {
 	want, _ := TargetOf(cs)
 	total := Replicas(pg)
-	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: kit.RoleProxyGroup}, total)
+	replicas, err := g.replicaPods(ctx, pg)
 	if err != nil {
 		return nil, total, err
 	}
-	pods, err := g.d.Kube.CoreV1().Pods(g.d.Settings.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(proxyset.ChildLabels(ParentType, "", pg.Name)).String()})
-	if err != nil {
-		return nil, total, fmt.Errorf("list Pods of ProxyGroup %s: %w", pg.Name, err)
-	}
-	byName := map[string]*corev1.Pod{}
-	for i := range pods.Items {
-		byName[pods.Items[i].Name] = &pods.Items[i]
-	}
 	var out []string
-	for _, r := range proxy.Replicas {
-		pod := byName[r.Names.StateSecret]
-		if pod == nil || r.Device.ID == "" || r.State == nil || len(r.State.Data[proxystate.KeyConfigError]) > 0 || !hasTarget(r.Config, want) {
+	for _, r := range replicas {
+		if r.Pod == nil || r.Device.ID == "" || r.State == nil || len(r.State.Data[proxystate.KeyConfigError]) > 0 || !hasTarget(r.Config, want) {
 			continue
 		}
 		// The running process must have applied the config: a Pod just
-		// restarted is Ready before its proxy listens.
-		ready := string(r.State.Data[proxystate.KeyConfigApplied]) == string(pod.UID)
-		podReady := false
-		for _, c := range pod.Status.Conditions {
-			podReady = podReady || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		// restarted can be Ready before its proxy listens.
+		if string(r.State.Data[proxystate.KeyConfigApplied]) != string(r.Pod.UID) || !podIsReady(r.Pod) {
+			continue
 		}
-		ready = ready && podReady
-		for _, ip := range pod.Status.PodIPs {
-			if ready {
-				out = append(out, ip.IP)
-			}
+		for _, ip := range r.Pod.Status.PodIPs {
+			out = append(out, ip.IP)
 		}
 	}
 	return out, total, nil

@@ -115,8 +115,9 @@ func IngressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []st
 	}
 }
 
-// Status is the ProxyGroup's status for an outcome of the pipeline:
-// ProxyGroupReady (every replica serves, with the generation observed) and
+// Status is the ProxyGroup's status for an outcome of the pipeline whose
+// Serving are the devices of the replicas that run (runningDevices):
+// ProxyGroupReady (every replica runs, with the generation observed) and
 // ProxyGroupAvailable (at least one does), with the official reasons.
 func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupStatus {
 	st := v1alpha1.ProxyGroupStatus{Conditions: slices.Clone(pg.Status.Conditions)}
@@ -136,6 +137,10 @@ func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupSt
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonProxyGroupReady, "ProxyGroup is ready"
 	}
 	want := Replicas(pg)
+	if out.Stage == pipeline.Ready && len(out.Serving) < want {
+		// Every replica has its device, but not every one runs.
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonProxyGroupCreating, fmt.Sprintf(messageAvailable, len(out.Serving), want)
+	}
 	avail := metav1.Condition{Type: v1alpha1.ProxyGroupAvailable, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.ReasonProxyGroupCreating, Message: fmt.Sprintf(messageAvailable, len(out.Serving), want)}
 	if len(out.Serving) > 0 {

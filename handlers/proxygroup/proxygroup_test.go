@@ -8,6 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/pipeline"
@@ -94,6 +95,44 @@ func TestStatus(t *testing.T) {
 	st = Status(pg, pipeline.Outcome{Stage: pipeline.Ready, Serving: []proxyset.Device{one, one}})
 	if avail := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupAvailable); avail.Reason != v1alpha1.ReasonProxyGroupAvailable {
 		t.Errorf("all up: %+v", avail)
+	}
+	// Every device exists but one replica does not run: not Ready, with
+	// the count, as the official operator says it.
+	st = Status(pg, pipeline.Outcome{Stage: pipeline.Ready, Serving: []proxyset.Device{one}})
+	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady); ready.Status != "False" ||
+		ready.Reason != v1alpha1.ReasonProxyGroupCreating || ready.Message != "1/2 ProxyGroup pods running" {
+		t.Errorf("one not running: %+v", ready)
+	}
+}
+
+// A replica runs only while its current Pod is Ready and its own process
+// wrote the Pod's UID: a device left in the state Secret by a deleted or
+// restarting Pod does not count.
+func TestRunningDevices(t *testing.T) {
+	state := func(id, uid string) *corev1.Secret {
+		return &corev1.Secret{Data: map[string][]byte{"device_id": []byte(id), "pod_uid": []byte(uid)}}
+	}
+	pod := func(uid string, ready corev1.ConditionStatus) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
+	}
+	replica := func(id, stateUID string, p *corev1.Pod) replicaPod {
+		return replicaPod{Replica: pipeline.Replica{State: state(id, stateUID), Device: proxyset.Device{ID: id}}, Pod: p}
+	}
+	serving := []proxyset.Device{{ID: "n0"}, {ID: "n1"}, {ID: "n2"}, {ID: "n3"}, {ID: "n4"}}
+	got := runningDevices([]replicaPod{
+		replica("n0", "u0", pod("u0", corev1.ConditionTrue)),  // runs
+		replica("n1", "old", pod("u1", corev1.ConditionTrue)), // new Pod, process not started
+		replica("n2", "u2", nil),                              // Pod gone
+		replica("n3", "u3", pod("u3", corev1.ConditionFalse)), // not Ready (waits for control)
+		replica("n4", "u4", pod("u4", corev1.ConditionTrue)),  // runs
+	}, serving)
+	var ids []string
+	for _, d := range got {
+		ids = append(ids, d.ID)
+	}
+	if strings.Join(ids, ",") != "n0,n4" {
+		t.Errorf("running %v, want n0,n4", ids)
 	}
 }
 

@@ -224,6 +224,11 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	for _, k := range g.memberKeys(pg.Name) {
 		g.d.Op.Enqueue(k.Resource, k.Namespace+"/"+k.Name, 0)
 	}
+	replicas, err := g.replicaPods(ctx, pg)
+	if err != nil {
+		return err
+	}
+	out.Serving = runningDevices(replicas, out.Serving)
 	st := Status(pg, out)
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
 		apiServerStatus(pg, out, &st)

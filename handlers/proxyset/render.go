@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -40,6 +41,11 @@ const scratchVolume = "scratch"
 // ContainerName is the proxy container's name, the official operator's, so
 // that `kubectl logs -c tailscale` keeps working.
 const ContainerName = "tailscale"
+
+// HealthPort is where tailplane-proxy serves /healthz (and /metrics) on the
+// Pod's IP: its readiness probe. A ProxyClass that moves the listener
+// (TAILPLANE_LOCAL_ADDR) drops the probe.
+const HealthPort = 9002
 
 // Secret types, the values of proxystate.LabelSecretType.
 const (
@@ -259,6 +265,15 @@ func statefulSet(spec Spec, names Names, labels map[string]string, replicas int3
 							ReadOnlyRootFilesystem:   &readOnlyRoot,
 						},
 						VolumeMounts: []corev1.VolumeMount{{Name: scratchVolume, MountPath: ScratchDir}},
+						// Ready once logged in with a config applied and,
+						// hosting Tailscale Services, once control routes
+						// them to this replica: a rolling restart then
+						// waits for it before stopping the next one.
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Path: "/healthz", Port: intstr.FromInt32(HealthPort)}},
+							PeriodSeconds: 1, TimeoutSeconds: 2, FailureThreshold: 3,
+						},
 					}},
 					Volumes: []corev1.Volume{{Name: scratchVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				},

@@ -115,15 +115,25 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 		// Each pod deleted in turn (SIGTERM: the replica withdraws its
 		// services first), then one killed (--grace-period=0 --force:
 		// SIGKILL, a crash).
+		var deleted time.Time
 		for _, step := range []struct {
 			pod   string
 			force bool
 		}{{pods[0], false}, {pods[1], false}, {pods[0], true}} {
+			// Both replicas run: the one deleted last is back, Ready, and
+			// control routes its services to it (its readiness waits for
+			// that), so the next deletion leaves a host.
 			Eventually(func() (string, error) {
 				return devcluster("kubectl", "get", "proxygroup", "ingress-proxies", "-o",
 					`jsonpath={.status.conditions[?(@.type=="ProxyGroupAvailable")].message}`)
-			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("2/2 ProxyGroup pods running"))
+			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Equal("2/2 ProxyGroup pods running"))
+			if !deleted.IsZero() {
+				back := time.Since(deleted).Round(100 * time.Millisecond)
+				AddReportEntry("failover: replica back", back.String())
+				GinkgoWriter.Printf("BENCH failover: deleted replica running again (2/2) %v after its deletion\n", back)
+			}
 			mark := load.mark()
+			deleted = time.Now()
 			args := []string{"kubectl", "delete", "pod", "-n", "tailscale", step.pod, "--wait=false"}
 			how := "deleted"
 			if step.force {
