@@ -49,13 +49,15 @@ type running struct {
 
 // start runs an engine with opts completed for the tailnet (when
 // opts.Source is nil it uses a config file holding cfg), waits until it is
-// ready and starts a client node.
+// logged in with the config applied and starts a client node. (Ready
+// would also wait, in a group role, for control to route the replica's
+// services to it, which tests do by hand: hostServices.)
 func start(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts Options) *running {
 	t.Helper()
 	r := startEngine(t, tn, cfg, opts)
 	e := r.engine
-	testpoll.Until(t, 60*time.Second, "proxy ready", func() error {
-		if !e.Ready() {
+	testpoll.Until(t, 60*time.Second, "proxy logged in with its config applied", func() error {
+		if !e.loggedIn.Load() || !e.active.Load() {
 			return fmt.Errorf("not ready")
 		}
 		return nil
