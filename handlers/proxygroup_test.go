@@ -382,6 +382,15 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 		t.Fatalf("the hand-made Tailscale Service was changed: %+v", s)
 	}
 
+	// A device with the name a member wants (the seed's my-app pair) is
+	// pointed out; the member is still served.
+	h.api.AddDevice(tailnettest.Device{ID: "nShadow", Name: "shadowed.tail1.ts.net", Addresses: []string{"100.64.9.9"}})
+	h.createIngress("shadowed", map[string]string{"tailscale.com/proxy-group": name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("shadowed")})
+	h.wantEvent(h.ns, "shadowed", corev1.EventTypeWarning, proxygroup.ReasonNameShadowed,
+		"device shadowed.tail1.ts.net has the MagicDNS name of Tailscale Service svc:shadowed")
+	h.wantTailscaleService("svc:shadowed", nil)
+
 	// A group this version cannot run says so; an Ingress naming a group of
 	// another type is refused.
 	eg := &groupFixture{harness: h, name: "eg-" + h.ns}

@@ -42,6 +42,9 @@ const (
 	// ProxyGroup Ingress, as in the official operator, which ignores it
 	// silently.
 	ReasonFunnelIgnored = "FunnelNotSupported"
+	// ReasonNameShadowed (Tailplane's) warns that a device has the MagicDNS
+	// name a member's Tailscale Service wants.
+	ReasonNameShadowed = "HostnameInUseByDevice"
 
 	// Service conditions of ProxyGroup Services.
 	ConditionSvcValid          = "TailscaleIngressSvcValid"
@@ -264,4 +267,16 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 func isIPv4(s string) bool {
 	ip := net.ParseIP(s)
 	return ip != nil && ip.To4() != nil
+}
+
+// ShadowingDevice returns the MagicDNS name of a device whose name's first
+// label is hostname ("" when none): that device and the Tailscale Service
+// svc:<hostname> would share one name.
+func ShadowingDevice(devices []tailnet.Device, hostname string) string {
+	for _, d := range devices {
+		if label, _, _ := strings.Cut(d.Name, "."); strings.EqualFold(label, hostname) {
+			return d.Name
+		}
+	}
+	return ""
 }

@@ -120,6 +120,7 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 	if err := g.sweep(ctx, m.Kind, obj, m.ServiceName()); err != nil {
 		return err
 	}
+	g.warnIfShadowed(ctx, obj, m.Hostname)
 	if m.Service.L7 != nil {
 		if err := g.ensureCertSecret(ctx, m.Service.L7.TLS.SecretName, certLabels(m.Kind, m.Namespace, m.Name)); err != nil {
 			return err
@@ -311,4 +312,24 @@ func (g *groups) setFinalizers(ctx context.Context, k *memberKind, obj *unstruct
 		return fmt.Errorf("update finalizers of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
+}
+
+// warnIfShadowed posts a Warning when a device has the MagicDNS name the
+// member's Tailscale Service wants (a dedicated proxy of another object
+// named like it, the seed's Ingress and ProxyGroup Service both "my-app"):
+// clients then resolve the name to the device. It does not refuse the
+// member: the device may be this object's own dedicated proxy, on its way
+// out as the object moves into the group. A failed device list only skips
+// the check.
+func (g *groups) warnIfShadowed(ctx context.Context, obj *unstructured.Unstructured, hostname string) {
+	devices, err := g.d.Backend.ListDevices(ctx)
+	if err != nil {
+		g.d.Log.Warn("cannot list devices to check the Tailscale Service's name", "hostname", hostname, "err", err)
+		return
+	}
+	if name := ShadowingDevice(devices, hostname); name != "" {
+		g.d.Post(obj, corev1.EventTypeWarning, ReasonNameShadowed, fmt.Sprintf(
+			"device %s has the MagicDNS name of Tailscale Service svc:%s: clients resolve %s to the device, not to the service; give one of them another hostname",
+			name, hostname, name))
+	}
 }
