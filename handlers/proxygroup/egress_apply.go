@@ -41,8 +41,8 @@ func isEgressMember(obj *unstructured.Unstructured) bool {
 }
 
 // registerEgress adds the egress members' handlers, their index, and a watch
-// of the groups' Pods (a replica's readiness changes the members'
-// EndpointSlices).
+// of the groups' Pods (a replica's readiness, address or shutdown changes
+// the group's status and the egress members' EndpointSlices).
 func registerEgress(op *runtime.Operator, g *groups) {
 	op.Index(resources.Services, IndexEgressMembers, func(obj *unstructured.Unstructured) map[string]any {
 		if !isEgressMember(obj) {
@@ -62,7 +62,8 @@ func registerEgress(op *runtime.Operator, g *groups) {
 	}, opts...)
 	sel := labels.SelectorFromSet(labels.Set{proxystate.LabelManaged: "true", proxystate.LabelParentType: ParentType}).String()
 	op.Watch(resources.Pods, "proxygroup-pods", func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
-		if old != nil && podReady(old) == podReady(obj) && podIP(old) == podIP(obj) {
+		if old != nil && podReady(old) == podReady(obj) && podIP(old) == podIP(obj) &&
+			(old.GetDeletionTimestamp() == nil) == (obj.GetDeletionTimestamp() == nil) {
 			return nil
 		}
 		return []runtime.Key{{Resource: resources.ProxyGroups, Name: obj.GetLabels()[proxystate.LabelParentName]}}

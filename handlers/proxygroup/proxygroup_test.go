@@ -3,6 +3,7 @@ package proxygroup
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -120,13 +121,16 @@ func TestRunningDevices(t *testing.T) {
 		return replicaPod{Replica: pipeline.Replica{State: state(id, stateUID), Device: proxyset.Device{ID: id}}, Pod: p}
 	}
 	serving := []proxyset.Device{{ID: "n0"}, {ID: "n1"}, {ID: "n2"}, {ID: "n3"}, {ID: "n4"}}
+	terminating := pod("u5", corev1.ConditionTrue)
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	got := runningDevices([]replicaPod{
 		replica("n0", "u0", pod("u0", corev1.ConditionTrue)),  // runs
 		replica("n1", "old", pod("u1", corev1.ConditionTrue)), // new Pod, process not started
 		replica("n2", "u2", nil),                              // Pod gone
 		replica("n3", "u3", pod("u3", corev1.ConditionFalse)), // not Ready (waits for control)
 		replica("n4", "u4", pod("u4", corev1.ConditionTrue)),  // runs
-	}, serving)
+		replica("n5", "u5", terminating),                      // shutting down
+	}, append(serving, proxyset.Device{ID: "n5"}))
 	var ids []string
 	for _, d := range got {
 		ids = append(ids, d.ID)

@@ -27,9 +27,12 @@ type replicaPod struct {
 // in, has applied a config and, hosting Tailscale Services, once control
 // routes them to it) and its own process wrote the Pod's UID to the state
 // Secret. A device left in the state Secret by a Pod that is gone or still
-// restarting does not count, as in the official operator.
+// restarting does not count, as in the official operator; nor, here, does
+// a Pod that is shutting down (it stopped advertising and drains), even
+// while its Ready condition has not caught up.
 func (r replicaPod) Running() bool {
-	if r.Pod == nil || r.State == nil || r.Device.ID == "" || string(r.State.Data[proxystate.KeyPodUID]) != string(r.Pod.UID) {
+	if r.Pod == nil || r.Pod.DeletionTimestamp != nil || r.State == nil || r.Device.ID == "" ||
+		string(r.State.Data[proxystate.KeyPodUID]) != string(r.Pod.UID) {
 		return false
 	}
 	return podIsReady(r.Pod)
