@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -18,8 +19,9 @@ type load struct {
 }
 
 type result struct {
-	at time.Time
-	ok bool
+	at  time.Time
+	ok  bool
+	why string // of a failure: the error, or the status code
 }
 
 // loadMark is a point in a load's record.
@@ -52,8 +54,15 @@ func startLoad(ctx context.Context, c *tailnetClient, target string, perSecond i
 				if ctx.Err() != nil {
 					return // stopped: not a failure of the target
 				}
+				why := ""
+				switch {
+				case err != nil:
+					why = err.Error()
+				case code != 200:
+					why = fmt.Sprintf("status %d", code)
+				}
 				l.mu.Lock()
-				l.results = append(l.results, result{at: time.Now(), ok: err == nil && code == 200})
+				l.results = append(l.results, result{at: time.Now(), ok: why == "", why: why})
 				l.mu.Unlock()
 			}()
 		}
@@ -101,6 +110,19 @@ func (l *load) since(m loadMark) (gap time.Duration, failed, total int) {
 		last = r.at
 	}
 	return gap, failed, total
+}
+
+// failures counts the failures that ended after m by what went wrong.
+func (l *load) failures(m loadMark) map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range l.results[m.index:] {
+		if !r.ok {
+			out[r.why]++
+		}
+	}
+	return out
 }
 
 // percentile returns the p-th percentile of ds (nearest rank).

@@ -146,6 +146,9 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 			gap, failed, total := load.since(mark)
 			AddReportEntry("failover: pod "+how, fmt.Sprintf("longest gap %v, %d of %d requests failed (%.2f%%)", gap.Round(10*time.Millisecond), failed, total, 100*float64(failed)/float64(max(total, 1))))
 			GinkgoWriter.Printf("BENCH failover: pod %s %s: longest gap %v, %d of %d requests failed\n", step.pod, how, gap.Round(10*time.Millisecond), failed, total)
+			for why, n := range load.failures(mark) {
+				GinkgoWriter.Printf("  %d failed: %s\n", n, why)
+			}
 			// What the replicas said about advertising and readiness.
 			for _, pod := range pods {
 				out, _ := devcluster("kubectl", "logs", "-n", "tailscale", pod, "--since=40s")
