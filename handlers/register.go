@@ -12,6 +12,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/handlers/proxygrouppolicy"
 	"github.com/tailplane/tailplane/handlers/service"
+	"github.com/tailplane/tailplane/handlers/unsupported"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -29,4 +30,5 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	proxyclassready.Register(op, d)
 	plugin.Register(op, d, p)
 	proxygrouppolicy.Register(op, d)
+	unsupported.Register(op, d)
 }
