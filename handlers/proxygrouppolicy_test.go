@@ -140,13 +140,16 @@ func TestProxyGroupPolicyAdmission(t *testing.T) {
 		t.Fatalf("a Service naming ProxyGroup other: got %v, want %q", err, want)
 	}
 
-	// Deleting the policies deletes the admission policies (the finalizer
-	// holds the last policy until then) and admits everything again.
+	// Deleting the policies, even while the operator is down, deletes the
+	// admission policies (the finalizer holds the last policy until then)
+	// and admits everything again.
+	h.stop()
 	for _, name := range []string{"deny-all", "allow-test"} {
 		if err := h.dyn.Resource(resources.ProxyGroupPolicies).Namespace(h.ns).Delete(h.ctx(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	h.start()
 	testpoll.Until(t, settle, "admission policies deleted", func() error {
 		for _, name := range []string{proxygrouppolicy.IngressName(h.ns), proxygrouppolicy.EgressName(h.ns)} {
 			if _, err := h.dyn.Resource(resources.ValidatingAdmissionPolicies).Get(h.ctx(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -163,4 +166,60 @@ func TestProxyGroupPolicyAdmission(t *testing.T) {
 		return nil
 	})
 	testpoll.Until(t, settle, "other group admitted", func() error { return pgpObjects(h.ns, "other", "other")[0](h.ctx(), h, false) })
+}
+
+// Without the RBAC for admission policies the policy says so (condition
+// False and a Warning Event naming the refusal), and is enforced as soon as
+// the RBAC is back.
+func TestProxyGroupPolicyWithoutRBAC(t *testing.T) {
+	h := newHarnessOpts(t, true, nil)
+	roles := h.kube.RbacV1().ClusterRoles()
+	role, err := roles.Get(h.ctx(), "tailplane-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reduced := role.DeepCopy()
+	reduced.Rules = nil
+	for _, r := range role.Rules {
+		if len(r.APIGroups) == 1 && r.APIGroups[0] == "admissionregistration.k8s.io" {
+			continue
+		}
+		reduced.Rules = append(reduced.Rules, r)
+	}
+	if len(reduced.Rules) == len(role.Rules) {
+		t.Fatal("the operator's ClusterRole has no rule for admissionregistration.k8s.io")
+	}
+	if _, err := roles.Update(h.ctx(), reduced, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.applyManifests)
+
+	h.createPolicy("deny-all", `{}`)
+	testpoll.Until(t, settle, "ProxyGroupPolicyNotEnforced", func() error {
+		obj, err := h.dyn.Resource(resources.ProxyGroupPolicies).Namespace(h.ns).Get(h.ctx(), "deny-all", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			m := c.(map[string]any)
+			if m["reason"] == proxygrouppolicy.ReasonNotEnforced && m["status"] == "False" && strings.Contains(fmt.Sprint(m["message"]), "forbidden") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", conds)
+	})
+	h.wantEvent(h.ns, "deny-all", corev1.EventTypeWarning, proxygrouppolicy.ReasonNotEnforced, "forbidden")
+
+	h.applyManifests() // the RBAC is back
+	h.wantPolicyReady("deny-all", "ingress ProxyGroups none")
+	if err := h.dyn.Resource(resources.ProxyGroupPolicies).Namespace(h.ns).Delete(h.ctx(), "deny-all", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, settle, "policy deleted", func() error {
+		if _, err := h.dyn.Resource(resources.ValidatingAdmissionPolicies).Get(h.ctx(), proxygrouppolicy.EgressName(h.ns), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("admission policy: %v", err)
+		}
+		return nil
+	})
 }
