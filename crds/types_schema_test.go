@@ -123,6 +123,11 @@ func TestGoTypesMatchCRDSchemas(t *testing.T) {
 		{"connectors.tailscale.com", reflect.TypeOf(v1alpha1.Connector{})},
 		{"proxyclasses.tailscale.com", reflect.TypeOf(v1alpha1.ProxyClass{})},
 		{"proxygroups.tailscale.com", reflect.TypeOf(v1alpha1.ProxyGroup{})},
+		{"dnsconfigs.tailscale.com", reflect.TypeOf(v1alpha1.DNSConfig{})},
+		{"recorders.tailscale.com", reflect.TypeOf(v1alpha1.Recorder{})},
+		{"tailnets.tailscale.com", reflect.TypeOf(v1alpha1.Tailnet{})},
+		{"proxygrouppolicies.tailscale.com", reflect.TypeOf(v1alpha1.ProxyGroupPolicy{})},
+		{"peerrelays.tailscale.com", reflect.TypeOf(v1alpha1.PeerRelay{})},
 	} {
 		t.Run(tc.typ.Name(), func(t *testing.T) {
 			compare(t, tc.typ.Name(), tc.typ, crdSchema(t, tc.crd))

@@ -1,8 +1,9 @@
 // Package handlers holds Tailplane's operator logic as small handler modules,
 // one sub-package per concern: service, egress, ingress and connector (proxy
 // parents, as hooks on handlers/pipeline), ingressclass, proxyclassready (the
-// ProxyClass kind; the pure rules are handlers/proxyclass) and plugin
-// (RoutingPlugin). Each module exposes Register: a pure render step (parent
+// ProxyClass kind; the pure rules are handlers/proxyclass), plugin
+// (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission policies)
+// and unsupported (the official kinds not run yet). Each module exposes Register: a pure render step (parent
 // object and settings to desired children or proxy configs), unit-tested
 // without a cluster, and a thin apply step. docs/development.md ("Adding a
 // handler module") lists the steps.

@@ -10,7 +10,9 @@ import (
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclassready"
 	"github.com/tailplane/tailplane/handlers/proxygroup"
+	"github.com/tailplane/tailplane/handlers/proxygrouppolicy"
 	"github.com/tailplane/tailplane/handlers/service"
+	"github.com/tailplane/tailplane/handlers/unsupported"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -27,4 +29,6 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	ingressclass.Register(op, d)
 	proxyclassready.Register(op, d)
 	plugin.Register(op, d, p)
+	proxygrouppolicy.Register(op, d)
+	unsupported.Register(op, d)
 }

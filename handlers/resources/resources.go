@@ -25,6 +25,10 @@ var (
 	// ClusterRoleBindings bind kube-apiserver ProxyGroups' impersonation.
 	ClusterRoleBindings = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
 	EndpointSlices      = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	// ValidatingAdmissionPolicies and their bindings enforce
+	// ProxyGroupPolicies.
+	ValidatingAdmissionPolicies       = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
+	ValidatingAdmissionPolicyBindings = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
 )
 
 // The custom resources, from crds/.
@@ -33,6 +37,11 @@ var (
 	Connectors     = v1alpha1.ConnectorsResource
 	ProxyGroups    = v1alpha1.ProxyGroupsResource
 	RoutingPlugins = crds.RoutingPluginsResource
+
+	ProxyGroupPolicies = v1alpha1.ProxyGroupPoliciesResource
+	Recorders          = v1alpha1.RecordersResource
+	PeerRelays         = v1alpha1.PeerRelaysResource
+	DNSConfigs         = v1alpha1.DNSConfigsResource
 )
 
 // byKind maps the kinds the operator applies to their resources.
@@ -40,6 +49,7 @@ var byKind = map[string]schema.GroupVersionResource{
 	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
 	"Role": Roles, "RoleBinding": RoleBindings, "EndpointSlice": EndpointSlices, "ClusterRoleBinding": ClusterRoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
 	"ProxyClass": ProxyClasses, "Connector": Connectors, "ProxyGroup": ProxyGroups, "RoutingPlugin": RoutingPlugins,
+	"ValidatingAdmissionPolicy": ValidatingAdmissionPolicies, "ValidatingAdmissionPolicyBinding": ValidatingAdmissionPolicyBindings,
 }
 
 // OfKind returns the resource of a kind the operator applies.

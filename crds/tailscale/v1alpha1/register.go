@@ -14,6 +14,12 @@ var (
 	ConnectorsResource   = GroupVersion.WithResource("connectors")
 	ProxyClassesResource = GroupVersion.WithResource("proxyclasses")
 	ProxyGroupsResource  = GroupVersion.WithResource("proxygroups")
+
+	DNSConfigsResource         = GroupVersion.WithResource("dnsconfigs")
+	RecordersResource          = GroupVersion.WithResource("recorders")
+	TailnetsResource           = GroupVersion.WithResource("tailnets")
+	ProxyGroupPoliciesResource = GroupVersion.WithResource("proxygrouppolicies")
+	PeerRelaysResource         = GroupVersion.WithResource("peerrelays")
 )
 
 // AddToScheme registers the kinds of this package with a scheme, for typed
@@ -23,6 +29,11 @@ func AddToScheme(scheme *runtime.Scheme) error {
 		&Connector{}, &ConnectorList{},
 		&ProxyClass{}, &ProxyClassList{},
 		&ProxyGroup{}, &ProxyGroupList{},
+		&DNSConfig{}, &DNSConfigList{},
+		&Recorder{}, &RecorderList{},
+		&Tailnet{}, &TailnetList{},
+		&ProxyGroupPolicy{}, &ProxyGroupPolicyList{},
+		&PeerRelay{}, &PeerRelayList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
