@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -120,6 +122,41 @@ func buildPlugin(ctx context.Context, pkg string) string {
 type tailnetClient struct {
 	node *tsnet.Server
 	http *http.Client
+	log  *nodeLog
+}
+
+// nodeLog keeps the client node's log lines about its peers' WireGuard
+// sessions and paths (disco, handshakes), with their times, so that a
+// measurement can show what the client went through.
+type nodeLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *nodeLog) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if !strings.Contains(line, "disco") && !strings.Contains(line, "andshake") && !strings.Contains(line, "wg:") {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) < 5000 {
+		l.lines = append(l.lines, time.Now().UTC().Format("15:04:05.000 ")+line)
+	}
+}
+
+// since returns the lines logged at or after t.
+func (l *nodeLog) since(t time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from := t.UTC().Format("15:04:05.000")
+	var out []string
+	for _, line := range l.lines {
+		if line[:12] >= from {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
@@ -138,11 +175,12 @@ func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
 	roots := x509.NewCertPool()
 	Expect(roots.AppendCertsFromPEM(pem)).To(BeTrue(), "no certificate in %s", vars["TS_CA_FILE"])
 	netns.SetEnabled(false) // as devcluster curl: devcluster's tailnet is on loopback
+	nl := &nodeLog{}
 	node := &tsnet.Server{ControlURL: vars["TS_CONTROL_URL"], Hostname: hostname, AuthKey: key.Key, Ephemeral: true,
-		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: func(string, ...any) {}, UserLogf: func(string, ...any) {}}
+		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: nl.logf, UserLogf: func(string, ...any) {}}
 	_, err = node.Up(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	return &tailnetClient{node: node, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	return &tailnetClient{node: node, log: nl, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext: node.Dial, TLSClientConfig: &tls.Config{RootCAs: roots},
 	}}}
 }
