@@ -12,6 +12,7 @@ import (
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/plugins/internal/wasmbuild"
 	"github.com/tailplane/tailplane/plugins/remote"
+	"github.com/tailplane/tailplane/plugins/sdk/abi"
 	"github.com/tailplane/tailplane/plugins/source"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkFetchCompile(b *testing.B) {
 		b.Fatal(err)
 	}
 	load := func(b *testing.B, e *host.Engine, m []byte) {
-		p, err := e.Load(context.Background(), host.Config{Name: "canary", Module: m, SHA256: sum, Capabilities: nil, PluginConfig: []byte("{}")})
+		p, err := e.Load(context.Background(), host.Config{Name: "canary", Module: m, SHA256: sum, Capabilities: []abi.Capability{abi.CapRoute}, PluginConfig: []byte("{}")})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func BenchmarkFetchCompile(b *testing.B) {
 	b.Run("cached", func(b *testing.B) {
 		dir := b.TempDir()
 		spec := plugins.Spec{
-			Config: host.Config{Name: "apps/canary", SHA256: sum, PluginConfig: []byte("{}")},
+			Config: host.Config{Name: "apps/canary", SHA256: sum, Capabilities: []abi.Capability{abi.CapRoute}, PluginConfig: []byte("{}")},
 			// Never read: the module comes from the disk cache.
 			Source: &source.Ref{Kind: source.Secret, Namespace: "tailscale", Name: "unused", Key: "module.wasm.gz", SHA256: sum},
 		}
