@@ -317,6 +317,9 @@ func ProxyPlugin(rp *RoutingPlugin) (config.Plugin, error) {
 	if _, err := HostConfig(rp, nil); err != nil {
 		return config.Plugin{}, err
 	}
+	if !rp.Serving() {
+		return config.Plugin{}, fmt.Errorf("plugin %s/%s has no accepted module yet", rp.Namespace, rp.Name)
+	}
 	spec := rp.Spec
 	chunks := ChunkNames(rp.Status.SHA256, rp.Status.Chunks)
 	spec.Module = ModuleSpec{
