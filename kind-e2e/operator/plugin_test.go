@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -72,11 +69,14 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 			return devcluster("kubectl", "get", "routingplugin", "gate", "-o", `jsonpath={.status.conditions[?(@.type=="Accepted")].reason}`)
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("Compiled"))
 		// The operator accepted the module; spoil the copy its proxies read
-		// (the pinned sha256 no longer matches), then create the Ingress.
-		sum := sha256.Sum256([]byte("default/gate"))
-		junk := base64.StdEncoding.EncodeToString([]byte("not the accepted module"))
-		out, err = devcluster("kubectl", "patch", "secret", "-n", "tailscale", "tp-plugin-"+hex.EncodeToString(sum[:])[:16],
-			"--type", "merge", "-p", `{"data":{"module.wasm.gz":"`+junk+`"}}`)
+		// (the pinned sha256 no longer matches; the copy is immutable, so
+		// replace its first chunk), then create the Ingress.
+		sum, err := devcluster("kubectl", "get", "routingplugin", "gate", "-o", "jsonpath={.status.sha256}")
+		Expect(err).NotTo(HaveOccurred(), sum)
+		chunk := "tp-wasm-" + sum + "-0"
+		out, err = devcluster("kubectl", "delete", "secret", "-n", "tailscale", chunk)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = devcluster("kubectl", "create", "secret", "generic", "-n", "tailscale", chunk, "--from-literal=module.wasm.gz=not the accepted module")
 		Expect(err).NotTo(HaveOccurred(), out)
 		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate-ingress.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
