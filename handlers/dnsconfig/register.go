@@ -85,6 +85,9 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		// them. Every one of them says so until one is left.
 		if ev.Cause != runtime.CauseEnqueue {
 			m.d.Post(dc, corev1.EventTypeWarning, ReasonMultiple, MessageMultiple)
+			for _, o := range others {
+				m.d.Op.Enqueue(resources.DNSConfigs, o, 0)
+			}
 		}
 		return nil, m.status(ctx, dc, metav1.ConditionFalse, ReasonMultiple, MessageMultiple, "")
 	}
