@@ -35,7 +35,10 @@ func main() {
 	logtail.Disable()
 	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "tailplane-proxy"})
 	if len(os.Args) > 1 && os.Args[1] == "nameserver" {
-		if err := runNameserver(os.Args[2:], logger.WithPrefix("nameserver")); err != nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		err := runNameserver(ctx, os.Args[2:], logger.WithPrefix("nameserver"))
+		stop()
+		if err != nil {
 			logger.Error("nameserver stopped", "err", err)
 			os.Exit(1)
 		}

@@ -4,18 +4,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os/signal"
-	"syscall"
 
 	"github.com/charmbracelet/log"
 
 	"github.com/tailplane/tailplane/internal/nameserver"
 )
 
-// runNameserver serves the DNSConfig records until SIGTERM or SIGINT. The
-// defaults are the official nameserver's (records at /config/records.json,
-// port 1053), so the operator's Deployment runs either image.
-func runNameserver(args []string, logger *log.Logger) error {
+// runNameserver serves the DNSConfig records until ctx ends. The defaults
+// are the official nameserver's (records at /config/records.json, port
+// 1053), so the operator's Deployment runs either image.
+func runNameserver(ctx context.Context, args []string, logger *log.Logger) error {
 	fs := flag.NewFlagSet("nameserver", flag.ContinueOnError)
 	records := fs.String("records", nameserver.DefaultRecordsPath, "the records file (the mounted dnsrecords ConfigMap's records.json)")
 	listen := fs.String("listen", nameserver.DefaultListen, "UDP and TCP address to answer on")
@@ -23,8 +21,6 @@ func runNameserver(args []string, logger *log.Logger) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("nameserver flags: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	s := &nameserver.Server{Path: *records, Zone: *zone, Log: logger}
 	logger.Info("answering", "addr", *listen, "zone", *zone, "records", *records)
 	return s.ListenAndServe(ctx, *listen)
