@@ -54,7 +54,10 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	op.Watch(resources.Pods, "dnsconfig-records-pods", all,
 		runtime.Namespace(d.Settings.Namespace), runtime.Selector(proxystate.LabelManaged+"=true"))
 	op.Watch(resources.Ingresses, "dnsconfig-records-ingresses", all, d.Scope()...)
-	op.Watch(resources.Services, "dnsconfig-records-services", all, d.Scope()...)
+	// Only egress Services to a tailnet FQDN name records (the filter
+	// sees the old state too, so removing the annotation counts).
+	op.Watch(resources.Services, "dnsconfig-records-services", all,
+		d.Scope(runtime.Annotation(AnnotationTailnetFQDN, runtime.Present()))...)
 }
 
 func decode(obj *unstructured.Unstructured) (*v1alpha1.DNSConfig, error) {
