@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/dnsconfig"
+	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/nameserver"
@@ -146,5 +147,36 @@ func TestRecordsOfIngressAndFQDNEgressProxies(t *testing.T) {
 	table, skipped, err := nameserver.Parse([]byte(data))
 	if err != nil || len(skipped) > 0 || table.IP4["db.tail1.ts.net."][0].String() != "10.1.0.5" {
 		t.Fatalf("the nameserver reads %s as %v (skipped %v, err %v)", data, table, skipped, err)
+	}
+}
+
+// An egress Service served by a ProxyGroup: its tailnet name resolves to the
+// ClusterIP of the cluster Service the ProxyGroup module makes for it.
+func TestRecordsOfProxyGroupEgressMembers(t *testing.T) {
+	s := settings.Settings{Namespace: "tailscale", ProxyTags: []string{"tag:k8s"}}
+	member := func(name string, ann map[string]string) *corev1.Service {
+		ann[proxygroup.AnnotationProxyGroup] = "eg"
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Annotations: ann},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, Ports: []corev1.ServicePort{{Port: 5432}}}}
+		m, err := proxygroup.EgressMemberOf(svc, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := proxygroup.ClusterService(m, s.Namespace, nil, map[int32]bool{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	db := member("db", map[string]string{dnsconfig.AnnotationTailnetFQDN: "db.tail1.ts.net"})
+	db.Spec.ClusterIP, db.Spec.ClusterIPs = "10.96.0.20", []string{"10.96.0.20", "fd00:96::20"}
+	byIP := member("byip", map[string]string{"tailscale.com/tailnet-ip": "100.64.0.9"})
+	byIP.Spec.ClusterIP = "10.96.0.21"
+	pending := member("pending", map[string]string{dnsconfig.AnnotationTailnetFQDN: "new.tail1.ts.net"}) // no ClusterIP yet
+	got := dnsconfig.Records(nil, dnsconfig.Parents{GroupEgress: []corev1.Service{*db, *byIP, *pending}})
+	want := nameserver.Records{Version: "v1alpha1",
+		IP4: map[string][]string{"db.tail1.ts.net": {"10.96.0.20"}}, IP6: map[string][]string{"db.tail1.ts.net": {"fd00:96::20"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Records = %+v, want %+v", got, want)
 	}
 }

@@ -21,10 +21,23 @@ const (
 	roleIngressL7 = "ingress-l7"
 )
 
-// Parents finds the parent objects of proxies, by "namespace/name".
+// The labels and annotation of an egress ProxyGroup member's cluster
+// Service (handlers/proxygroup: LabelSvcType, SvcTypeEgress and the
+// target annotation, which names the member's tailnet FQDN).
+const (
+	LabelSvcType         = "tailscale.com/svc-type"
+	svcTypeEgress        = "egress"
+	annotationTargetFQDN = "tailplane.dev/egress-target-fqdn"
+)
+
+// Parents finds the parent objects of proxies, by "namespace/name", and
+// holds the cluster Services of egress ProxyGroup members.
 type Parents struct {
 	Services  map[string]*corev1.Service
 	Ingresses map[string]*networkingv1.Ingress
+	// GroupEgress are the ClusterIP Services, in the operator namespace,
+	// through which egress ProxyGroup members reach their group.
+	GroupEgress []corev1.Service
 }
 
 // Records returns the nameserver's records for the operator's proxy Pods,
@@ -33,10 +46,26 @@ type Parents struct {
 // each to the ready Pod IPs of its proxy. Those are the addresses a Pod that
 // is not on the tailnet can use: the Ingress proxy serves it as tailnet
 // clients are served, and the egress proxy forwards to the tailnet device.
-// Egress Services by tailnet IP and exposed Services get none, as in the
-// official operator: their names are not MagicDNS names of these proxies.
+// An egress Service served by a ProxyGroup gets, as in the official
+// operator, the ClusterIPs of its cluster Service (which maps its ports to
+// the group's replicas). Egress Services by tailnet IP and exposed Services
+// get none, as in the official operator: their names are not MagicDNS
+// names of these proxies.
 func Records(pods []corev1.Pod, parents Parents) nameserver.Records {
 	r := nameserver.Records{Version: nameserver.Version, IP4: map[string][]string{}, IP6: map[string][]string{}}
+	for _, cs := range parents.GroupEgress {
+		name := fqdn(cs.Annotations[annotationTargetFQDN])
+		if cs.Labels[LabelSvcType] != svcTypeEgress || name == "" {
+			continue
+		}
+		ips := cs.Spec.ClusterIPs
+		if len(ips) == 0 && cs.Spec.ClusterIP != "" {
+			ips = []string{cs.Spec.ClusterIP}
+		}
+		for _, ip := range ips {
+			add(&r, name, ip)
+		}
+	}
 	for i := range pods {
 		p := &pods[i]
 		if !ready(p) {
@@ -47,21 +76,26 @@ func Records(pods []corev1.Pod, parents Parents) nameserver.Records {
 			continue
 		}
 		for _, ip := range p.Status.PodIPs {
-			a, err := netip.ParseAddr(ip.IP)
-			if err != nil {
-				continue
-			}
-			if a.Is4() {
-				r.IP4[name] = appendSorted(r.IP4[name], a.String())
-			} else {
-				r.IP6[name] = appendSorted(r.IP6[name], a.WithZone("").String())
-			}
+			add(&r, name, ip.IP)
 		}
 	}
 	if len(r.IP6) == 0 {
 		r.IP6 = nil
 	}
 	return r
+}
+
+// add adds ip (skipped unless an address: "None", say) to name's records.
+func add(r *nameserver.Records, name, ip string) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return
+	}
+	if a.Is4() {
+		r.IP4[name] = appendSorted(r.IP4[name], a.String())
+	} else {
+		r.IP6[name] = appendSorted(r.IP6[name], a.WithZone("").String())
+	}
 }
 
 func appendSorted(list []string, s string) []string {

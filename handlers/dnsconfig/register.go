@@ -54,6 +54,8 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	op.Watch(resources.Pods, "dnsconfig-records-pods", all,
 		runtime.Namespace(d.Settings.Namespace), runtime.Selector(proxystate.LabelManaged+"=true"))
 	op.Watch(resources.Ingresses, "dnsconfig-records-ingresses", all, d.Scope()...)
+	op.Watch(resources.Services, "dnsconfig-records-group-egress", all,
+		runtime.Namespace(d.Settings.Namespace), runtime.Selector(LabelSvcType+"="+svcTypeEgress))
 	// Only egress Services to a tailnet FQDN name records (the filter
 	// sees the old state too, so removing the annotation counts).
 	op.Watch(resources.Services, "dnsconfig-records-services", all,
@@ -188,6 +190,11 @@ func (m *module) records(ctx context.Context) (nameserver.Records, error) {
 			}
 		}
 	}
+	group, err := m.d.Kube.CoreV1().Services(m.d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelSvcType + "=" + svcTypeEgress})
+	if err != nil {
+		return nameserver.Records{}, fmt.Errorf("list the cluster Services of egress ProxyGroup members: %w", err)
+	}
+	parents.GroupEgress = group.Items
 	return Records(pods.Items, parents), nil
 }
 
