@@ -51,9 +51,21 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	all := func(watch.EventType, *unstructured.Unstructured, *unstructured.Unstructured) []runtime.Key {
 		return d.Indexed(indexAll, "all", resources.DNSConfigs)
 	}
-	op.Watch(resources.Pods, "dnsconfig-records-pods", all,
-		runtime.Namespace(d.Settings.Namespace), runtime.Selector(proxystate.LabelManaged+"=true"))
-	op.Watch(resources.Ingresses, "dnsconfig-records-ingresses", all, d.Scope()...)
+	// Proxy Pods count when they come, go, or change readiness or IPs (not
+	// on every status update); Ingresses when their hostname changes.
+	op.Watch(resources.Pods, "dnsconfig-records-pods", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
+		if typ == watch.Modified && old != nil && sameRecord(old, obj, "status", "podIPs") && sameRecord(old, obj, "status", "conditions") &&
+			(old.GetDeletionTimestamp() == nil) == (obj.GetDeletionTimestamp() == nil) {
+			return nil
+		}
+		return all(typ, old, obj)
+	}, runtime.Namespace(d.Settings.Namespace), runtime.Selector(proxystate.LabelManaged+"=true"))
+	op.Watch(resources.Ingresses, "dnsconfig-records-ingresses", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
+		if typ == watch.Modified && old != nil && sameRecord(old, obj, "status", "loadBalancer") {
+			return nil
+		}
+		return all(typ, old, obj)
+	}, d.Scope()...)
 	op.Watch(resources.Services, "dnsconfig-records-group-egress", all,
 		runtime.Namespace(d.Settings.Namespace), runtime.Selector(LabelSvcType+"="+svcTypeEgress))
 	// Only egress Services to a tailnet FQDN name records (the filter
@@ -243,4 +255,11 @@ func (m *module) remove(ctx context.Context, ev *runtime.Event) (any, error) {
 		}
 	}
 	return nil, nil
+}
+
+// sameRecord reports whether the field at path is equal in a and b.
+func sameRecord(a, b *unstructured.Unstructured, path ...string) bool {
+	va, _, _ := unstructured.NestedFieldNoCopy(a.Object, path...)
+	vb, _, _ := unstructured.NestedFieldNoCopy(b.Object, path...)
+	return reflect.DeepEqual(va, vb)
 }
