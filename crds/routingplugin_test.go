@@ -55,6 +55,20 @@ func TestRoutingPluginExampleAndDefaults(t *testing.T) {
 			t.Errorf("default %s = %v (%T), want %v", field, spec[field], spec[field], want)
 		}
 	}
+	if got := spec["module"].(map[string]any)["maxSize"]; got != "64Mi" {
+		t.Errorf("default module.maxSize = %v, want 64Mi", got)
+	}
+	// Registry and URL sources.
+	for name, module := range map[string]map[string]any{
+		"from-oci":   {"oci": map[string]any{"ref": "oci://ghcr.io/me/canary:v1", "pullPolicy": "Always", "imagePullSecret": "regcred"}},
+		"from-https": {"https": map[string]any{"url": "https://example.com/canary.wasm"}, "sha256": strings.Repeat("c", 64), "maxSize": "128Mi"},
+	} {
+		spec := minimalSpec()
+		spec["module"] = module
+		if _, err := client.Create(ctx, routingPlugin(name, spec), metav1.CreateOptions{}); err != nil {
+			t.Errorf("%s refused: %v", name, err)
+		}
+	}
 }
 
 // Invalid specs are refused with a message that says what is wrong.
@@ -67,8 +81,21 @@ func TestRoutingPluginValidation(t *testing.T) {
 	}{
 		{"both sources", func(s map[string]any) {
 			s["module"].(map[string]any)["configMapKeyRef"] = map[string]any{"name": "c", "key": "k"}
-		}, "module needs exactly one of configMapKeyRef and secretKeyRef"},
-		{"no source", func(s map[string]any) { s["module"] = map[string]any{"sha256": strings.Repeat("a", 64)} }, "module needs exactly one of configMapKeyRef and secretKeyRef"},
+		}, "module needs exactly one of oci, https, configMapKeyRef and secretKeyRef"},
+		{"no source", func(s map[string]any) { s["module"] = map[string]any{"sha256": strings.Repeat("a", 64)} }, "module needs exactly one of oci, https, configMapKeyRef and secretKeyRef"},
+		{"oci and secret", func(s map[string]any) {
+			s["module"].(map[string]any)["oci"] = map[string]any{"ref": "ghcr.io/me/canary:v1"}
+		}, "module needs exactly one of oci, https, configMapKeyRef and secretKeyRef"},
+		{"https without sha256", func(s map[string]any) {
+			s["module"] = map[string]any{"https": map[string]any{"url": "https://example.com/canary.wasm"}}
+		}, "an https module needs sha256"},
+		{"plain http", func(s map[string]any) {
+			s["module"] = map[string]any{"https": map[string]any{"url": "http://example.com/canary.wasm"}, "sha256": strings.Repeat("a", 64)}
+		}, "spec.module.https.url"},
+		{"pull policy", func(s map[string]any) {
+			s["module"] = map[string]any{"oci": map[string]any{"ref": "ghcr.io/me/canary:v1", "pullPolicy": "Never"}}
+		}, `supported values: "IfNotPresent", "Always"`},
+		{"max size too large", func(s map[string]any) { s["module"].(map[string]any)["maxSize"] = "2Gi" }, "maxSize must be a quantity from 1Ki to 1Gi"},
 		{"bad sha256", func(s map[string]any) { s["module"].(map[string]any)["sha256"] = "ABC" }, "spec.module.sha256"},
 		{"bad policy", func(s map[string]any) { s["failurePolicy"] = "Sometimes" }, `supported values: "Open", "Closed"`},
 		{"unknown capability", func(s map[string]any) { s["capabilities"] = []any{"route", "filesystem"} }, `supported values: "route", "identity", "funnel"`},
@@ -110,6 +137,8 @@ func TestRoutingPluginStatus(t *testing.T) {
 		"observedGeneration": int64(1),
 		"sha256":             strings.Repeat("b", 64),
 		"size":               int64(1875182),
+		"source":             "oci://ghcr.io/me/canary:v1",
+		"chunks":             int64(3),
 		"conditions": []any{
 			map[string]any{"type": "Accepted", "status": "True", "reason": "ModuleCompiled", "message": "compiled in 812ms", "lastTransitionTime": now},
 			map[string]any{"type": "Ready", "status": "False", "reason": "LoadFailed", "message": "1 of 2 proxies failed", "lastTransitionTime": now},
@@ -125,6 +154,9 @@ func TestRoutingPluginStatus(t *testing.T) {
 	}
 	if loaded, _, _ := unstructured.NestedSlice(got.Object, "status", "loadedBy"); len(loaded) != 2 {
 		t.Errorf("loadedBy = %v", loaded)
+	}
+	if n, _, _ := unstructured.NestedInt64(got.Object, "status", "chunks"); n != 3 {
+		t.Errorf("status.chunks = %d, want 3 (not pruned)", n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/plugins"
+	"github.com/tailplane/tailplane/plugins/source"
 )
 
 // canaryModule builds the canary example plugin (a Go wasip1 guest).
@@ -147,19 +149,13 @@ func TestRoutingPlugin(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if ps.Source.SHA256 != pin || ps.Source.Kind != "Secret" || ps.Source.Namespace != h.opNS || ps.Source.Name != plugin.CopyName(h.ns, "canary") || ps.Source.Key != plugin.ModuleKey {
+		if ps.Source.SHA256 != pin || ps.Source.Kind != "Secret" || ps.Source.Namespace != h.opNS || ps.Source.Key != plugin.ModuleKey ||
+			!slices.Equal(ps.Source.Chunks, plugin.ChunkNames(pin, len(ps.Source.Chunks))) || len(ps.Source.Chunks) == 0 {
 			return fmt.Errorf("spec %+v", ps.Source)
 		}
 		return nil
 	})
-	role, err := h.kube.RbacV1().Roles(h.opNS).Get(h.ctx(), h.names("ingress", "site").Base, metav1.GetOptions{})
-	if err != nil || !slices.Contains(role.Rules[0].ResourceNames, plugin.CopyName(h.ns, "canary")) {
-		t.Fatalf("proxy Role cannot read the module copy: %+v %v", role, err)
-	}
-	copied, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), plugin.CopyName(h.ns, "canary"), metav1.GetOptions{})
-	if err != nil || len(copied.Data[plugin.ModuleKey]) == 0 {
-		t.Fatalf("module copy: %v", err)
-	}
+	h.wantModuleCopy(pin, "ingress", "site")
 
 	// The proxy reports the plugin loaded: Ready and loadedBy follow.
 	report, _ := json.Marshal([]proxystate.PluginReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin}})
@@ -228,9 +224,36 @@ func TestRoutingPlugin(t *testing.T) {
 		if err != nil || len(cfg.Plugins) != 0 {
 			return fmt.Errorf("plugins %+v %v", cfg.Plugins, err)
 		}
-		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), plugin.CopyName(h.ns, "canary"), metav1.GetOptions{}); err == nil {
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), plugin.ChunkNames(pin2, 1)[0], metav1.GetOptions{}); err == nil {
 			return fmt.Errorf("module copy still there")
 		}
 		return nil
 	})
+}
+
+// wantModuleCopy checks that the operator namespace holds the complete copy
+// of the module with digest sum (its chunks verify against the pin) and
+// that the Role of the proxy of kind/name may read every chunk by name.
+func (h *harness) wantModuleCopy(sum, kind, name string) []string {
+	h.t.Helper()
+	first, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), plugin.ChunkNames(sum, 1)[0], metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatalf("module copy of %s: %v", sum, err)
+	}
+	n, _ := strconv.Atoi(first.Annotations[plugin.AnnotationChunks])
+	chunks := plugin.ChunkNames(sum, n)
+	ref := source.Ref{Kind: source.Secret, Namespace: h.opNS, Name: chunks[0], Key: plugin.ModuleKey, SHA256: sum, Chunks: chunks}
+	if _, _, err := source.Fetch(h.ctx(), h.kube, ref); err != nil {
+		h.t.Fatalf("module copy of %s does not verify: %v", sum, err)
+	}
+	role, err := h.kube.RbacV1().Roles(h.opNS).Get(h.ctx(), h.names(kind, name).Base, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, c := range chunks {
+		if !slices.Contains(role.Rules[0].ResourceNames, c) {
+			h.t.Fatalf("proxy Role cannot read chunk %s: %+v", c, role.Rules)
+		}
+	}
+	return chunks
 }

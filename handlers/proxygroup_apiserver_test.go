@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -71,6 +72,19 @@ func TestProxyGroupKubeAPIServer(t *testing.T) {
 		return nil
 	})
 
+	// An operator restart changes nothing: no new key, the same Tailscale
+	// Service, binding and conditions.
+	keys, services := len(h.api.Keys()), h.api.Services()
+	h.restart()
+	g.wantCondition(v1alpha1.ProxyGroupReady, "True", v1alpha1.ReasonProxyGroupReady, "")
+	g.wantCondition(proxygroup.ConditionAPIServerConfigured, "True", proxygroup.ReasonAPIServerConfigured, "1/2 proxy backends ready and advertising")
+	if err := binding(); err != nil {
+		t.Fatalf("binding after the restart: %v", err)
+	}
+	if len(h.api.Keys()) != keys || !reflect.DeepEqual(h.api.Services(), services) {
+		t.Fatalf("restart changed the tailnet: %d keys (was %d), services %+v (was %+v)", len(h.api.Keys()), keys, h.api.Services(), services)
+	}
+
 	// noauth: the replicas forward the callers' credentials; no
 	// impersonation rights are left bound.
 	g.patch(`{"kubeAPIServer":{"hostname":"k8s-api","mode":"noauth"}}`)
@@ -97,5 +111,4 @@ func TestProxyGroupKubeAPIServer(t *testing.T) {
 		}
 		return nil
 	})
-	_ = v1alpha1.ProxyGroupReady
 }

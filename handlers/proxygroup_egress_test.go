@@ -175,6 +175,26 @@ func TestProxyGroupEgress(t *testing.T) {
 	g.pod(0, "10.1.0.10", true)
 	endpoints(dbCS, "10.1.0.10")
 
+	// An operator restart changes nothing: no new key, the same ports,
+	// EndpointSlices and conditions.
+	keys := len(h.api.Keys())
+	h.restart()
+	egressCond("db", proxygroup.ConditionEgressReady, "True", proxygroup.ReasonPartiallyReady, "1/2")
+	endpoints(dbCS, "10.1.0.10")
+	endpoints(apiCS, "10.1.0.10")
+	targets, err := g.egressTargets(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after []int
+	for _, tg := range targets {
+		after = append(after, tg.Ports[0].Port)
+	}
+	slices.Sort(after)
+	if !slices.Equal(after, listen) || len(h.api.Keys()) != keys {
+		t.Fatalf("restart changed the group: ports %v (were %v), %d keys (were %d)", after, listen, len(h.api.Keys()), keys)
+	}
+
 	// Bad input: a group of another type, a group that does not exist.
 	h.createService(egressService("wrong", "missing-"+h.ns, "x.tail1.ts.net", 80))
 	egressCond("wrong", proxygroup.ConditionEgressValid, "Unknown", proxygroup.ReasonProxyGroupNotReady, "does not exist")

@@ -5,10 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -484,5 +487,81 @@ func TestProxyGroupMemberRunsItsPlugins(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("rules %+v lack %q", role.Rules, copyName)
+	})
+}
+
+// The operator dies right after creating a member's Tailscale Service,
+// before it wrote anything else (the member's status): the next operator
+// finishes the job with the same service, and deleting the member then
+// leaves no service and no finalizer.
+func TestProxyGroupMemberOperatorKilledAfterCreatingItsService(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
+	g.login(0)
+	g.wantCondition(v1alpha1.ProxyGroupAvailable, "True", v1alpha1.ReasonProxyGroupAvailable, "1/1 ProxyGroup pods running")
+	h.backend("web", 80)
+	// Every later call to the services API fails, so the operator is
+	// stuck right after the PUT until it is stopped.
+	created := make(chan struct{})
+	var once sync.Once
+	h.api.OnPutService(func(s tailnettest.Service) {
+		if s.Name == "svc:crash" {
+			once.Do(func() {
+				h.api.Fail(tailnettest.EndpointServices, tailnettest.Failure{Status: http.StatusServiceUnavailable, Message: "unavailable"})
+				close(created)
+			})
+		}
+	})
+	h.createIngress("crash", map[string]string{"tailscale.com/proxy-group": g.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("crash")})
+	select {
+	case <-created:
+	case <-time.After(settle):
+		t.Fatal("the operator did not create svc:crash")
+	}
+	h.stop()
+	ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "crash", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ing.Status.LoadBalancer.Ingress) != 0 || !slices.Contains(ing.Finalizers, proxygroup.FinalizerIngress) {
+		t.Fatalf("at the crash: status %+v, finalizers %v; want no status and the finalizer", ing.Status.LoadBalancer, ing.Finalizers)
+	}
+
+	h.api.OnPutService(nil)
+	h.api.Recover(tailnettest.EndpointServices)
+	h.start()
+	g.advertise(0, "svc:crash")
+	testpoll.Until(t, settle, "the Ingress's address after the restart", func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "crash", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lb := ing.Status.LoadBalancer.Ingress; len(lb) == 0 || lb[0].Hostname != "crash.tail1.ts.net" {
+			return fmt.Errorf("status %+v", ing.Status.LoadBalancer)
+		}
+		return nil
+	})
+	var names []string
+	for name, s := range h.api.Services() {
+		names = append(names, name)
+		if name == "svc:crash" && !strings.Contains(s.Annotations[proxygroup.AnnotationOwnerReferences], `"name":"crash"`) {
+			t.Fatalf("svc:crash lost its owner: %+v", s)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("Tailscale Services %v, want svc:crash only", names)
+	}
+
+	if err := h.kube.NetworkingV1().Ingresses(h.ns).Delete(h.ctx(), "crash", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantNoTailscaleService("svc:crash")
+	testpoll.Until(t, settle, "the Ingress gone (finalizer removed)", func() error {
+		if _, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "crash", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
 	})
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +53,9 @@ type Status struct {
 
 // Options configure a Manager.
 type Options struct {
-	// CacheDir holds wazero's file compilation cache ("" = in memory).
+	// CacheDir holds wazero's file compilation cache (keyed by the
+	// module's content) and, in CacheDir/modules, the fetched modules by
+	// sha256 ("" = compile in memory and cache no module).
 	CacheDir string
 	// Logger defaults to log.Default().
 	Logger *log.Logger
@@ -71,12 +75,13 @@ type Options struct {
 // Manager is the plugin chain: a route.Router that runs every loaded plugin
 // in order and hot-reloads them.
 type Manager struct {
-	engine *host.Engine
-	log    *log.Logger
-	kube   kubernetes.Interface
-	opts   Options
-	chain  atomic.Pointer[[]*link]
-	closed sync.WaitGroup
+	engine  *host.Engine
+	modules moduleCache
+	log     *log.Logger
+	kube    kubernetes.Interface
+	opts    Options
+	chain   atomic.Pointer[[]*link]
+	closed  sync.WaitGroup
 
 	mu     sync.Mutex // serialises Apply, retries and Close
 	status map[string]Status
@@ -100,6 +105,9 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{engine: e, log: opts.Logger, kube: opts.Kube, opts: opts, status: map[string]Status{}}
+	if opts.CacheDir != "" {
+		m.modules.dir = filepath.Join(opts.CacheDir, "modules")
+	}
 	if m.log == nil {
 		m.log = log.Default()
 	}
@@ -171,19 +179,32 @@ func (m *Manager) prepare(ctx context.Context, s Spec, old *link) (*link, Status
 	st := Status{Name: s.Name}
 	cfg := s.Config
 	if len(cfg.Module) == 0 && s.Source != nil {
-		if m.kube == nil {
-			return m.failed(s, old, errors.New("module source set but the manager has no Kubernetes client"))
+		pin := strings.ToLower(s.Source.SHA256)
+		if old != nil && old.plugin != nil && pin != "" && old.fingerprint == fingerprint(s, pin) {
+			// Unchanged and pinned to the module it runs: nothing to read.
+			old.order = s.Order
+			return old, statusOf(st, old.plugin)
 		}
-		module, digest, err := source.Fetch(ctx, m.kube, *s.Source)
-		if err != nil {
-			return m.failed(s, old, err)
+		module, cached := m.modules.get(pin)
+		if !cached {
+			if m.kube == nil {
+				return m.failed(s, old, errors.New("module source set but the manager has no Kubernetes client"))
+			}
+			var digest string
+			var err error
+			if module, digest, err = source.Fetch(ctx, m.kube, *s.Source); err != nil {
+				return m.failed(s, old, err)
+			}
+			if err := m.modules.put(digest, module); err != nil {
+				m.log.Warn("cannot cache the module on disk; the next restart reads it again", "plugin", s.Name, "err", err)
+			}
 		}
 		cfg.Module = module
 		if cfg.SHA256 == "" {
-			cfg.SHA256 = digest
+			cfg.SHA256 = host.Digest(module)
 		}
 	}
-	fp := fingerprint(s, cfg.Module)
+	fp := fingerprint(s, host.Digest(cfg.Module))
 	if old != nil && old.fingerprint == fp && old.plugin != nil {
 		old.order = s.Order
 		return old, statusOf(st, old.plugin)
@@ -219,15 +240,15 @@ func statusOf(st Status, p *host.Plugin) Status {
 	return st
 }
 
-// fingerprint identifies a plugin generation: a change to the module or
-// any setting loads a new one.
-func fingerprint(s Spec, module []byte) string {
+// fingerprint identifies a plugin generation: a change to the module (its
+// sha256 digest) or any setting loads a new one.
+func fingerprint(s Spec, digest string) string {
 	c := s.Config
 	c.Module = nil
 	b, _ := json.Marshal(struct {
 		C host.Config
 		M string
-	}{c, host.Digest(module)})
+	}{c, digest})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

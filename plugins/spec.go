@@ -18,7 +18,14 @@ type routingPluginSpec struct {
 	Module struct {
 		ConfigMapKeyRef *keyRef `json:"configMapKeyRef"`
 		SecretKeyRef    *keyRef `json:"secretKeyRef"`
-		SHA256          string  `json:"sha256"`
+		// SecretChunks is set by the operator only: the Secrets (in
+		// order) of its content-addressed copy; secretKeyRef names the
+		// first and the key.
+		SecretChunks []string           `json:"secretChunks"`
+		OCI          json.RawMessage    `json:"oci"`
+		HTTPS        json.RawMessage    `json:"https"`
+		SHA256       string             `json:"sha256"`
+		MaxSize      *resource.Quantity `json:"maxSize"`
 	} `json:"module"`
 	Config        json.RawMessage                `json:"config"`
 	Order         int                            `json:"order"`
@@ -50,7 +57,16 @@ func SpecFromRoutingPlugin(obj *unstructured.Unstructured) (Spec, error) {
 		return Spec{}, fmt.Errorf("RoutingPlugin %s: spec: %w", id, err)
 	}
 	ref := &source.Ref{Namespace: obj.GetNamespace(), SHA256: rp.Module.SHA256}
+	if rp.Module.MaxSize != nil {
+		ref.MaxSize = rp.Module.MaxSize.Value()
+	}
 	switch {
+	case len(rp.Module.OCI) > 0 || len(rp.Module.HTTPS) > 0:
+		// Proxies never hold registry credentials: the operator fetches
+		// and hands them a copy (secretKeyRef and secretChunks).
+		return Spec{}, fmt.Errorf("RoutingPlugin %s: spec.module.oci and spec.module.https are fetched by the operator; a proxy reads only the operator's copy", id)
+	case rp.Module.SecretKeyRef != nil && len(rp.Module.SecretChunks) > 0 && rp.Module.ConfigMapKeyRef == nil:
+		ref.Kind, ref.Name, ref.Key, ref.Chunks = source.Secret, rp.Module.SecretChunks[0], rp.Module.SecretKeyRef.Key, rp.Module.SecretChunks
 	case rp.Module.ConfigMapKeyRef != nil && rp.Module.SecretKeyRef == nil:
 		ref.Kind, ref.Name, ref.Key = source.ConfigMap, rp.Module.ConfigMapKeyRef.Name, rp.Module.ConfigMapKeyRef.Key
 	case rp.Module.SecretKeyRef != nil && rp.Module.ConfigMapKeyRef == nil:

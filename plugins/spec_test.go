@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func TestSpecFromRoutingPlugin(t *testing.T) {
 	}
 	want := source.Ref{Kind: source.ConfigMap, Namespace: "apps", Name: "canary-plugin", Key: "canary.wasm.gz",
 		SHA256: "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"}
-	if s.Source == nil || *s.Source != want {
+	if s.Source == nil || !reflect.DeepEqual(*s.Source, want) {
 		t.Errorf("source = %+v, want %+v", s.Source, want)
 	}
 	if s.Name != "apps/canary" || s.Order != 10 || s.FailurePolicy != host.FailOpen || s.Timeout != 50*time.Millisecond ||

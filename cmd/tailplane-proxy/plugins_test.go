@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +163,101 @@ func newTestLoader(ctx context.Context, t *testing.T) (kubernetes.Interface, str
 	}
 	t.Cleanup(func() { _ = loader.manager.Close(context.Background()) })
 	return kube, ns, loader
+}
+
+// withCustomSection appends a custom section of n incompressible bytes: a
+// module of any size that still loads.
+func withCustomSection(mod []byte, n int) []byte {
+	payload := append([]byte{3, 'p', 'a', 'd'}, make([]byte, n)...)
+	_, _ = rand.Read(payload[4:])
+	out := append(slices.Clone(mod), 0)
+	for v := uint32(len(payload)); ; v >>= 7 {
+		if v < 0x80 {
+			out = append(out, byte(v))
+			break
+		}
+		out = append(out, byte(v&0x7f)|0x80)
+	}
+	return append(out, payload...)
+}
+
+// A module bigger than a Secret arrives as the operator's chunks (several
+// Secrets read in order, gzip, pinned); the proxy keeps it on disk by
+// digest, so neither a restart with the same scratch folder nor a change
+// of the plugin's other settings reads the chunks again.
+func TestPluginLoaderReadsChunksAndCachesByDigest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kube := env.Clientset(t)
+	ns := env.Namespace(t)
+	cacheDir := t.TempDir()
+	mod := withCustomSection(noopModule, 2<<20)
+	sum := sha256.Sum256(mod)
+	digest := hex.EncodeToString(sum[:])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(mod)
+	_ = zw.Close()
+	var names []string
+	for i, data := 0, gz.Bytes(); len(data) > 0; i++ {
+		part := data[:min(len(data), 768<<10)]
+		data = data[len(part):]
+		name := fmt.Sprintf("tp-wasm-%s-%d", digest, i)
+		names = append(names, name)
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"module.wasm.gz": part}}
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(names) < 3 {
+		t.Fatalf("%d chunks; the test needs a module of several Secrets", len(names))
+	}
+	chunks, _ := json.Marshal(names)
+	spec := func(timeout string) []config.Plugin {
+		return []config.Plugin{{Name: "apps/big", Spec: json.RawMessage(`{"module":{"secretKeyRef":{"name":"` + names[0] + `","key":"module.wasm.gz"},
+		  "secretChunks":` + string(chunks) + `,"sha256":"` + digest + `"},"failurePolicy":"Closed","timeout":"` + timeout + `"}`)}}
+	}
+	load := func(what string, l *pluginLoader, ps []config.Plugin) {
+		t.Helper()
+		if _, err := l.routers(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		st := l.manager.Statuses()
+		if len(st) != 1 || !st[0].Loaded || st[0].Error != "" || st[0].SHA256 != digest || st[0].Size != len(mod) {
+			t.Fatalf("%s: status %+v, want the %d-byte module %s loaded", what, st, len(mod), digest)
+		}
+	}
+	first, err := newPluginLoader(kube, ns, cacheDir, nil, log.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.manager.Close(context.Background()) })
+	load("from the chunks", first, spec("1s"))
+
+	// The chunks go away (the API server is not asked again).
+	for _, n := range names {
+		if err := kube.CoreV1().Secrets(ns).Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load("other settings, same module", first, spec("2s"))
+	restarted, err := newPluginLoader(kube, ns, cacheDir, nil, log.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restarted.manager.Close(context.Background()) })
+	load("after a restart", restarted, spec("2s"))
+
+	// Without the disk cache (a new scratch folder) the module is gone.
+	fresh, err := newPluginLoader(kube, ns, t.TempDir(), nil, log.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fresh.manager.Close(context.Background()) })
+	if _, err := fresh.routers(ctx, spec("2s")); err != nil {
+		t.Fatal(err)
+	}
+	if st := fresh.manager.Statuses(); len(st) != 1 || st[0].Loaded || !strings.Contains(st[0].Error, "not found") {
+		t.Fatalf("without the cache: %+v, want the chunks not found", st)
+	}
 }

@@ -1,14 +1,17 @@
 // Package plugin is the handler module of Tailplane's RoutingPlugin kind
 // (tailplane.dev/v1alpha1): it fetches the plugin's WebAssembly module from
-// the ConfigMap or Secret the plugin names, validates it by compiling it
-// with the proxies' own host (plugins/host), copies it into the operator
-// namespace where the targeted proxies may read it, puts it into the config
-// of every targeted Ingress proxy, and reports status: Accepted and Ready
-// conditions with reasons, the module's sha256 and size, and the proxies
-// that loaded it.
+// an OCI registry, an HTTPS URL, or the ConfigMap or Secret the plugin
+// names (size limit and sha256 pin checked first), validates it by
+// compiling it with the proxies' own host (plugins/host), stores one copy
+// per digest in Secrets of the operator namespace where the targeted
+// proxies may read it, puts it into the config of every targeted Ingress
+// proxy, and reports status: Accepted and Ready conditions with reasons,
+// the module's sha256 and size, and the proxies that loaded it. A module
+// that cannot be fetched or compiled never replaces the serving one.
 //
 // plugin.go is the pure part (decoding, targets, the proxy config entry);
-// register.go is the apply step. It imports runtime/, handlers/kit,
+// register.go is the apply step, fetch.go the sources and pull policy,
+// store.go the content-addressed copies. It imports runtime/, handlers/kit,
 // handlers/proxyset, proxy/config, plugins/host (compile-only use: the
-// operator never runs a plugin) and plugins/source.
+// operator never runs a plugin), plugins/source and plugins/remote.
 package plugin

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,10 +38,25 @@ const (
 	ReasonWaiting        = "WaitingForProxies"
 	ReasonLoaded         = "Loaded"
 	ReasonLoadFailed     = "LoadFailed"
+
+	// Remote sources (spec.module.oci and spec.module.https).
+	ReasonSourceUnreachable  = "SourceUnreachable"
+	ReasonPullUnauthorized   = "PullUnauthorized"
+	ReasonPullSecretNotFound = "PullSecretNotFound"
+	ReasonNotWasm            = "NotWasm"
+	ReasonModuleTooLarge     = "ModuleTooLarge"
+	ReasonFetchFailed        = "FetchFailed"
 )
 
-// ModuleKey is the key of the module (gzip) in the operator's copy Secret.
+// ModuleKey is the key of the module (gzip) in the operator's copy: in each
+// of its chunk Secrets, whose values concatenated are the gzip stream.
 const ModuleKey = "module.wasm.gz"
+
+// Pull policies of spec.module.oci.
+const (
+	PullIfNotPresent = "IfNotPresent"
+	PullAlways       = "Always"
+)
 
 // RoutingPlugin is the part of the object the operator reads.
 type RoutingPlugin struct {
@@ -52,11 +68,7 @@ type RoutingPlugin struct {
 
 // Spec mirrors the CRD's spec.
 type Spec struct {
-	Module struct {
-		ConfigMapKeyRef *KeyRef `json:"configMapKeyRef,omitempty"`
-		SecretKeyRef    *KeyRef `json:"secretKeyRef,omitempty"`
-		SHA256          string  `json:"sha256,omitempty"`
-	} `json:"module"`
+	Module        ModuleSpec          `json:"module"`
 	Config        json.RawMessage     `json:"config,omitempty"`
 	Order         int                 `json:"order"`
 	FailurePolicy string              `json:"failurePolicy,omitempty"`
@@ -80,6 +92,32 @@ type Spec struct {
 	} `json:"targets"`
 }
 
+// ModuleSpec mirrors spec.module.
+type ModuleSpec struct {
+	ConfigMapKeyRef *KeyRef            `json:"configMapKeyRef,omitempty"`
+	SecretKeyRef    *KeyRef            `json:"secretKeyRef,omitempty"`
+	OCI             *OCISource         `json:"oci,omitempty"`
+	HTTPS           *HTTPSSource       `json:"https,omitempty"`
+	SHA256          string             `json:"sha256,omitempty"`
+	MaxSize         *resource.Quantity `json:"maxSize,omitempty"`
+	// SecretChunks is not in the CRD (the API server prunes it): the
+	// operator sets it in the proxies' copy of the spec, naming the
+	// Secrets that hold the module.
+	SecretChunks []string `json:"secretChunks,omitempty"`
+}
+
+// OCISource is spec.module.oci.
+type OCISource struct {
+	Ref             string `json:"ref"`
+	PullPolicy      string `json:"pullPolicy,omitempty"`
+	ImagePullSecret string `json:"imagePullSecret,omitempty"`
+}
+
+// HTTPSSource is spec.module.https.
+type HTTPSSource struct {
+	URL string `json:"url"`
+}
+
 // KeyRef names a key of a ConfigMap or Secret.
 type KeyRef struct {
 	Name string `json:"name"`
@@ -92,7 +130,12 @@ type Status struct {
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 	SHA256             string             `json:"sha256,omitempty"`
 	Size               int64              `json:"size,omitempty"`
-	LoadedBy           []LoadedBy         `json:"loadedBy,omitempty"`
+	// Source is where the serving module came from (for OCI the
+	// repository and manifest digest).
+	Source string `json:"source,omitempty"`
+	// Chunks is how many Secrets hold the operator's copy of the module.
+	Chunks   int        `json:"chunks,omitempty"`
+	LoadedBy []LoadedBy `json:"loadedBy,omitempty"`
 }
 
 // LoadedBy is one proxy running the plugin.
@@ -120,7 +163,72 @@ func (rp *RoutingPlugin) Source() source.Ref {
 	case m.SecretKeyRef != nil:
 		ref.Kind, ref.Name, ref.Key = source.Secret, m.SecretKeyRef.Name, m.SecretKeyRef.Key
 	}
+	ref.MaxSize = rp.MaxSize()
 	return ref
+}
+
+// MaxSize is spec.module.maxSize in bytes (0: the default).
+func (rp *RoutingPlugin) MaxSize() int64 {
+	if q := rp.Spec.Module.MaxSize; q != nil {
+		return q.Value()
+	}
+	return 0
+}
+
+// Remote reports whether the module comes from a registry or a URL.
+func (rp *RoutingPlugin) Remote() bool {
+	return rp.Spec.Module.OCI != nil || rp.Spec.Module.HTTPS != nil
+}
+
+// PullPolicy is spec.module.oci.pullPolicy with Istio's default: Always for
+// a reference without a digest whose tag is latest (or absent), else
+// IfNotPresent. HTTPS modules are pinned, so IfNotPresent.
+func (rp *RoutingPlugin) PullPolicy() string {
+	o := rp.Spec.Module.OCI
+	if o == nil {
+		return PullIfNotPresent
+	}
+	if o.PullPolicy != "" {
+		return o.PullPolicy
+	}
+	ref := strings.TrimPrefix(o.Ref, "oci://")
+	if strings.Contains(ref, "@") {
+		return PullIfNotPresent
+	}
+	last := ref[strings.LastIndex(ref, "/")+1:]
+	if _, tag, ok := strings.Cut(last, ":"); !ok || tag == "latest" {
+		return PullAlways
+	}
+	return PullIfNotPresent
+}
+
+// SourceString names the module's source as status.source compares it.
+func (rp *RoutingPlugin) SourceString() string {
+	switch m := rp.Spec.Module; {
+	case m.OCI != nil:
+		return "oci://" + strings.TrimPrefix(m.OCI.Ref, "oci://")
+	case m.HTTPS != nil:
+		return m.HTTPS.URL
+	}
+	return rp.Source().String()
+}
+
+// Serving reports whether proxies have a module of the plugin to run: the
+// last accepted one, even when the newest spec could not be fetched or
+// compiled (the previous module keeps serving).
+func (rp *RoutingPlugin) Serving() bool {
+	return rp.Status.SHA256 != "" && rp.Status.Chunks > 0
+}
+
+// ChunkNames are the Secrets (operator namespace) holding the copy of the
+// module with digest sum, in order: content-addressed, so plugins with the
+// same module share them and a digest is copied once per cluster.
+func ChunkNames(sum string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("tp-wasm-%s-%d", sum, i)
+	}
+	return out
 }
 
 // Accepted reports whether the current generation compiled.
@@ -188,7 +296,8 @@ func Targets(rp *RoutingPlugin, kind, namespace, name string, objLabels map[stri
 	return false
 }
 
-// CopyName is the name of the module's copy in the operator namespace.
+// CopyName is the name of the per-plugin module copy of earlier versions,
+// which the operator deletes (copies are now ChunkNames).
 func CopyName(namespace, name string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name))
 	return "tp-plugin-" + hex.EncodeToString(sum[:])[:16]
@@ -197,20 +306,26 @@ func CopyName(namespace, name string) string {
 // ProxySpec is the JSON a proxy finds in config.Plugin.Spec: the
 // RoutingPlugin's spec (the CRD's shape, defaults applied, so
 // plugins.SpecFromRoutingPlugin reads it), with the module pointing at the
-// operator's copy in the proxy's own namespace (secretKeyRef, gzip), pinned
-// to the digest the operator compiled, and without targets.
+// operator's copy in the proxy's own namespace (secretKeyRef and
+// secretChunks, gzip), pinned to the digest the operator compiled, and
+// without targets or registry details.
 type ProxySpec = Spec
 
-// ProxyPlugin is the config entry of an accepted plugin for its proxies;
+// ProxyPlugin is the config entry of a serving plugin for its proxies;
 // config.Plugin.Name is "<namespace>/<name>" of the RoutingPlugin.
 func ProxyPlugin(rp *RoutingPlugin) (config.Plugin, error) {
 	if _, err := HostConfig(rp, nil); err != nil {
 		return config.Plugin{}, err
 	}
+	if !rp.Serving() {
+		return config.Plugin{}, fmt.Errorf("plugin %s/%s has no accepted module yet", rp.Namespace, rp.Name)
+	}
 	spec := rp.Spec
-	spec.Module.ConfigMapKeyRef = nil
-	spec.Module.SecretKeyRef = &KeyRef{Name: CopyName(rp.Namespace, rp.Name), Key: ModuleKey}
-	spec.Module.SHA256 = rp.Status.SHA256
+	chunks := ChunkNames(rp.Status.SHA256, rp.Status.Chunks)
+	spec.Module = ModuleSpec{
+		SecretKeyRef: &KeyRef{Name: chunks[0], Key: ModuleKey}, SecretChunks: chunks,
+		SHA256: rp.Status.SHA256, MaxSize: rp.Spec.Module.MaxSize,
+	}
 	spec.Targets.TargetRefs, spec.Targets.Selectors = nil, nil
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -220,13 +335,13 @@ func ProxyPlugin(rp *RoutingPlugin) (config.Plugin, error) {
 }
 
 // ForProxy returns the config entries and module copies (Secret names) of
-// the accepted plugins among list that target the object, ordered by
+// the serving plugins among list that target the object, ordered by
 // (order, name). The copies live in the operator namespace, which is the
 // proxies' namespace.
 func ForProxy(list []*RoutingPlugin, kind, namespace, name string, objLabels map[string]string) ([]config.Plugin, []string) {
 	var picked []*RoutingPlugin
 	for _, rp := range list {
-		if rp.DeletionTimestamp == nil && rp.Accepted() && Targets(rp, kind, namespace, name, objLabels) {
+		if rp.DeletionTimestamp == nil && rp.Serving() && Targets(rp, kind, namespace, name, objLabels) {
 			picked = append(picked, rp)
 		}
 	}
@@ -244,7 +359,7 @@ func ForProxy(list []*RoutingPlugin, kind, namespace, name string, objLabels map
 			continue // not accepted with a bad spec: Accepted says why
 		}
 		out = append(out, p)
-		secrets = append(secrets, CopyName(rp.Namespace, rp.Name))
+		secrets = append(secrets, ChunkNames(rp.Status.SHA256, rp.Status.Chunks)...)
 	}
 	return out, secrets
 }

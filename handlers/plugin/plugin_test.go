@@ -18,7 +18,7 @@ func rp(t *testing.T, name string, order int, targets map[string]any, accepted b
 			"order": int64(order), "timeout": "50ms", "memoryLimit": "32Mi", "targets": targets},
 	}}
 	if accepted {
-		u.Object["status"] = map[string]any{"sha256": "abc", "conditions": []any{map[string]any{
+		u.Object["status"] = map[string]any{"sha256": "abc", "chunks": int64(2), "conditions": []any{map[string]any{
 			"type": "Accepted", "status": "True", "reason": "Compiled", "message": "", "observedGeneration": int64(2),
 			"lastTransitionTime": metav1.Now().UTC().Format("2006-01-02T15:04:05Z")}}}
 	}
@@ -40,7 +40,7 @@ func TestForProxyPicksAcceptedTargetsInOrder(t *testing.T) {
 		rp(t, "svc", 0, serviceOnly, true),
 	}
 	got, secrets := plugin.ForProxy(list, "Ingress", "apps", "web", map[string]string{"team": "a"})
-	if len(got) != 2 || got[0].Name != "apps/early" || got[1].Name != "apps/late" || len(secrets) != 2 {
+	if len(got) != 2 || got[0].Name != "apps/early" || got[1].Name != "apps/late" || len(secrets) != 4 || secrets[0] != "tp-wasm-abc-0" {
 		t.Fatalf("got %+v %v", got, secrets)
 	}
 	if other, _ := plugin.ForProxy(list, "Ingress", "other", "web", nil); len(other) != 0 {
@@ -49,5 +49,24 @@ func TestForProxyPicksAcceptedTargetsInOrder(t *testing.T) {
 	cfg, err := plugin.HostConfig(list[0], nil)
 	if err != nil || cfg.MemoryLimit != 32<<20 || cfg.Timeout.Milliseconds() != 50 {
 		t.Fatalf("host config %+v %v", cfg, err)
+	}
+}
+
+// Istio's pull policy default: Always for latest or no tag, else
+// IfNotPresent; a digest reference never needs a pull.
+func TestPullPolicyDefault(t *testing.T) {
+	for ref, want := range map[string]string{
+		"oci://ghcr.io/me/canary:v1":         plugin.PullIfNotPresent,
+		"ghcr.io/me/canary":                  plugin.PullAlways,
+		"ghcr.io/me/canary:latest":           plugin.PullAlways,
+		"registry.lan:5000/canary":           plugin.PullAlways,
+		"registry.lan:5000/canary:2":         plugin.PullIfNotPresent,
+		"ghcr.io/me/canary@sha256:" + "ab12": plugin.PullIfNotPresent,
+	} {
+		p := &plugin.RoutingPlugin{}
+		p.Spec.Module.OCI = &plugin.OCISource{Ref: ref}
+		if got := p.PullPolicy(); got != want {
+			t.Errorf("%s: %s, want %s", ref, got, want)
+		}
 	}
 }

@@ -2,10 +2,8 @@ package plugin
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -22,7 +20,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
-	"github.com/tailplane/tailplane/plugins/source"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -31,7 +28,8 @@ import (
 // replicas run the Ingress's plugins.
 const AnnotationProxyGroup = "tailscale.com/proxy-group"
 
-// LabelPlugin marks the module copies: "<namespace>.<name>" of the plugin.
+// LabelPlugin marked the per-plugin module copies of earlier versions
+// ("<namespace>.<name>" of the plugin); collect deletes them.
 const LabelPlugin = "tailplane.dev/routingplugin"
 
 // statusInterval is how often Ready and loadedBy are refreshed from what the
@@ -44,13 +42,15 @@ type module struct {
 
 	mu     sync.Mutex
 	engine *host.Engine // created on first use: compile-only
+
+	copyMu sync.Mutex // see handle and collect
 }
 
 // Register adds the RoutingPlugin handlers: a new or changed plugin is
-// fetched, compiled (Accepted), copied into the operator namespace and put
-// into its targeted Ingresses' proxy configs; a timer keeps Ready and
-// loadedBy current; delete removes the copy and the plugin from the
-// proxies.
+// fetched, compiled (Accepted), copied into the operator namespace (once
+// per digest) and put into its targeted Ingresses' proxy configs; a timer
+// keeps Ready and loadedBy current; delete removes the plugin from the
+// proxies and collects copies no plugin uses.
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d, p: p}
 	op.OnCreate(resources.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
@@ -103,86 +103,102 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, runtime.Permanent(err)
 	}
 	rp.APIVersion, rp.Kind = "tailplane.dev/v1alpha1", "RoutingPlugin"
-	reason, sum, size, err := m.accept(ctx, rp)
+	got, reason, err := m.accept(ctx, rp)
 	if err != nil && reason == "" {
 		return nil, err // cluster error: retried
 	}
-	accepted := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
-		Message: fmt.Sprintf("module compiled (%d bytes, sha256 %s)", size, sum), ObservedGeneration: rp.Generation}
-	status := map[string]any{"observedGeneration": rp.Generation}
 	if err != nil {
-		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, reason, err.Error()
-		m.d.Post(rp, corev1.EventTypeWarning, reason, err.Error())
-		ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotAccepted,
-			Message: "the module is not accepted: " + reason, ObservedGeneration: rp.Generation}
-		status["conditions"] = conditions.Set(conditions.Set(rp.Status.Conditions, accepted), ready)
-	} else {
-		status["sha256"], status["size"] = sum, size
-		// Ready is recomputed for the new module in the same patch: the
-		// proxies still report the previous one, so Ready must not stay
-		// True (with the new sha256 and size beside it) until the timer.
-		rp.Status.SHA256 = sum
-		rp.Status.Conditions = conditions.Set(rp.Status.Conditions, accepted)
-		ready, loaded, err := m.ready(ctx, rp)
-		if err != nil {
-			return nil, err
-		}
-		status["conditions"] = conditions.Set(rp.Status.Conditions, ready)
-		status["loadedBy"] = loaded
+		return m.refuse(ctx, rp, reason, err)
 	}
+	// The copy is stored and named in the status under copyMu: collect
+	// never sees a copy that no status names yet.
+	m.copyMu.Lock()
+	chunks, err := m.store(ctx, got.sum, got.module)
+	if err != nil {
+		m.copyMu.Unlock()
+		return nil, err
+	}
+	accepted := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, Reason: ReasonCompiled,
+		Message: fmt.Sprintf("module compiled (%d bytes, sha256 %s) from %s", len(got.module), got.sum, got.origin), ObservedGeneration: rp.Generation}
+	status := map[string]any{"observedGeneration": rp.Generation, "sha256": got.sum, "size": len(got.module),
+		"chunks": chunks, "source": rp.SourceString()}
+	changed := rp.Status.SHA256 != got.sum
+	// Ready is recomputed for the new module in the same patch: the
+	// proxies still report the previous one, so Ready must not stay True
+	// (with the new sha256 and size beside it) until the timer.
+	rp.Status.SHA256 = got.sum
+	rp.Status.Conditions = conditions.Set(rp.Status.Conditions, accepted)
+	ready, loaded, err := m.ready(ctx, rp)
+	if err != nil {
+		m.copyMu.Unlock()
+		return nil, err
+	}
+	status["conditions"] = conditions.Set(rp.Status.Conditions, ready)
+	status["loadedBy"] = loaded
 	// Written now: the Ingresses handled next must see the plugin accepted.
+	err = m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, status)
+	m.copyMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		m.d.Post(rp, corev1.EventTypeNormal, ReasonCompiled, accepted.Message)
+	}
+	m.resyncIngresses(ctx, rp.Namespace)
+	m.collect(ctx)
+	return nil, nil
+}
+
+// refuse records why the newest spec's module was not accepted: Accepted
+// False with the reason, a Warning Event, Ready False. The status keeps
+// the previous module (sha256, chunks), which the proxies keep running.
+// An unreachable source is retried with backoff.
+func (m *module) refuse(ctx context.Context, rp *RoutingPlugin, reason string, cause error) (any, error) {
+	msg := cause.Error()
+	readyMsg := "the module is not accepted: " + reason
+	if rp.Serving() {
+		readyMsg += fmt.Sprintf("; the previous module (sha256 %s) keeps serving", rp.Status.SHA256)
+	}
+	accepted := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: rp.Generation}
+	m.d.Post(rp, corev1.EventTypeWarning, reason, msg)
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotAccepted,
+		Message: readyMsg, ObservedGeneration: rp.Generation}
+	status := map[string]any{"observedGeneration": rp.Generation,
+		"conditions": conditions.Set(conditions.Set(rp.Status.Conditions, accepted), ready)}
 	if err := m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, status); err != nil {
 		return nil, err
 	}
 	m.resyncIngresses(ctx, rp.Namespace)
+	if reason == ReasonSourceUnreachable {
+		return nil, fmt.Errorf("fetch module of %s/%s: %w", rp.Namespace, rp.Name, cause)
+	}
 	return nil, nil
 }
 
-// accept fetches, checks and compiles the module and stores its copy. A
-// refusal returns its reason and error; an error with no reason is the
-// cluster's (retried).
-func (m *module) accept(ctx context.Context, rp *RoutingPlugin) (reason, sum string, size int, err error) {
+// accept fetches, checks and compiles the module. A refusal returns its
+// reason and error; an error with no reason is the cluster's (retried).
+func (m *module) accept(ctx context.Context, rp *RoutingPlugin) (fetched, string, error) {
 	cfg, err := HostConfig(rp, nil)
 	if err != nil {
-		return ReasonInvalidSpec, "", 0, err
+		return fetched{}, ReasonInvalidSpec, err
 	}
-	mod, sum, err := source.Fetch(ctx, m.d.Kube, rp.Source())
-	switch {
-	case errors.Is(err, source.ErrNotFound):
-		return ReasonSourceNotFound, "", 0, err
-	case errors.Is(err, source.ErrSHA256Mismatch):
-		return ReasonSHA256Mismatch, "", 0, err
-	case errors.Is(err, source.ErrTooLarge), errors.Is(err, source.ErrBadGzip):
-		return ReasonInvalidModule, "", 0, err
-	case err != nil:
-		return "", "", 0, fmt.Errorf("fetch module of %s/%s: %w", rp.Namespace, rp.Name, err)
+	got, reason, err := m.fetch(ctx, rp)
+	if err != nil {
+		if reason == "" {
+			err = fmt.Errorf("fetch module of %s/%s: %w", rp.Namespace, rp.Name, err)
+		}
+		return fetched{}, reason, err
 	}
-	cfg.Module, cfg.SHA256 = mod, sum
+	cfg.Module, cfg.SHA256 = got.module, got.sum
 	if err := m.compile(ctx, cfg); err != nil {
-		return ReasonCompileFailed, "", 0, err
+		return fetched{}, ReasonCompileFailed, err
 	}
-	var gz bytes.Buffer
-	w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-	_, _ = w.Write(mod)
-	_ = w.Close()
-	copied := &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: CopyName(rp.Namespace, rp.Name), Namespace: m.d.Settings.Namespace,
-			Labels: map[string]string{proxystate.LabelManaged: "true", LabelPlugin: rp.Namespace + "." + rp.Name}},
-		Data: map[string][]byte{ModuleKey: gz.Bytes()},
-	}
-	if err := m.d.Apply(ctx, copied); err != nil {
-		return "", "", 0, err
-	}
-	return "", sum, len(mod), nil
+	return got, "", nil
 }
 
 func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
-	err := m.d.Kube.CoreV1().Secrets(m.d.Settings.Namespace).Delete(ctx, CopyName(ev.Object.GetNamespace(), ev.Object.GetName()), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("delete module copy: %w", err)
-	}
 	m.resyncIngresses(ctx, ev.Object.GetNamespace())
+	m.collect(ctx)
 	return nil, nil
 }
 

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -70,11 +69,14 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 			return devcluster("kubectl", "get", "routingplugin", "gate", "-o", `jsonpath={.status.conditions[?(@.type=="Accepted")].reason}`)
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("Compiled"))
 		// The operator accepted the module; spoil the copy its proxies read
-		// (the pinned sha256 no longer matches), then create the Ingress.
-		sum := sha256.Sum256([]byte("default/gate"))
-		junk := base64.StdEncoding.EncodeToString([]byte("not the accepted module"))
-		out, err = devcluster("kubectl", "patch", "secret", "-n", "tailscale", "tp-plugin-"+hex.EncodeToString(sum[:])[:16],
-			"--type", "merge", "-p", `{"data":{"module.wasm.gz":"`+junk+`"}}`)
+		// (the pinned sha256 no longer matches; the copy is immutable, so
+		// replace its first chunk), then create the Ingress.
+		sum, err := devcluster("kubectl", "get", "routingplugin", "gate", "-o", "jsonpath={.status.sha256}")
+		Expect(err).NotTo(HaveOccurred(), sum)
+		chunk := "tp-wasm-" + sum + "-0"
+		out, err = devcluster("kubectl", "delete", "secret", "-n", "tailscale", chunk)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = devcluster("kubectl", "create", "secret", "generic", "-n", "tailscale", chunk, "--from-literal=module.wasm.gz=not the accepted module")
 		Expect(err).NotTo(HaveOccurred(), out)
 		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate-ingress.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
@@ -120,6 +122,41 @@ func buildPlugin(ctx context.Context, pkg string) string {
 type tailnetClient struct {
 	node *tsnet.Server
 	http *http.Client
+	log  *nodeLog
+}
+
+// nodeLog keeps the client node's log lines about its peers' WireGuard
+// sessions and paths (disco, handshakes), with their times, so that a
+// measurement can show what the client went through.
+type nodeLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *nodeLog) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if !strings.Contains(line, "disco") && !strings.Contains(line, "andshake") && !strings.Contains(line, "wg:") {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) < 5000 {
+		l.lines = append(l.lines, time.Now().UTC().Format("15:04:05.000 ")+line)
+	}
+}
+
+// since returns the lines logged at or after t.
+func (l *nodeLog) since(t time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from := t.UTC().Format("15:04:05.000")
+	var out []string
+	for _, line := range l.lines {
+		if line[:12] >= from {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
@@ -138,11 +175,12 @@ func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
 	roots := x509.NewCertPool()
 	Expect(roots.AppendCertsFromPEM(pem)).To(BeTrue(), "no certificate in %s", vars["TS_CA_FILE"])
 	netns.SetEnabled(false) // as devcluster curl: devcluster's tailnet is on loopback
+	nl := &nodeLog{}
 	node := &tsnet.Server{ControlURL: vars["TS_CONTROL_URL"], Hostname: hostname, AuthKey: key.Key, Ephemeral: true,
-		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: func(string, ...any) {}, UserLogf: func(string, ...any) {}}
+		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: nl.logf, UserLogf: func(string, ...any) {}}
 	_, err = node.Up(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	return &tailnetClient{node: node, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	return &tailnetClient{node: node, log: nl, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext: node.Dial, TLSClientConfig: &tls.Config{RootCAs: roots},
 	}}}
 }

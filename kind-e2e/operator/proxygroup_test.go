@@ -149,6 +149,13 @@ var _ = Describe("ProxyGroups", Ordered, func() {
 			for why, n := range load.failures(mark) {
 				GinkgoWriter.Printf("  %d failed: %s\n", n, why)
 			}
+			// What the client's node went through with its peers.
+			for _, line := range client.log.since(mark.at.Add(-time.Second)) {
+				if len(line) > 240 {
+					line = line[:240]
+				}
+				GinkgoWriter.Println("  client:", line)
+			}
 			// What the replicas said about advertising and readiness.
 			for _, pod := range pods {
 				out, _ := devcluster("kubectl", "logs", "-n", "tailscale", pod, "--since=40s")

@@ -1,8 +1,11 @@
 // Package source fetches a plugin's WebAssembly module from the Kubernetes
 // object a RoutingPlugin names: a ConfigMap key (binaryData, or data) or a
-// Secret key. The bytes may be gzip-compressed (a Go guest is ~2-4 MB and a
-// ConfigMap holds 1 MiB); the sha256 pin is checked on the decompressed
-// module, so the same pin holds whether or not it was compressed.
+// Secret key, or the key of several Secrets read in order (the operator's
+// content-addressed copy of a module of any size, split into Secrets of
+// less than 1 MiB). The bytes may be gzip-compressed (a Go guest is ~2-4 MB
+// and a ConfigMap holds 1 MiB); the sha256 pin is checked on the
+// decompressed module, so the same pin holds whether or not it was
+// compressed.
 //
 // It may import client-go and the standard library; nothing of ours.
 package source
@@ -53,9 +56,24 @@ type Ref struct {
 	Namespace, Name, Key string
 	// SHA256, when set, is the hex digest the decompressed module must have.
 	SHA256 string
+	// Chunks, when set (Kind Secret), are the Secrets whose Key values,
+	// concatenated in this order, are the module; Name is then Chunks[0].
+	Chunks []string
+	// MaxSize bounds the decompressed module; 0 means MaxModuleSize.
+	MaxSize int64
+}
+
+func (r Ref) maxSize() int64 {
+	if r.MaxSize > 0 {
+		return r.MaxSize
+	}
+	return MaxModuleSize
 }
 
 func (r Ref) String() string {
+	if len(r.Chunks) > 1 {
+		return fmt.Sprintf("%s %s/%s (and %d more) key %q", r.Kind, r.Namespace, r.Chunks[0], len(r.Chunks)-1, r.Key)
+	}
 	return fmt.Sprintf("%s %s/%s key %q", r.Kind, r.Namespace, r.Name, r.Key)
 }
 
@@ -78,13 +96,13 @@ func Decode(raw []byte, ref Ref) ([]byte, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w: %v", ref, ErrBadGzip, err)
 		}
-		module, err = io.ReadAll(io.LimitReader(zr, MaxModuleSize+1))
+		module, err = io.ReadAll(io.LimitReader(zr, ref.maxSize()+1))
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w: %v", ref, ErrBadGzip, err)
 		}
 	}
-	if len(module) > MaxModuleSize {
-		return nil, "", fmt.Errorf("%s: %w: more than %d bytes", ref, ErrTooLarge, MaxModuleSize)
+	if int64(len(module)) > ref.maxSize() {
+		return nil, "", fmt.Errorf("%s: %w: more than %d bytes", ref, ErrTooLarge, ref.maxSize())
 	}
 	sum := sha256.Sum256(module)
 	digest := hex.EncodeToString(sum[:])
@@ -108,6 +126,9 @@ func read(ctx context.Context, kube kubernetes.Interface, ref Ref) ([]byte, erro
 			return []byte(s), nil
 		}
 	case Secret:
+		if len(ref.Chunks) > 0 {
+			return readChunks(ctx, kube, ref)
+		}
 		s, err := kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, notFound(ref, err)
@@ -119,6 +140,23 @@ func read(ctx context.Context, kube kubernetes.Interface, ref Ref) ([]byte, erro
 		return nil, fmt.Errorf("module source kind %q: want %s or %s", ref.Kind, ConfigMap, Secret)
 	}
 	return nil, fmt.Errorf("%s: %w: the key does not exist", ref, ErrNotFound)
+}
+
+// readChunks concatenates the Key of every Secret of ref.Chunks.
+func readChunks(ctx context.Context, kube kubernetes.Interface, ref Ref) ([]byte, error) {
+	var out []byte
+	for _, name := range ref.Chunks {
+		s, err := kube.CoreV1().Secrets(ref.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, notFound(ref, err)
+		}
+		b, ok := s.Data[ref.Key]
+		if !ok {
+			return nil, fmt.Errorf("%s: %w: Secret %s has no key %q", ref, ErrNotFound, name, ref.Key)
+		}
+		out = append(out, b...)
+	}
+	return out, nil
 }
 
 func notFound(ref Ref, err error) error {

@@ -193,6 +193,22 @@ default ProxyClass %[2]q (devcluster's ACME directory). Try:
   go tool task dev:kubectl -- apply -f examples/proxygroup-kube-apiserver.yaml
   kubectl config set-cluster tailnet --server=https://k8s-api.devcluster.ts.net \
       --certificate-authority=%[1]s/ca.pem --proxy-url=socks5://127.0.0.1:1055
-Ctrl-C stops the cluster.
-`, abs, ProxyClassName)
+%[3]sCtrl-C stops the cluster.
+`, abs, ProxyClassName, pluginTry(abs))
+}
+
+// pluginTry is the try-steps of a routing plugin through devcluster's OCI
+// registry (its address is in the cluster folder's registry.env), "" when
+// the cluster has no registry.
+func pluginTry(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "registry.env"))
+	reg, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "REGISTRY=")
+	if !ok || reg == "" {
+		return ""
+	}
+	return fmt.Sprintf(`  # a routing plugin from devcluster's OCI registry %[1]s (docs/plugins.md):
+  go tool task plugin:build DIR=plugins/examples/canary
+  go tool task plugin:push DIR=plugins/examples/canary REF=%[1]s/canary:v1
+  # then a RoutingPlugin with spec.module.oci.ref: %[1]s/canary:v1 and the printed sha256
+`, reg)
 }

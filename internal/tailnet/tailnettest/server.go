@@ -66,6 +66,7 @@ type Server struct {
 	dropMints    int                  // mint, then answer nothing, this many times
 	listIDsOnly  bool
 	onMint       func(KeyRequest)
+	onPutService func(Service)
 	devices      map[string]Device
 	deleted      []string
 	fail         map[string]Failure

@@ -81,7 +81,6 @@ func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
 	}
 	svc.Name = name
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if old, ok := s.services[name]; ok {
 		svc.Addrs = old.Addrs
 	} else if len(svc.Addrs) == 0 {
@@ -90,7 +89,20 @@ func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
 		svc.Addrs = []string{fmt.Sprintf("100.100.%d.%d", n>>8, n&0xff), fmt.Sprintf("fd7a:115c:a1e0::6464:%x", n)}
 	}
 	s.services[name] = svc
+	hook := s.onPutService
+	s.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
+	if hook != nil {
+		hook(svc)
+	}
+}
+
+// OnPutService calls fn with every Tailscale Service stored through the
+// API, after storing it (to fail or stop things between two calls).
+func (s *Server) OnPutService(fn func(Service)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onPutService = fn
 }
 
 func (s *Server) deleteService(w http.ResponseWriter, r *http.Request) {

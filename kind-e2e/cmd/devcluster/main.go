@@ -3,7 +3,8 @@
 //
 //	devcluster apiserver --dir D   etcd + kube-apiserver; writes D/kubeconfig
 //	devcluster up --dir D          the whole local cluster: control plane,
-//	                               process node, service proxy, tailnet
+//	                               process node, service proxy, tailnet,
+//	                               OCI registry (D/registry.env)
 //	devcluster down --dir D        stop what up started, leave nothing running
 //	devcluster kubectl ARGS...     kubectl against D/kubeconfig
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
@@ -35,7 +36,8 @@ const usage = `usage: devcluster <command> [flags]
 commands:
   apiserver --dir D   start etcd and kube-apiserver on loopback, write D/kubeconfig
   up --dir D          start the local cluster (control plane, process node,
-                      service proxy, tailnet); Ctrl-C or "down" stops it
+                      service proxy, tailnet, OCI registry for plugins: its
+                      address is in D/registry.env); Ctrl-C or "down" stops it
   down --dir D        stop a running "up" and everything it started
   kubectl ARGS...     kubectl against D/kubeconfig (--dir D or $DEVCLUSTER_DIR)
   curl [--dir D] [-X METHOD] [-H "Name: value"]... [-d BODY] [-i] [--no-follow] [-v] URL

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
 	"github.com/tailplane/tailplane/kind-e2e/internal/node"
+	"github.com/tailplane/tailplane/kind-e2e/internal/registry"
 	"github.com/tailplane/tailplane/kind-e2e/internal/svcproxy"
 )
 
@@ -160,6 +161,18 @@ func runUp(args []string) error {
 	}
 	defer tn.close()
 
+	// Plugin authors push modules here (docs/plugins.md); the operator's
+	// pod runs on the host, so loopback reaches it.
+	reg, err := registry.Start(abs)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := reg.Close(); err != nil {
+			logger.Warn("stop the OCI registry", "err", err)
+		}
+	}()
+
 	for _, ch := range []chan struct{}{nodeReady, proxyReady} {
 		select {
 		case <-ch:
@@ -173,7 +186,7 @@ func runUp(args []string) error {
 		return err
 	}
 	logger.Info("cluster ready", "took", time.Since(start).Round(time.Millisecond))
-	fmt.Printf("ready kubeconfig=%s tailnet=%s\n", cp.Kubeconfig, tn.env)
+	fmt.Printf("ready kubeconfig=%s tailnet=%s registry=%s\n", cp.Kubeconfig, tn.env, reg.Addr)
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping")

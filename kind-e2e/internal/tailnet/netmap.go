@@ -115,6 +115,7 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 			records, certDomains := m.t.serviceDNS(m.self)
 			dns.ExtraRecords = append(dns.ExtraRecords, records...)
 			dns.CertDomains = append(dns.CertDomains, certDomains...)
+			m.t.appDNSRoutes(m.self, &dns)
 			res["DNSConfig"], _ = json.Marshal(dns)
 		}
 	}

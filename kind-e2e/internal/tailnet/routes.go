@@ -66,12 +66,39 @@ func (t *Tailnet) syncNode(n *tailcfg.Node) {
 	nodes, services := t.liveNodes(), t.store.services()
 	if t.choosePrimariesLocked(nodes, services) {
 		// A service moved between hosts: both must be told.
-		for _, o := range nodes {
-			t.syncNodeLocked(o, services)
-		}
+		t.syncInOrderLocked(nodes, services)
 		return
 	}
 	t.syncNodeLocked(n, services)
+}
+
+// syncInOrderLocked runs syncNodeLocked for every node, the new hosts of
+// moved services first: each change reaches peers in a map of its own, and
+// a peer must never see a service's address routed to no host at all
+// (its dialer would then send the connection out of the tailnet), as
+// Tailscale's control plane, which sends the move in one map, never shows.
+func (t *Tailnet) syncInOrderLocked(nodes []*tailcfg.Node, services []*vipService) {
+	gaining := func(n *tailcfg.Node) bool {
+		for _, r := range t.serviceRoutesLocked(n.Key, services) {
+			if !slices.Contains(t.routes.served[n.Key].routes, r) {
+				return true
+			}
+		}
+		return false
+	}
+	ordered := slices.Clone(nodes)
+	slices.SortStableFunc(ordered, func(a, b *tailcfg.Node) int {
+		switch ga, gb := gaining(a), gaining(b); {
+		case ga && !gb:
+			return -1
+		case gb && !ga:
+			return 1
+		}
+		return 0
+	})
+	for _, o := range ordered {
+		t.syncNodeLocked(o, services)
+	}
 }
 
 // syncAll runs syncNode for every live node (after a policy change, a
@@ -81,9 +108,7 @@ func (t *Tailnet) syncAll() {
 	defer t.routeMu.Unlock()
 	nodes, services := t.liveNodes(), t.store.services()
 	t.choosePrimariesLocked(nodes, services)
-	for _, n := range nodes {
-		t.syncNodeLocked(n, services)
-	}
+	t.syncInOrderLocked(nodes, services)
 }
 
 func (t *Tailnet) syncNodeLocked(n *tailcfg.Node, services []*vipService) {

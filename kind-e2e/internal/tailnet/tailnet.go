@@ -68,6 +68,9 @@ type Tailnet struct {
 	// way through testcontrol (serveSetDNS).
 	txtMu      sync.Mutex
 	pendingTXT map[string]string
+	// appDNSSig (under routeMu) is the app connectors' DNS that nodes
+	// were last sent.
+	appDNSSig string
 	// ctx ends at Close, stopping background work (c2n fetches).
 	ctx  context.Context
 	stop context.CancelFunc
@@ -270,6 +273,7 @@ func (t *Tailnet) afterMapRequest(req *tailcfg.MapRequest) (done func()) {
 			t.syncNode(n)
 			t.maybeFetchServices(n)
 		}
+		t.appDNSChanged()
 	}
 }
 

@@ -41,6 +41,7 @@ func (t *Tailnet) streamStarted(k key.NodePublic) {
 	t.routeMu.Unlock()
 	if first {
 		t.syncAll()
+		t.appDNSChanged()
 	}
 	if n := t.Control.Node(k); n != nil {
 		t.maybeFetchServices(n)
@@ -57,6 +58,7 @@ func (t *Tailnet) streamEnded(k key.NodePublic) {
 	t.routeMu.Unlock()
 	if last {
 		t.syncAll()
+		t.appDNSChanged()
 	}
 }
 
