@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"github.com/tailplane/tailplane/handlers/connector"
+	"github.com/tailplane/tailplane/handlers/dnsconfig"
 	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
@@ -31,4 +32,5 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	plugin.Register(op, d, p)
 	proxygrouppolicy.Register(op, d)
 	unsupported.Register(op, d)
+	dnsconfig.Register(op, d)
 }

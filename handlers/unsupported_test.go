@@ -13,7 +13,7 @@ import (
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
-// Recorders, PeerRelays and DNSConfigs are accepted, and never silently ignored: each
+// Recorders and PeerRelays are accepted, and never silently ignored: each
 // gets its Ready condition False with reason NotSupported, saying what to use
 // instead, and a Warning Event; a change of spec is answered again.
 func TestUnsupportedKindsSayWhatToUseInstead(t *testing.T) {
@@ -21,12 +21,10 @@ func TestUnsupportedKindsSayWhatToUseInstead(t *testing.T) {
 	specs := map[string]string{
 		"Recorder":  `{"enableUI":true}`,
 		"PeerRelay": `{"replicas":1}`,
-		"DNSConfig": `{"nameserver":{}}`,
 	}
 	changes := map[string]string{
 		"Recorder":  `{"tags":["tag:rec"]}`,
 		"PeerRelay": `{"replicas":2}`,
-		"DNSConfig": `{"nameserver":{"replicas":2}}`,
 	}
 	for _, k := range unsupported.Kinds() {
 		t.Run(k.Kind, func(t *testing.T) {

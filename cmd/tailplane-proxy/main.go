@@ -3,6 +3,9 @@
 //
 // It is a thin main: settings from the environment (see settings.go), then
 // proxy.Engine.Run until SIGTERM or SIGINT, which start a graceful drain.
+//
+// `tailplane-proxy nameserver` runs the DNSConfig nameserver instead (see
+// nameserver.go): the same image, so a DNSConfig needs no image of its own.
 package main
 
 import (
@@ -31,6 +34,16 @@ func main() {
 	envknob.SetNoLogsNoSupport()
 	logtail.Disable()
 	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "tailplane-proxy"})
+	if len(os.Args) > 1 && os.Args[1] == "nameserver" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		err := runNameserver(ctx, os.Args[2:], logger.WithPrefix("nameserver"))
+		stop()
+		if err != nil {
+			logger.Error("nameserver stopped", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(logger); err != nil {
 		logger.Error("cannot start", "err", err)
 		os.Exit(1)

@@ -25,6 +25,10 @@ var (
 	// ClusterRoleBindings bind kube-apiserver ProxyGroups' impersonation.
 	ClusterRoleBindings = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
 	EndpointSlices      = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	// Deployments and ConfigMaps run a DNSConfig's nameserver and hold its
+	// records.
+	Deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	ConfigMaps  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	// ValidatingAdmissionPolicies and their bindings enforce
 	// ProxyGroupPolicies.
 	ValidatingAdmissionPolicies       = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
@@ -49,6 +53,7 @@ var byKind = map[string]schema.GroupVersionResource{
 	"Service": Services, "Secret": Secrets, "ServiceAccount": ServiceAccounts, "StatefulSet": StatefulSets,
 	"Role": Roles, "RoleBinding": RoleBindings, "EndpointSlice": EndpointSlices, "ClusterRoleBinding": ClusterRoleBindings, "Ingress": Ingresses, "IngressClass": IngressClasses,
 	"ProxyClass": ProxyClasses, "Connector": Connectors, "ProxyGroup": ProxyGroups, "RoutingPlugin": RoutingPlugins,
+	"Deployment": Deployments, "ConfigMap": ConfigMaps,
 	"ValidatingAdmissionPolicy": ValidatingAdmissionPolicies, "ValidatingAdmissionPolicyBinding": ValidatingAdmissionPolicyBindings,
 }
 

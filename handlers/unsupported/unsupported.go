@@ -1,5 +1,5 @@
 // Package unsupported is the handler module of the official kinds that
-// Tailplane installs but does not run yet (Recorder, PeerRelay, DNSConfig):
+// Tailplane installs but does not run yet (Recorder, PeerRelay):
 // instead of ignoring them, it tells their users so, in the kind's own Ready
 // condition (False, reason NotSupported) and a Warning Event, with what to
 // use instead.
@@ -44,12 +44,6 @@ func Kinds() []Kind {
 			Message: "Tailplane does not support PeerRelay yet: no peer relay is deployed. " +
 				"Run a peer relay instead on a tailnet device with a reachable UDP port (`tailscale set --relay-server-port=<port>`), " +
 				"and allow it in the tailnet policy with a grant of the tailscale.com/cap/relay capability (see Tailscale's peer relay documentation).",
-		},
-		{
-			Kind: "DNSConfig", Resource: v1alpha1.DNSConfigsResource, Condition: v1alpha1.NameserverReady,
-			Message: "Tailplane does not support DNSConfig yet: no nameserver is deployed and status.nameserver.ip stays empty. " +
-				"To reach a tailnet device from the cluster instead, use an egress Service (annotation tailscale.com/tailnet-fqdn) and " +
-				"its cluster DNS name, or give a Pod's hostAliases the tailnet name and that Service's ClusterIP.",
 		},
 	}
 }
