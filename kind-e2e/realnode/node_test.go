@@ -1,0 +1,159 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Names the real node uses (kind-e2e/internal/realnode); repeated here so
+// that the suite checks devcluster from outside.
+const (
+	echoImage = "ghcr.io/tailplane/echo:dev"
+	podCIDR   = "198.19.0.0/24"
+	bridge    = "dcbr0"
+)
+
+var _ = Describe("The real node", Ordered, func() {
+	var c *cluster
+	BeforeAll(func() { c = suiteCluster })
+
+	It("is a Ready node whose kubelet is v1.37.2 on containerd", func(ctx SpecContext) {
+		node, err := c.client.CoreV1().Nodes().Get(ctx, "devcluster", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(node.Status.NodeInfo.KubeletVersion).To(Equal("v1.37.2"))
+		Expect(node.Status.NodeInfo.ContainerRuntimeVersion).To(HavePrefix("containerd://"))
+		Expect(node.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
+	})
+
+	It("runs a real container from an imported image: its own IP and files, kubectl logs and exec", func(ctx SpecContext) {
+		pod := echoPod("echo", nil)
+		_, err := c.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var ip string
+		Eventually(func(g Gomega) {
+			p, err := c.client.CoreV1().Pods("default").Get(ctx, "echo", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			ip = p.Status.PodIP
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		Expect(netip.MustParsePrefix(podCIDR).Contains(netip.MustParseAddr(ip))).To(BeTrue(), "pod IP %s not in %s", ip, podCIDR)
+
+		By("reaching the pod on its own address through the bridge")
+		Eventually(func(g Gomega) {
+			resp, err := http.Get("http://" + ip + ":8080/")
+			g.Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			g.Expect(string(b)).To(ContainSubstring(`"host":"echo"`))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("kubectl logs through the kubelet")
+		Eventually(func(g Gomega) {
+			out, err := c.kubectl(ctx, "logs", "echo")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("serving"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("kubectl exec in the container's own root filesystem")
+		out, err := c.kubectl(ctx, "exec", "echo", "--", "devcluster-echo", "cat", "/etc/passwd")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("nonroot:x:65532"))
+		Expect(os.ReadFile("/etc/passwd")).NotTo(ContainSubstring("nonroot:x:65532"), "the host has the image's user: exec proves nothing")
+		out, err = c.kubectl(ctx, "exec", "echo", "--", "devcluster-echo", "write", "/tmp/x", "y")
+		Expect(err).NotTo(HaveOccurred(), out)
+	})
+
+	It("enforces a read-only root filesystem", func(ctx SpecContext) {
+		// /tmp is the image's, world-writable, on the root filesystem.
+		write := []string{"devcluster-echo", "write", "/tmp/probe", "x"}
+		for _, p := range []*corev1.Pod{oneShotPod("writes-rw", write, false), oneShotPod("writes-ro", write, true)} {
+			_, err := c.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		By("the same write succeeds on a writable root filesystem")
+		Eventually(podPhase(ctx, c, "writes-rw")).WithTimeout(time.Minute).Should(Equal(corev1.PodSucceeded))
+		By("and fails on a read-only one")
+		Eventually(podPhase(ctx, c, "writes-ro")).WithTimeout(time.Minute).Should(Equal(corev1.PodFailed))
+		out, err := c.kubectl(ctx, "logs", "writes-ro")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("read-only file system"))
+	})
+
+	It("down stops everything: no node process, container, mount, cgroup or bridge is left", func(ctx SpecContext) {
+		out, err := exec.CommandContext(ctx, c.bin, "down", "--dir", c.dir).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Eventually(c.exited).WithTimeout(time.Minute).Should(BeClosed())
+
+		mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(mountinfo)).NotTo(ContainSubstring(c.dir+"/"), "mounts left under the cluster folder")
+		Expect(processesNaming(c.dir)).To(BeEmpty())
+		Expect("/sys/fs/cgroup/memory/kubepods").NotTo(BeADirectory())
+		_, err = os.Stat("/sys/class/net/" + bridge)
+		Expect(os.IsNotExist(err)).To(BeTrue(), "bridge %s is left", bridge)
+	})
+})
+
+func echoPod(name string, sc *corev1.SecurityContext) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](2),
+			Containers: []corev1.Container{{
+				Name: "echo", Image: echoImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+				SecurityContext: sc,
+			}},
+		},
+	}
+}
+
+func oneShotPod(name string, command []string, readOnly bool) *corev1.Pod {
+	p := echoPod(name, &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(readOnly)})
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	p.Spec.Containers[0].Command = command
+	return p
+}
+
+func podPhase(ctx context.Context, c *cluster, name string) func() (corev1.PodPhase, error) {
+	return func() (corev1.PodPhase, error) {
+		p, err := c.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return p.Status.Phase, nil
+	}
+}
+
+// processesNaming lists the processes whose command line names a file under
+// dir (containerd, its shims, the kubelet).
+func processesNaming(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmdline, dir+"/") {
+			out = append(out, fmt.Sprintf("%s: %s", e.Name(), cmdline))
+		}
+	}
+	return out
+}
