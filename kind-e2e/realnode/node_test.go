@@ -15,15 +15,17 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
 // Names the real node uses (kind-e2e/internal/realnode); repeated here so
 // that the suite checks devcluster from outside.
 const (
-	echoImage = "ghcr.io/tailplane/echo:dev"
-	podCIDR   = "198.19.0.0/24"
-	bridge    = "dcbr0"
+	echoImage   = "ghcr.io/tailplane/echo:dev"
+	podCIDR     = "198.19.0.0/24"
+	serviceCIDR = "198.19.128.0/20"
+	bridge      = "dcbr0"
 )
 
 var _ = Describe("The real node", Ordered, func() {
@@ -77,6 +79,29 @@ var _ = Describe("The real node", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 	})
 
+	It("routes a Service's ClusterIP to its pod with kube-proxy's iptables rules, from inside another pod", func(ctx SpecContext) {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": "echo"},
+				Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		svc, err := c.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(netip.MustParsePrefix(serviceCIDR).Contains(netip.MustParseAddr(svc.Spec.ClusterIP))).To(BeTrue())
+		client := echoPod("client", nil)
+		client.Labels = nil
+		_, err = c.client.CoreV1().Pods("default").Create(ctx, client, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(podPhase(ctx, c, "client")).WithTimeout(time.Minute).Should(Equal(corev1.PodRunning))
+		Eventually(func(g Gomega) {
+			out, err := c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "get", "http://"+svc.Spec.ClusterIP+"/")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring(`"host":"echo"`))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	})
+
 	It("enforces a read-only root filesystem", func(ctx SpecContext) {
 		// /tmp is the image's, world-writable, on the root filesystem.
 		write := []string{"devcluster-echo", "write", "/tmp/probe", "x"}
@@ -93,7 +118,7 @@ var _ = Describe("The real node", Ordered, func() {
 		Expect(out).To(ContainSubstring("read-only file system"))
 	})
 
-	It("down stops everything: no node process, container, mount, cgroup or bridge is left", func(ctx SpecContext) {
+	It("down stops everything: no node process, container, mount, cgroup, Service rule or bridge is left", func(ctx SpecContext) {
 		out, err := exec.CommandContext(ctx, c.bin, "down", "--dir", c.dir).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		Eventually(c.exited).WithTimeout(time.Minute).Should(BeClosed())
@@ -102,6 +127,9 @@ var _ = Describe("The real node", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(mountinfo)).NotTo(ContainSubstring(c.dir+"/"), "mounts left under the cluster folder")
 		Expect(processesNaming(c.dir)).To(BeEmpty())
+		rules, err := exec.CommandContext(ctx, "iptables-save").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(rules))
+		Expect(string(rules)).NotTo(ContainSubstring("KUBE-SERVICES"), "kube-proxy's rules are left")
 		Expect("/sys/fs/cgroup/memory/kubepods").NotTo(BeADirectory())
 		_, err = os.Stat("/sys/class/net/" + bridge)
 		Expect(os.IsNotExist(err)).To(BeTrue(), "bridge %s is left", bridge)
@@ -110,7 +138,7 @@ var _ = Describe("The real node", Ordered, func() {
 
 func echoPod(name string, sc *corev1.SecurityContext) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](2),
 			Containers: []corev1.Container{{

@@ -10,14 +10,17 @@
 //
 // It stops on SIGTERM. Two subcommands make it useful to `kubectl exec` and
 // to one-shot containers in images that hold nothing else (the real node's
-// echo image): "devcluster-echo cat PATH" prints a file and "devcluster-echo
-// write PATH TEXT" writes one; both exit 1 with the error on stderr.
+// echo image): "devcluster-echo cat PATH" prints a file, "devcluster-echo
+// write PATH TEXT" writes one and "devcluster-echo get URL" prints an HTTP
+// response body (a client inside a pod); each exits 1 with the error on
+// stderr.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -129,6 +132,8 @@ func runTool(args []string) (code int, ok bool) {
 		}
 	case args[0] == "write" && len(args) == 3:
 		err = os.WriteFile(args[1], []byte(args[2]), 0o644)
+	case args[0] == "get" && len(args) == 2:
+		err = get(args[1])
 	default:
 		return 0, false
 	}
@@ -137,4 +142,20 @@ func runTool(args []string) (code int, ok bool) {
 		return 1, true
 	}
 	return 0, true
+}
+
+// get prints the body of an HTTP GET of url, failing on a status other than
+// 200 or after 10 s.
+func get(url string) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	_, err = io.Copy(os.Stdout, resp.Body)
+	return err
 }

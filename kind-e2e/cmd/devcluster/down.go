@@ -54,7 +54,7 @@ func runDown(args []string) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := realnode.Cleanup(abs); err != nil {
+	if err := realnode.Cleanup(abs, assetsDir()); err != nil {
 		return err
 	}
 	node.KillRecordedGroups(abs)

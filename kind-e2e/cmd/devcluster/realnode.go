@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/charmbracelet/log"
@@ -25,7 +25,7 @@ func startRealNode(ctx context.Context, dir, self string, cp *controlplane.Clust
 	go node.RunScheduler(schedCtx, client, nodeName, logger.WithPrefix("scheduler"))
 	n, err := realnode.Start(ctx, realnode.Config{
 		Name: nodeName, Dir: dir, Assets: filepath.Dir(self),
-		API:     realnode.APIServer{URL: fmt.Sprintf("https://127.0.0.1:%d", cp.Ports.APIServer), CA: cp.CA, Token: cp.Token},
+		API:     realnode.APIServer{URL: cp.URL, CA: cp.CA, Token: cp.Token},
 		LocalCA: cp.LocalCA, Client: client, Logger: logger.WithPrefix("node"),
 	})
 	if err != nil {
@@ -40,4 +40,27 @@ func (r *realNode) Done() <-chan error { return r.n.Done() }
 func (r *realNode) Stop() {
 	r.stopScheduler()
 	r.n.Stop()
+}
+
+// startControlPlane starts the control plane as the node kind needs it: for
+// the real node, reachable from pods on the node's bridge address and with
+// Services in a range kube-proxy can route.
+func startControlPlane(ctx context.Context, dir, self, nodeKind string) (*controlplane.Cluster, error) {
+	if nodeKind != "real" {
+		return controlplane.Start(ctx, dir, self)
+	}
+	if err := realnode.PrepareNetwork(); err != nil {
+		return nil, err
+	}
+	return controlplane.StartWith(ctx, dir, self, controlplane.Options{ServiceCIDR: realnode.ServiceCIDR, AdvertiseAddress: realnode.NodeIP})
+}
+
+// assetsDir is the folder of the devcluster binary, where the real node's
+// binaries are built too; "" when unknown.
+func assetsDir() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(self)
 }

@@ -110,7 +110,7 @@ func runUp(args []string) error {
 	}
 	defer os.Remove(pidFile)
 
-	cp, err := controlplane.Start(ctx, abs, self)
+	cp, err := startControlPlane(ctx, abs, self, *nodeKind)
 	if err != nil {
 		return err
 	}

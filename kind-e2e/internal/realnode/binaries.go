@@ -12,7 +12,7 @@ import (
 // assets folder devcluster itself lives in (go tool task test:node builds
 // them there); runc and iptables are Debian's packages.
 type Binaries struct {
-	Kubelet, Containerd, Shim, Ctr string
+	Kubelet, KubeProxy, Containerd, Shim, Ctr string
 	// CNIDir holds the CNI plugins bridge, host-local, loopback and portmap.
 	CNIDir string
 	// Pause and Echo are static builds of devcluster-pause and
@@ -30,6 +30,7 @@ const buildHint = "build the real node's binaries with `go tool task test:node`"
 func FindBinaries(assets string) (Binaries, error) {
 	b := Binaries{
 		Kubelet:    filepath.Join(assets, "kubelet"),
+		KubeProxy:  filepath.Join(assets, "kube-proxy"),
 		Containerd: filepath.Join(assets, "containerd"),
 		Shim:       filepath.Join(assets, "containerd-shim-runc-v2"),
 		Ctr:        filepath.Join(assets, "ctr"),
@@ -38,7 +39,7 @@ func FindBinaries(assets string) (Binaries, error) {
 		Echo:       filepath.Join(assets, "image", "devcluster-echo"),
 	}
 	var missing []error
-	for _, p := range []string{b.Kubelet, b.Containerd, b.Shim, b.Ctr, b.Pause, b.Echo,
+	for _, p := range []string{b.Kubelet, b.KubeProxy, b.Containerd, b.Shim, b.Ctr, b.Pause, b.Echo,
 		filepath.Join(b.CNIDir, "bridge"), filepath.Join(b.CNIDir, "host-local"),
 		filepath.Join(b.CNIDir, "loopback"), filepath.Join(b.CNIDir, "portmap")} {
 		if _, err := os.Stat(p); err != nil {

@@ -56,7 +56,8 @@ const kubepods = "kubepods"
 // tmpfs) and, unless another real node runs, the machine-wide parts too
 // (container processes in the kubepods cgroups, those cgroups, the bridge).
 // `devcluster down` calls it; it does nothing for a process-node cluster.
-func Cleanup(dir string) error {
+// assets is the folder of the node's binaries (devcluster's own).
+func Cleanup(dir, assets string) error {
 	if _, err := os.Stat(filepath.Join(dir, markerFile)); err != nil {
 		return nil
 	}
@@ -73,6 +74,9 @@ func Cleanup(dir string) error {
 	errs = append(errs, unmountUnder(dir))
 	if lock != nil {
 		errs = append(errs, removeCgroups(), removeBridge())
+		if bins, err := FindBinaries(assets); err == nil {
+			errs = append(errs, cleanupKubeProxy(bins.KubeProxy))
+		}
 	}
 	return errors.Join(errs...)
 }

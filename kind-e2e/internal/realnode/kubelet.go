@@ -65,8 +65,10 @@ func kubeletConfig(dir string, ports kubeletPorts, serving pki.Pair, clientCA, s
 // kubeletPorts are the kubelet's server and healthz ports, kept in the
 // cluster directory like the control plane's.
 type kubeletPorts struct {
-	Server  int `json:"server"`
-	Healthz int `json:"healthz"`
+	Server       int `json:"server"`
+	Healthz      int `json:"healthz"`
+	ProxyHealthz int `json:"proxyHealthz"`
+	ProxyMetrics int `json:"proxyMetrics"`
 }
 
 func loadOrPickKubeletPorts(path string) (kubeletPorts, error) {
@@ -81,7 +83,7 @@ func loadOrPickKubeletPorts(path string) (kubeletPorts, error) {
 		}
 	}()
 	var ports []int
-	for range 2 {
+	for range 4 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return p, err
@@ -89,35 +91,35 @@ func loadOrPickKubeletPorts(path string) (kubeletPorts, error) {
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	p = kubeletPorts{Server: ports[0], Healthz: ports[1]}
+	p = kubeletPorts{Server: ports[0], Healthz: ports[1], ProxyHealthz: ports[2], ProxyMetrics: ports[3]}
 	b, _ := json.Marshal(p)
 	return p, os.WriteFile(path, b, 0o644)
 }
 
 // writeKubeletFiles writes the kubelet's config, kubeconfig and serving
 // certificate into dir/kubelet and returns the kubelet's arguments.
-func writeKubeletFiles(dir, name string, api APIServer, localCA *pki.CA, socket string) ([]string, error) {
+func writeKubeletFiles(dir, name string, api APIServer, localCA *pki.CA, socket string) ([]string, kubeletPorts, error) {
 	kdir := filepath.Join(dir, "kubelet")
 	for _, d := range []string{kdir, filepath.Join(kdir, "pod-logs"), filepath.Join(kdir, "volume-plugins")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return nil, kubeletPorts{}, err
 		}
 	}
 	ports, err := loadOrPickKubeletPorts(filepath.Join(kdir, "ports.json"))
 	if err != nil {
-		return nil, fmt.Errorf("kubelet ports: %w", err)
+		return nil, kubeletPorts{}, fmt.Errorf("kubelet ports: %w", err)
 	}
 	serving, err := localCA.Issue(kdir, "kubelet-serving", name, false, []net.IP{net.ParseIP(NodeIP)}, []string{name})
 	if err != nil {
-		return nil, err
+		return nil, kubeletPorts{}, err
 	}
 	b, err := json.MarshalIndent(kubeletConfig(dir, ports, serving, localCA.CertFile, socket), "", "  ")
 	if err != nil {
-		return nil, err
+		return nil, kubeletPorts{}, err
 	}
 	configFile := filepath.Join(kdir, "config.json")
 	if err := os.WriteFile(configFile, b, 0o644); err != nil {
-		return nil, err
+		return nil, kubeletPorts{}, err
 	}
 	// The kubelet uses the cluster's admin token: devcluster runs no Node
 	// authorizer and no certificate signer for kubelet client certificates.
@@ -128,7 +130,7 @@ func writeKubeletFiles(dir, name string, api APIServer, localCA *pki.CA, socket 
 	cfg.CurrentContext = "devcluster"
 	kubeconfig := filepath.Join(kdir, "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		return nil, err
+		return nil, kubeletPorts{}, err
 	}
 	return []string{
 		"--config=" + configFile,
@@ -138,5 +140,5 @@ func writeKubeletFiles(dir, name string, api APIServer, localCA *pki.CA, socket 
 		"--hostname-override=" + name,
 		"--node-ip=" + NodeIP,
 		"--v=" + strconv.Itoa(1),
-	}, nil
+	}, ports, nil
 }

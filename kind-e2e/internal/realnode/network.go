@@ -23,14 +23,32 @@ const (
 	NodeIP = "198.19.0.1"
 )
 
-// ensureBridge creates the bridge with NodeIP before the kubelet starts (the
-// kubelet checks that its node IP is on an interface); the CNI bridge plugin
-// then finds it and only attaches veths.
+// PrepareNetwork creates the bridge with NodeIP, before the kube-apiserver
+// (it advertises NodeIP) and the kubelet (it checks that its node IP is on an
+// interface) start; the CNI bridge plugin then finds it and only attaches
+// veths. It also makes sure that the host routes between pods (ip_forward)
+// and that traffic bridged between two pods passes iptables
+// (bridge-nf-call-iptables), which kube-proxy's Service rules need, as kind's
+// node image does.
+func PrepareNetwork() error {
+	for _, sysctl := range []string{"net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"} {
+		p := filepath.Join("/proc/sys", sysctl)
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == "1" {
+			continue
+		}
+		if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s=1: %w", strings.ReplaceAll(sysctl, "/", "."), err)
+		}
+	}
+	return ensureBridge()
+}
+
 func ensureBridge() error {
 	if err := ipCmd("link", "add", Bridge, "type", "bridge"); err != nil && !strings.Contains(err.Error(), "File exists") {
 		return err
 	}
-	if err := ipCmd("addr", "add", NodeIP+"/24", "dev", Bridge); err != nil && !strings.Contains(err.Error(), "File exists") {
+	if err := ipCmd("addr", "add", NodeIP+"/24", "dev", Bridge); err != nil &&
+		!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
 		return err
 	}
 	return ipCmd("link", "set", Bridge, "up")

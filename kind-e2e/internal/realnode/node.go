@@ -46,6 +46,8 @@ type Node struct {
 	lock       *machineLock
 	containerd *proc
 	kubelet    *proc
+	kubeProxy  *proc
+	bins       Binaries
 	socket     string
 	done       chan error
 }
@@ -61,7 +63,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, lock: l, socket: pathsOf(cfg.Dir).socket, done: make(chan error, 2)}
+	n := &Node{cfg: cfg, lock: l, bins: bins, socket: pathsOf(cfg.Dir).socket, done: make(chan error, 3)}
 	if err := n.start(ctx, bins); err != nil {
 		n.Stop()
 		return nil, err
@@ -82,8 +84,8 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	}
 	// A devcluster killed before it could stop its node leaves processes,
 	// mounts and cgroups that would confuse the new containerd and kubelet.
-	n.cleanup()
-	if err := ensureBridge(); err != nil {
+	n.cleanup(false)
+	if err := PrepareNetwork(); err != nil {
 		return err
 	}
 	p := pathsOf(dir)
@@ -112,7 +114,7 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	}
 	logger.Info("images imported", "took", time.Since(start).Round(time.Millisecond))
 
-	args, err := writeKubeletFiles(dir, n.cfg.Name, n.cfg.API, n.cfg.LocalCA, n.socket)
+	args, ports, err := writeKubeletFiles(dir, n.cfg.Name, n.cfg.API, n.cfg.LocalCA, n.socket)
 	if err != nil {
 		return err
 	}
@@ -127,6 +129,17 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	}
 	go func() { <-k.exited; n.done <- k.err }()
 	logger.Info("kubelet ready", "node", n.cfg.Name, "took", time.Since(start).Round(time.Millisecond))
+
+	args, err = writeKubeProxyFiles(dir, n.cfg.Name, n.cfg.API, ports)
+	if err != nil {
+		return err
+	}
+	kp, err := startProc(logsDir, "kube-proxy", bins.KubeProxy, args, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+	if err != nil {
+		return err
+	}
+	n.kubeProxy = kp
+	go func() { <-kp.exited; n.done <- kp.err }()
 	return nil
 }
 
@@ -187,6 +200,7 @@ func (n *Node) Done() <-chan error { return n.done }
 // container processes, mounts, cgroups, the bridge).
 func (n *Node) Stop() {
 	start := time.Now()
+	n.kubeProxy.stop(10 * time.Second)
 	n.kubelet.stop(10 * time.Second)
 	if n.containerd != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -196,19 +210,23 @@ func (n *Node) Stop() {
 		cancel()
 		n.containerd.stop(10 * time.Second)
 	}
-	n.cleanup()
+	n.cleanup(true)
 	n.lock.release()
 	n.cfg.Logger.Info("node stopped", "took", time.Since(start).Round(time.Millisecond))
 }
 
-// cleanup is Cleanup with the lock already held.
-func (n *Node) cleanup() {
+// cleanup is Cleanup with the lock already held; network says whether to
+// remove the bridge and kube-proxy's rules too (not before a start).
+func (n *Node) cleanup(network bool) {
 	dir := n.cfg.Dir
 	killProcesses(func(cmdline, cgroups string) bool {
 		return nodeProcess(cmdline, dir) || containsKubepods(cgroups)
 	})
 	var errs []error
-	errs = append(errs, unmountUnder(dir), removeCgroups(), removeBridge())
+	errs = append(errs, unmountUnder(dir), removeCgroups())
+	if network {
+		errs = append(errs, cleanupKubeProxy(n.bins.KubeProxy), removeBridge())
+	}
 	if err := errors.Join(errs...); err != nil {
 		n.cfg.Logger.Warn("clean up the real node", "err", err)
 	}
