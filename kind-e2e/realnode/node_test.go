@@ -129,7 +129,7 @@ var _ = Describe("The real node", Ordered, func() {
 		Expect(processesNaming(c.dir)).To(BeEmpty())
 		rules, err := exec.CommandContext(ctx, "iptables-save").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(rules))
-		Expect(string(rules)).NotTo(ContainSubstring("KUBE-SERVICES"), "kube-proxy's rules are left")
+		Expect(string(rules)).NotTo(ContainSubstring("KUBE-"), "kube-proxy's or the kubelet's iptables rules are left")
 		Expect("/sys/fs/cgroup/memory/kubepods").NotTo(BeADirectory())
 		_, err = os.Stat("/sys/class/net/" + bridge)
 		Expect(os.IsNotExist(err)).To(BeTrue(), "bridge %s is left", bridge)

@@ -77,6 +77,7 @@ func Cleanup(dir, assets string) error {
 		if bins, err := FindBinaries(assets); err == nil {
 			errs = append(errs, cleanupKubeProxy(bins.KubeProxy))
 		}
+		cleanupKubeletChains()
 	}
 	return errors.Join(errs...)
 }

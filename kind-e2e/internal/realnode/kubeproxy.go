@@ -78,3 +78,24 @@ func cleanupKubeProxy(bin string) error {
 	}
 	return nil
 }
+
+// cleanupKubeletChains removes the iptables chains the kubelet makes (the
+// KUBE-FIREWALL localnet guard and its canaries), for IPv4 and IPv6; a
+// chain that is not there is no error.
+func cleanupKubeletChains() {
+	steps := [][]string{
+		{"-t", "filter", "-D", "INPUT", "-j", "KUBE-FIREWALL"},
+		{"-t", "filter", "-D", "OUTPUT", "-j", "KUBE-FIREWALL"},
+		{"-t", "filter", "-F", "KUBE-FIREWALL"},
+		{"-t", "filter", "-X", "KUBE-FIREWALL"},
+		{"-t", "filter", "-X", "KUBE-KUBELET-CANARY"},
+		{"-t", "nat", "-X", "KUBE-KUBELET-CANARY"},
+		{"-t", "mangle", "-X", "KUBE-KUBELET-CANARY"},
+		{"-t", "mangle", "-X", "KUBE-IPTABLES-HINT"},
+	}
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		for _, args := range steps {
+			_ = exec.Command(tool, args...).Run()
+		}
+	}
+}

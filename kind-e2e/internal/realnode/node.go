@@ -226,6 +226,7 @@ func (n *Node) cleanup(network bool) {
 	errs = append(errs, unmountUnder(dir), removeCgroups())
 	if network {
 		errs = append(errs, cleanupKubeProxy(n.bins.KubeProxy), removeBridge())
+		cleanupKubeletChains()
 	}
 	if err := errors.Join(errs...); err != nil {
 		n.cfg.Logger.Warn("clean up the real node", "err", err)
