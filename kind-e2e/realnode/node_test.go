@@ -25,6 +25,7 @@ const (
 	echoImage   = "ghcr.io/tailplane/echo:dev"
 	podCIDR     = "198.19.0.0/24"
 	serviceCIDR = "198.19.128.0/20"
+	dnsIP       = "198.19.128.10"
 	bridge      = "dcbr0"
 )
 
@@ -100,6 +101,17 @@ var _ = Describe("The real node", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			g.Expect(out).To(ContainSubstring(`"host":"echo"`))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	})
+
+	It("resolves a Service's name with CoreDNS from inside a pod", func(ctx SpecContext) {
+		Eventually(func(g Gomega) {
+			out, err := c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "get", "http://echo.default.svc.cluster.local/")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring(`"host":"echo"`))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		out, err := c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "cat", "/etc/resolv.conf")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("nameserver " + dnsIP))
 	})
 
 	It("enforces a read-only root filesystem", func(ctx SpecContext) {

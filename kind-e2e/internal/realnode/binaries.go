@@ -18,7 +18,9 @@ type Binaries struct {
 	// Pause and Echo are static builds of devcluster-pause and
 	// devcluster-echo, the binaries of the sandbox and echo images.
 	Pause, Echo string
-	Runc        string
+	// CoreDNS is the static CoreDNS of kind-e2e/tools/coredns.
+	CoreDNS string
+	Runc    string
 }
 
 // buildHint names what builds a missing asset.
@@ -37,9 +39,10 @@ func FindBinaries(assets string) (Binaries, error) {
 		CNIDir:     filepath.Join(assets, "cni"),
 		Pause:      filepath.Join(assets, "image", "devcluster-pause"),
 		Echo:       filepath.Join(assets, "image", "devcluster-echo"),
+		CoreDNS:    filepath.Join(assets, "image", "coredns"),
 	}
 	var missing []error
-	for _, p := range []string{b.Kubelet, b.KubeProxy, b.Containerd, b.Shim, b.Ctr, b.Pause, b.Echo,
+	for _, p := range []string{b.Kubelet, b.KubeProxy, b.Containerd, b.Shim, b.Ctr, b.Pause, b.Echo, b.CoreDNS,
 		filepath.Join(b.CNIDir, "bridge"), filepath.Join(b.CNIDir, "host-local"),
 		filepath.Join(b.CNIDir, "loopback"), filepath.Join(b.CNIDir, "portmap")} {
 		if _, err := os.Stat(p); err != nil {

@@ -46,6 +46,7 @@ func kubeletConfig(dir string, ports kubeletPorts, serving pki.Pair, clientCA, s
 		},
 		"authorization":               map[string]any{"mode": "AlwaysAllow"},
 		"clusterDomain":               "cluster.local",
+		"clusterDNS":                  []string{DNSIP},
 		"podLogsDir":                  filepath.Join(dir, "kubelet", "pod-logs"),
 		"volumePluginDir":             filepath.Join(dir, "kubelet", "volume-plugins"),
 		"failSwapOn":                  false,

@@ -103,7 +103,7 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	logger.Info("containerd ready", "snapshotter", snapshotter, "took", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
-	for _, img := range []struct{ ref, bin string }{{PauseImage, bins.Pause}, {EchoImage, bins.Echo}} {
+	for _, img := range []struct{ ref, bin string }{{PauseImage, bins.Pause}, {EchoImage, bins.Echo}, {CoreDNSImage, bins.CoreDNS}} {
 		archive := filepath.Join(dir, "images", filepath.Base(img.bin)+".tar")
 		if err := writeBinaryImage(archive, img.ref, img.bin); err != nil {
 			return err
@@ -140,7 +140,8 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	}
 	n.kubeProxy = kp
 	go func() { <-kp.exited; n.done <- kp.err }()
-	return nil
+	// The suites wait for DNS where they need it; up does not.
+	return applyCoreDNS(ctx, n.cfg.Client)
 }
 
 // pickSnapshotter is overlayfs where an overlay mount works in dir (it does
