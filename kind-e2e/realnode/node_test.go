@@ -114,6 +114,41 @@ var _ = Describe("The real node", Ordered, func() {
 		Expect(out).To(ContainSubstring("nameserver " + dnsIP))
 	})
 
+	It("runs a pod of the restricted Pod Security Standard, with its seccomp profile in force", func(ctx SpecContext) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": "restricted"}}}
+		_, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			_, err := c.client.CoreV1().ServiceAccounts("restricted").Get(ctx, "default", metav1.GetOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		_, err = c.client.CoreV1().Pods("restricted").Create(ctx, echoPod("loose", nil), metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("violates PodSecurity")))
+
+		pod := echoPod("strict", &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		})
+		_, err = c.client.CoreV1().Pods("restricted").Create(ctx, pod, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (corev1.PodPhase, error) {
+			p, err := c.client.CoreV1().Pods("restricted").Get(ctx, "strict", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return p.Status.Phase, nil
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(corev1.PodRunning))
+		out, err := c.kubectl(ctx, "exec", "-n", "restricted", "strict", "--", "devcluster-echo", "cat", "/proc/self/status")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`(?m)^Seccomp:\s+2$`), "seccomp filter mode")
+		Expect(out).To(MatchRegexp(`(?m)^NoNewPrivs:\s+1$`))
+		Expect(out).To(MatchRegexp(`(?m)^CapEff:\s+0+$`), "no capabilities")
+	})
+
 	It("enforces a read-only root filesystem", func(ctx SpecContext) {
 		// /tmp is the image's, world-writable, on the root filesystem.
 		write := []string{"devcluster-echo", "write", "/tmp/probe", "x"}
