@@ -4,6 +4,8 @@
 //	devcluster apiserver --dir D   etcd + kube-apiserver; writes D/kubeconfig
 //	devcluster up --dir D          the whole local cluster: control plane,
 //	                               process node, service proxy, tailnet
+//	                               (--node real: kubelet, containerd, runc,
+//	                               CNI, kube-proxy, CoreDNS instead)
 //	devcluster down --dir D        stop what up started, leave nothing running
 //	devcluster kubectl ARGS...     kubectl against D/kubeconfig
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
@@ -34,8 +36,11 @@ const usage = `usage: devcluster <command> [flags]
 
 commands:
   apiserver --dir D   start etcd and kube-apiserver on loopback, write D/kubeconfig
-  up --dir D          start the local cluster (control plane, process node,
-                      service proxy, tailnet); Ctrl-C or "down" stops it
+  up --dir D [--node process|real]
+                      start the local cluster (control plane, process node,
+                      service proxy, tailnet; or with --node real a kubelet,
+                      containerd, runc, CNI, kube-proxy and CoreDNS instead of
+                      the process node and proxy); Ctrl-C or "down" stops it
   down --dir D        stop a running "up" and everything it started
   kubectl ARGS...     kubectl against D/kubeconfig (--dir D or $DEVCLUSTER_DIR)
   curl [--dir D] [-X METHOD] [-H "Name: value"]... [-d BODY] [-i] [--no-follow] [-v] URL

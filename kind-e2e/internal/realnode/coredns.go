@@ -165,8 +165,13 @@ func applyCoreDNS(ctx context.Context, client kubernetes.Interface) error {
 				_, err = client.AppsV1().Deployments(ns).Update(ctx, deploy, metav1.UpdateOptions{})
 				return err
 			}},
+		// A Service that exists already is kept: creating it again fails on
+		// its ClusterIP (allocated) before the name is checked.
 		{"service", func() error {
-			_, err := client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+			_, err := client.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				_, err = client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+			}
 			return err
 		}, nil},
 	}

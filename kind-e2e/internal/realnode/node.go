@@ -164,6 +164,8 @@ func pickSnapshotter(dir string) string {
 
 // waitReady waits for the kubelet to register the Node and report it Ready.
 func (n *Node) waitReady(ctx context.Context, k *proc) error {
+	// Heartbeat times have whole seconds.
+	started := time.Now().Truncate(time.Second)
 	deadline := time.Now().Add(3 * time.Minute)
 	var last error
 	for time.Now().Before(deadline) {
@@ -172,7 +174,10 @@ func (n *Node) waitReady(ctx context.Context, k *proc) error {
 			last = errors.New("not Ready yet")
 			for _, c := range node.Status.Conditions {
 				if c.Type == corev1.NodeReady {
-					if c.Status == corev1.ConditionTrue && node.Status.NodeInfo.ContainerRuntimeVersion != "" &&
+					// A resumed cluster's Node is Ready from the last run
+					// until its status goes stale: only a heartbeat from
+					// this kubelet counts.
+					if c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(started) &&
 						node.Status.NodeInfo.ContainerRuntimeVersion != "process://devcluster" {
 						return nil
 					}
