@@ -8,13 +8,19 @@
 //	GET /args        the command-line arguments as a JSON array
 //	UDP datagrams    echoed back with the prefix "echo: "
 //
-// It stops on SIGTERM.
+// It stops on SIGTERM. Two subcommands make it useful to `kubectl exec` and
+// to one-shot containers in images that hold nothing else (the real node's
+// echo image): "devcluster-echo cat PATH" prints a file, "devcluster-echo
+// write PATH TEXT" writes one and "devcluster-echo get URL" prints an HTTP
+// response body (a client inside a pod); each exits 1 with the error on
+// stderr.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +33,11 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		if code, ok := runTool(os.Args[1:]); ok {
+			os.Exit(code)
+		}
+	}
 	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "echo"})
 	ip := os.Getenv("POD_IP")
 	if ip == "" {
@@ -107,4 +118,44 @@ func serveUDP(pc net.PacketConn) {
 		}
 		_, _ = pc.WriteTo(append([]byte("echo: "), buf[:n]...), from)
 	}
+}
+
+// runTool runs the cat and write subcommands; ok is false for anything else
+// (the server's own arguments, such as --mode, which it ignores).
+func runTool(args []string) (code int, ok bool) {
+	var err error
+	switch {
+	case args[0] == "cat" && len(args) == 2:
+		var b []byte
+		if b, err = os.ReadFile(args[1]); err == nil {
+			_, err = os.Stdout.Write(b)
+		}
+	case args[0] == "write" && len(args) == 3:
+		err = os.WriteFile(args[1], []byte(args[2]), 0o644)
+	case args[0] == "get" && len(args) == 2:
+		err = get(args[1])
+	default:
+		return 0, false
+	}
+	if err != nil {
+		os.Stderr.WriteString("devcluster-echo " + args[0] + ": " + err.Error() + "\n")
+		return 1, true
+	}
+	return 0, true
+}
+
+// get prints the body of an HTTP GET of url, failing on a status other than
+// 200 or after 10 s.
+func get(url string) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	_, err = io.Copy(os.Stdout, resp.Body)
+	return err
 }

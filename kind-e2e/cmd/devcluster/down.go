@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/tailplane/tailplane/kind-e2e/internal/node"
+	"github.com/tailplane/tailplane/kind-e2e/internal/realnode"
 )
 
 // runDown stops the `up` of a cluster directory: SIGTERM (up then stops its
 // pods, proxy, tailnet and control plane in order), SIGKILL after 60 s, then
 // it ends any pod process group still recorded, removes the mountpoint
-// folders pods needed, and removes the pod route.
+// folders pods needed, and removes the pod route; for a real node it ends
+// containerd, its shims, the kubelet and the containers and removes their
+// mounts, cgroups and bridge (realnode.Cleanup).
 // The directory's state stays, so a later `up` resumes the cluster.
 func runDown(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ExitOnError)
@@ -41,10 +44,17 @@ func runDown(args []string) error {
 			if syscall.Kill(pid, 0) == nil {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				fmt.Fprintf(os.Stderr, "devcluster: pid %d did not stop in 60s; killed\n", pid)
+				// Its files and locks go with the process, not the signal.
+				for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+					time.Sleep(50 * time.Millisecond)
+				}
 			}
 		}
 		_ = os.Remove(filepath.Join(abs, "devcluster.pid"))
 	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := realnode.Cleanup(abs, assetsDir()); err != nil {
 		return err
 	}
 	node.KillRecordedGroups(abs)

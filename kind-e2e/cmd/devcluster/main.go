@@ -5,6 +5,9 @@
 //	devcluster up --dir D          the whole local cluster: control plane,
 //	                               process node, service proxy, tailnet,
 //	                               OCI registry (D/registry.env)
+//	                               (--node real: kubelet, containerd, runc,
+//	                               CNI, kube-proxy, CoreDNS instead of the
+//	                               process node and service proxy)
 //	devcluster down --dir D        stop what up started, leave nothing running
 //	devcluster kubectl ARGS...     kubectl against D/kubeconfig
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
@@ -35,9 +38,13 @@ const usage = `usage: devcluster <command> [flags]
 
 commands:
   apiserver --dir D   start etcd and kube-apiserver on loopback, write D/kubeconfig
-  up --dir D          start the local cluster (control plane, process node,
+  up --dir D [--node process|real]
+                      start the local cluster (control plane, process node,
                       service proxy, tailnet, OCI registry for plugins: its
-                      address is in D/registry.env); Ctrl-C or "down" stops it
+                      address is in D/registry.env; or with --node real a
+                      kubelet, containerd, runc, CNI, kube-proxy and CoreDNS
+                      instead of the process node and proxy); Ctrl-C or
+                      "down" stops it
   down --dir D        stop a running "up" and everything it started
   kubectl ARGS...     kubectl against D/kubeconfig (--dir D or $DEVCLUSTER_DIR)
   curl [--dir D] [-X METHOD] [-H "Name: value"]... [-d BODY] [-i] [--no-follow] [-v] URL

@@ -63,10 +63,14 @@ func runUp(args []string) error {
 	bin := fs.String("bin", "bin", "folder with tailplane-operator and tailplane-proxy (go tool task build)")
 	var images imageFlags
 	fs.Var(&images, "image", "extra image map entry GLOB=BINARY (repeatable; tried before the defaults)")
+	nodeKind := fs.String("node", "process", `node kind: "process" (pods as host processes, fast) or "real" (kubelet, containerd, runc, CNI; needs go tool task test:node)`)
 	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: autoApprovers, nodeAttrs); replaces the saved one (default: the saved one, else approve every advertised route and exit node)")
 	_ = fs.Parse(args)
 	if *dir == "" {
 		return errors.New("up: --dir is required")
+	}
+	if *nodeKind != "process" && *nodeKind != "real" {
+		return fmt.Errorf("up: --node %q: want process or real", *nodeKind)
 	}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -107,7 +111,7 @@ func runUp(args []string) error {
 	}
 	defer os.Remove(pidFile)
 
-	cp, err := controlplane.Start(ctx, abs, self)
+	cp, err := startControlPlane(ctx, abs, self, *nodeKind)
 	if err != nil {
 		return err
 	}
@@ -125,35 +129,23 @@ func runUp(args []string) error {
 		return err
 	}
 
-	podSubnet, err := node.ClaimPodSubnet(abs)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := node.ReleasePodSubnet(abs); err != nil {
-			logger.Warn("remove pod route", "err", err)
+	var nodeDone <-chan error
+	var waitFor []chan struct{}
+	if *nodeKind == "real" {
+		rn, err := startRealNode(ctx, abs, self, cp, client, logger)
+		if err != nil {
+			return err
 		}
-	}()
-
-	nodeCtx, stopNode := context.WithCancel(context.Background())
-	nodeDone := make(chan error, 1)
-	nodeReady := make(chan struct{})
-	n := node.New(client, node.Config{
-		Name: nodeName, Dir: abs, Self: self,
-		Images:        append(node.ImageMap(images), defaultImages(binDir, self)...),
-		APIServerHost: "127.0.0.1", APIServerPort: strconv.Itoa(cp.Ports.APIServer),
-		LocalCA: cp.LocalCA, PodSubnet: podSubnet, Logger: logger.WithPrefix("node"),
-	})
-	go func() { nodeDone <- n.Run(nodeCtx, nodeReady) }()
-	defer func() {
-		stopNode()
-		<-nodeDone
-	}()
-
-	proxyCtx, stopProxy := context.WithCancel(context.Background())
-	defer stopProxy()
-	proxyReady := make(chan struct{})
-	go svcproxy.New(client, logger.WithPrefix("svcproxy")).Run(proxyCtx, proxyReady)
+		defer rn.Stop()
+		nodeDone = rn.Done()
+	} else {
+		done, ready, stop, err := startProcessNode(abs, self, binDir, images, cp, client, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		nodeDone, waitFor = done, ready
+	}
 
 	tn, err := startTailnet(ctx, abs, policy, cp.LocalCA, logger)
 	if err != nil {
@@ -173,7 +165,7 @@ func runUp(args []string) error {
 		}
 	}()
 
-	for _, ch := range []chan struct{}{nodeReady, proxyReady} {
+	for _, ch := range waitFor {
 		select {
 		case <-ch:
 		case err := <-nodeDone:
@@ -218,4 +210,37 @@ func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// startProcessNode starts the process node and the userspace service proxy;
+// ready holds what to wait for, stop ends both.
+func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlplane.Cluster, client kubernetes.Interface, logger *log.Logger) (done <-chan error, ready []chan struct{}, stop func(), err error) {
+	podSubnet, err := node.ClaimPodSubnet(abs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	nodeDone := make(chan error, 1)
+	nodeReady := make(chan struct{})
+	n := node.New(client, node.Config{
+		Name: nodeName, Dir: abs, Self: self,
+		Images:        append(node.ImageMap(images), defaultImages(binDir, self)...),
+		APIServerHost: "127.0.0.1", APIServerPort: strconv.Itoa(cp.Ports.APIServer),
+		LocalCA: cp.LocalCA, PodSubnet: podSubnet, Logger: logger.WithPrefix("node"),
+	})
+	go func() { nodeDone <- n.Run(nodeCtx, nodeReady) }()
+
+	proxyCtx, stopProxy := context.WithCancel(context.Background())
+	proxyReady := make(chan struct{})
+	go svcproxy.New(client, logger.WithPrefix("svcproxy")).Run(proxyCtx, proxyReady)
+	stop = func() {
+		stopProxy()
+		stopNode()
+		<-nodeDone
+		if err := node.ReleasePodSubnet(abs); err != nil {
+			logger.Warn("remove pod route", "err", err)
+		}
+	}
+	return nodeDone, []chan struct{}{nodeReady, proxyReady}, stop, nil
 }

@@ -40,8 +40,10 @@ type Cluster struct {
 	Dir        string
 	Ports      Ports
 	Kubeconfig string
-	Token      string
-	CA         []byte
+	// URL is the apiserver's address in Kubeconfig.
+	URL   string
+	Token string
+	CA    []byte
 
 	// LocalCA signs the certificates between devcluster's own parts (the
 	// apiserver's client certificate for the node's log endpoint, and the
@@ -49,6 +51,10 @@ type Cluster struct {
 	LocalCA *pki.CA
 	// ServiceAccountKey is the PEM file service-account tokens are signed with.
 	ServiceAccountKey string
+
+	// ServiceCIDR is the Service ClusterIP range in use.
+	ServiceCIDR string
+	opts        Options
 
 	etcd      *Etcd
 	apiserver *exec.Cmd
@@ -60,9 +66,29 @@ type Cluster struct {
 func pkiDir(dir string) string  { return filepath.Join(dir, "pki") }
 func logsDir(dir string) string { return filepath.Join(dir, "logs") }
 
+// Options say where the control plane is reachable. The zero value is the
+// process node's: everything on loopback, Services in ServiceCIDR.
+type Options struct {
+	// ServiceCIDR is the Service ClusterIP range; ServiceCIDR when empty.
+	ServiceCIDR string
+	// AdvertiseAddress, when set, is a non-loopback address of this machine
+	// that the apiserver also listens on (it binds every address) and
+	// publishes as the kubernetes Service's endpoint: pods in their own
+	// network namespaces (the real node's) reach it there.
+	AdvertiseAddress string
+}
+
 // Start brings up etcd and kube-apiserver for dir and returns once /readyz
 // answers ok. self is the devcluster binary, re-executed as the apiserver.
 func Start(ctx context.Context, dir, self string) (*Cluster, error) {
+	return StartWith(ctx, dir, self, Options{})
+}
+
+// StartWith is Start with Options.
+func StartWith(ctx context.Context, dir, self string, opts Options) (*Cluster, error) {
+	if opts.ServiceCIDR == "" {
+		opts.ServiceCIDR = ServiceCIDR
+	}
 	for _, d := range []string{dir, pkiDir(dir), logsDir(dir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -89,7 +115,7 @@ func Start(ctx context.Context, dir, self string) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Dir: dir, Ports: ports, Token: token, etcd: etcd, exited: make(chan error, 1),
-		LocalCA: localCA, ServiceAccountKey: saKey}
+		LocalCA: localCA, ServiceAccountKey: saKey, ServiceCIDR: opts.ServiceCIDR, opts: opts}
 	if err := c.startAPIServer(self, saKey); err != nil {
 		etcd.Close()
 		return nil, err
@@ -106,22 +132,23 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 	if err != nil {
 		return err
 	}
+	bind, advertise := "127.0.0.1", "127.0.0.1"
+	if c.opts.AdvertiseAddress != "" {
+		bind, advertise = "0.0.0.0", c.opts.AdvertiseAddress
+	}
 	args := []string{"component", "kube-apiserver",
 		"--etcd-servers=" + c.etcd.ClientURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + bind,
+		"--advertise-address=" + advertise,
 		"--secure-port=" + strconv.Itoa(c.Ports.APIServer),
 		"--cert-dir=" + filepath.Join(pkiDir(c.Dir), "apiserver"),
 		"--token-auth-file=" + filepath.Join(pkiDir(c.Dir), "tokens.csv"),
 		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range=" + c.ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saKey,
 		"--service-account-signing-key-file=" + saKey,
 		"--allow-privileged=true",
-		// Endpoints may not hold loopback addresses, so the apiserver cannot
-		// publish itself; in-cluster clients get its address from the node.
-		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 		// kubectl logs: the apiserver calls the node's log endpoint with this
 		// client certificate and checks the node's serving certificate.
@@ -129,6 +156,11 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 		"--kubelet-client-key=" + kubeletClient.KeyFile,
 		"--kubelet-certificate-authority=" + c.LocalCA.CertFile,
 		"--kubelet-preferred-address-types=InternalIP",
+	}
+	if c.opts.AdvertiseAddress == "" {
+		// Endpoints may not hold loopback addresses, so the apiserver cannot
+		// publish itself; in-cluster clients get its address from the node.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	logFile, err := os.OpenFile(filepath.Join(logsDir(c.Dir), "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -149,7 +181,13 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 
 func (c *Cluster) waitReady(ctx context.Context) error {
 	certFile := filepath.Join(pkiDir(c.Dir), "apiserver", "apiserver.crt")
-	host := fmt.Sprintf("https://127.0.0.1:%d", c.Ports.APIServer)
+	// The apiserver's self-signed certificate names its advertise address
+	// (and, bound to every address, only "localhost" besides).
+	addr := "127.0.0.1"
+	if c.opts.AdvertiseAddress != "" {
+		addr = c.opts.AdvertiseAddress
+	}
+	host := fmt.Sprintf("https://%s", net.JoinHostPort(addr, strconv.Itoa(c.Ports.APIServer)))
 	deadline := time.Now().Add(2 * time.Minute)
 	var last error
 	for time.Now().Before(deadline) {
@@ -199,6 +237,7 @@ func (c *Cluster) writeKubeconfig(host string) error {
 	cfg.Contexts["devcluster"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "devcluster"
 	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	c.URL = host
 	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
 }
 

@@ -72,7 +72,7 @@ func (c *Cluster) StartControllerManager(ctx context.Context, self string) error
 		"--service-account-private-key-file=" + c.ServiceAccountKey,
 		"--root-ca-file=" + caFile,
 		"--use-service-account-credentials=false",
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range=" + c.ServiceCIDR,
 		"--concurrent-deployment-syncs=2",
 		"--concurrent-replicaset-syncs=2",
 		"--profiling=false",

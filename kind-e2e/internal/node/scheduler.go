@@ -4,11 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/charmbracelet/log"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -16,7 +18,14 @@ import (
 // schedule binds every pending pod of the default scheduler to this node:
 // with one node there is nothing to choose.
 func (n *Node) schedule(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(n.client, 0,
+	RunScheduler(ctx, n.client, n.cfg.Name, n.log)
+}
+
+// RunScheduler binds every pending pod of the default scheduler to the node
+// nodeName until ctx ends: devcluster's scheduler for its one node, process
+// or real.
+func RunScheduler(ctx context.Context, client kubernetes.Interface, nodeName string, logger *log.Logger) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 		}))
@@ -38,9 +47,9 @@ func (n *Node) schedule(ctx context.Context) {
 		if quit {
 			return
 		}
-		err := n.bind(ctx, key)
+		err := bind(ctx, client, nodeName, key)
 		if err != nil && ctx.Err() == nil {
-			n.log.Warn("bind pod", "pod", key.String(), "err", err)
+			logger.Warn("bind pod", "pod", key.String(), "err", err)
 			queue.AddRateLimited(key)
 		} else {
 			queue.Forget(key)
@@ -49,12 +58,12 @@ func (n *Node) schedule(ctx context.Context) {
 	}
 }
 
-func (n *Node) bind(ctx context.Context, key cache.ObjectName) error {
+func bind(ctx context.Context, client kubernetes.Interface, nodeName string, key cache.ObjectName) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := n.client.CoreV1().Pods(key.Namespace).Bind(ctx, &corev1.Binding{
+	err := client.CoreV1().Pods(key.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: n.cfg.Name},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
 	}, metav1.CreateOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // deleted, or bound already
