@@ -8,15 +8,15 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/devup"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -76,42 +76,15 @@ var _ = ReportAfterSuite("devcluster log", func(r Report) {
 func (c *cluster) up(ctx context.Context) {
 	GinkgoHelper()
 	c.logPath = c.dir + ".log"
-	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	Expect(err).NotTo(HaveOccurred())
 	start := time.Now()
-	cmd := exec.Command(c.bin, "up", "--dir", c.dir, "--node", "real")
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	Expect(err).NotTo(HaveOccurred())
-	Expect(cmd.Start()).To(Succeed())
-	c.cmd, c.exited = cmd, make(chan struct{})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				ready <- rest
-			}
-		}
-	}()
-	go func() { _ = cmd.Wait(); logFile.Close(); close(c.exited) }()
-	var line string
-	select {
-	case line = <-ready:
-	case <-c.exited:
-		Fail("devcluster up --node real exited before it was ready; see " + c.logPath)
-	case <-ctx.Done():
-		Fail("devcluster up --node real not ready in time; see " + c.logPath)
+	p, err := devup.Start(ctx, c.bin, c.dir, c.logPath, "--node", "real")
+	if p != nil {
+		c.cmd, c.exited = p.Cmd, p.Exited
 	}
+	Expect(err).NotTo(HaveOccurred())
 	c.upTook = time.Since(start)
 	GinkgoWriter.Printf("TIME devcluster up --node real: %s\n", c.upTook.Round(time.Millisecond))
-	var kubeconfig string
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, "kubeconfig="); ok {
-			kubeconfig = v
-		}
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Ready["kubeconfig"])
 	Expect(err).NotTo(HaveOccurred())
 	c.client, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())

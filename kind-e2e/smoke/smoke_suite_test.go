@@ -5,7 +5,6 @@
 package smoke
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/devup"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -82,38 +83,12 @@ var _ = ReportAfterSuite("devcluster log", func(r Report) {
 func (c *cluster) up(ctx context.Context) {
 	GinkgoHelper()
 	c.logPath = c.dir + ".log"
-	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(c.bin, "up", "--dir", c.dir)
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	Expect(err).NotTo(HaveOccurred())
-	Expect(cmd.Start()).To(Succeed())
-	c.cmd, c.exited = cmd, make(chan struct{})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				ready <- rest
-			}
-		}
-	}()
-	go func() { _ = cmd.Wait(); logFile.Close(); close(c.exited) }()
-	var line string
-	select {
-	case line = <-ready:
-	case <-c.exited:
-		Fail("devcluster up exited before it was ready; see " + logFile.Name())
-	case <-ctx.Done():
-		Fail("devcluster up not ready in time; see " + logFile.Name())
+	p, err := devup.Start(ctx, c.bin, c.dir, c.logPath)
+	if p != nil {
+		c.cmd, c.exited = p.Cmd, p.Exited
 	}
-	fields := map[string]string{}
-	for _, f := range strings.Fields(line) {
-		if k, v, ok := strings.Cut(f, "="); ok {
-			fields[k] = v
-		}
-	}
+	Expect(err).NotTo(HaveOccurred())
+	fields := p.Ready
 	c.kubeconfig = fields["kubeconfig"]
 	c.config, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
