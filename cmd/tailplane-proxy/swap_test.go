@@ -69,3 +69,52 @@ func TestPluginSwapUnderLoad(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkPluginSwapUnderLoad swaps the plugin between two digests b.N
+// times under constant load and reports, over all swaps: failed requests,
+// stale answers (old version after the first new one), requests in flight
+// during a swap, how long a swap takes to show (config write to first
+// answer of the new version) and the longest request latency before and
+// during swaps. docs/performance.md has the numbers.
+func BenchmarkPluginSwapUnderLoad(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	mods := map[string][]byte{"v1": buildMarker(b, "v1"), "v2": buildMarker(b, "v2")}
+	kube := env.Clientset(b)
+	ns := env.Namespace(b)
+	spec1, _ := storeModule(ctx, b, kube, ns, mods["v1"])
+	spec2, _ := storeModule(ctx, b, kube, ns, mods["v2"])
+	specs := map[string][]byte{"v1": spec1, "v2": spec2}
+	p := startSwapProxy(ctx, b, kube, ns, spec1)
+	testpoll.Until(b, 30*time.Second, "v1 answers", func() error {
+		_, err := p.get(ctx)
+		return err
+	})
+	var total, failed, stale, during int
+	var toNew, maxBefore, maxDuring time.Duration
+	cur := "v1"
+	b.ResetTimer()
+	for range b.N {
+		next := map[string]string{"v1": "v2", "v2": "v1"}[cur]
+		l := startLoad(ctx, p, swapRate)
+		testpoll.UntilTrue(b, 30*time.Second, "a baseline", func() bool { return l.count(cur) >= swapRate })
+		swapAt := time.Now()
+		p.write(b, specs[next])
+		testpoll.UntilTrue(b, 60*time.Second, "answers from "+next, func() bool { return l.count(next) > 0 })
+		seen := time.Now()
+		testpoll.UntilTrue(b, 30*time.Second, "load after the swap", func() bool { return l.countAfter(seen) >= swapRate })
+		r := analyse(l.finish(), cur, next, swapAt)
+		total, failed, stale, during = total+r.total, failed+r.failed, stale+r.stale, during+r.during
+		toNew += r.firstNew
+		maxBefore, maxDuring = max(maxBefore, r.maxBefore), max(maxDuring, r.maxDuring)
+		cur = next
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(failed), "failed")
+	b.ReportMetric(float64(stale), "stale")
+	b.ReportMetric(float64(total)/float64(b.N), "reqs/op")
+	b.ReportMetric(float64(during)/float64(b.N), "reqs-during-swap/op")
+	b.ReportMetric(float64(toNew.Milliseconds())/float64(b.N), "ms-to-new/op")
+	b.ReportMetric(float64(maxBefore.Microseconds())/1000, "max-ms-before")
+	b.ReportMetric(float64(maxDuring.Microseconds())/1000, "max-ms-during")
+}
