@@ -203,14 +203,39 @@ func TestRoutingPlugin(t *testing.T) {
 		}
 		return nil
 	})
-	report, _ = json.Marshal([]proxystate.PluginReport{{Name: h.ns + "/canary", Loaded: true, SHA256: pin2}})
-	patch, _ = json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyPluginStatus: report}})
-	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "site").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	proxyName := h.names("ingress", "site").StateSecret
+	reportPlugin := func(r proxystate.PluginReport) {
+		t.Helper()
+		report, _ := json.Marshal([]proxystate.PluginReport{r})
+		patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyPluginStatus: report}})
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), proxyName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// loadedBy is what each proxy runs: the proxy failed to load the new
+	// module and still runs the old one, so status names it with the old
+	// digest and its error.
+	reportPlugin(proxystate.PluginReport{Name: h.ns + "/canary", Loaded: true, SHA256: pin, Error: "compile: out of memory"})
+	testpoll.Until(t, settle, "the proxy still on the old module", func() error {
+		st, msg, rp := h.pluginCondition("canary", "Ready")
+		lb, _, _ := unstructured.NestedSlice(rp.Object, "status", "loadedBy")
+		if st != "False/LoadFailed" || len(lb) != 1 {
+			return fmt.Errorf("Ready %s (%s), loadedBy %v", st, msg, lb)
+		}
+		if e := lb[0].(map[string]any); e["proxy"] != proxyName || e["sha256"] != pin || e["error"] != "compile: out of memory" {
+			return fmt.Errorf("loadedBy %v, want %s running %s with its error", lb, proxyName, pin)
+		}
+		return nil
+	})
+	reportPlugin(proxystate.PluginReport{Name: h.ns + "/canary", Loaded: true, SHA256: pin2})
 	testpoll.Until(t, settle, "Ready with the new module", func() error {
-		if st, msg, _ := h.pluginCondition("canary", "Ready"); st != "True/Loaded" {
+		st, msg, rp := h.pluginCondition("canary", "Ready")
+		if st != "True/Loaded" {
 			return fmt.Errorf("%s %s", st, msg)
+		}
+		lb, _, _ := unstructured.NestedSlice(rp.Object, "status", "loadedBy")
+		if len(lb) != 1 || lb[0].(map[string]any)["proxy"] != proxyName || lb[0].(map[string]any)["sha256"] != pin2 || lb[0].(map[string]any)["error"] != nil {
+			return fmt.Errorf("loadedBy %v, want %s running %s", lb, proxyName, pin2)
 		}
 		return nil
 	})
