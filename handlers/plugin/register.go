@@ -191,6 +191,10 @@ func (m *module) accept(ctx context.Context, rp *RoutingPlugin) (fetched, string
 	}
 	cfg.Module, cfg.SHA256 = got.module, got.sum
 	if err := m.compile(ctx, cfg); err != nil {
+		if host.IsDeadline(err) {
+			// Not the module's fault: retried with backoff.
+			return fetched{}, "", fmt.Errorf("compile module of %s/%s ran out of time (retried): %w", rp.Namespace, rp.Name, err)
+		}
 		return fetched{}, ReasonCompileFailed, err
 	}
 	return got, "", nil

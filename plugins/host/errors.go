@@ -1,6 +1,11 @@
 package host
 
-import "errors"
+import (
+	"context"
+	"errors"
+
+	"github.com/tetratelabs/wazero/sys"
+)
 
 // Load errors, wrapped with the plugin's name and details; test with errors.Is.
 var (
@@ -22,3 +27,12 @@ var (
 	// ErrSHA256Mismatch: the module's digest differs from the pinned one.
 	ErrSHA256Mismatch = errors.New("sha256 mismatch")
 )
+
+// IsDeadline reports whether err is a guest's initialisation or call that
+// ran out of time. On a busy machine that says nothing about the module,
+// so it is worth trying again, unlike the other errors of Load.
+func IsDeadline(err error) bool {
+	var exit *sys.ExitError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		(errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled))
+}
