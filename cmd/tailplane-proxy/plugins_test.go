@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -192,23 +190,7 @@ func TestPluginLoaderReadsChunksAndCachesByDigest(t *testing.T) {
 	ns := env.Namespace(t)
 	cacheDir := t.TempDir()
 	mod := withCustomSection(noopModule, 2<<20)
-	sum := sha256.Sum256(mod)
-	digest := hex.EncodeToString(sum[:])
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(mod)
-	_ = zw.Close()
-	var names []string
-	for i, data := 0, gz.Bytes(); len(data) > 0; i++ {
-		part := data[:min(len(data), 768<<10)]
-		data = data[len(part):]
-		name := fmt.Sprintf("tp-wasm-%s-%d", digest, i)
-		names = append(names, name)
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"module.wasm.gz": part}}
-		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	names, digest := storeChunks(ctx, t, kube, ns, mod)
 	if len(names) < 3 {
 		t.Fatalf("%d chunks; the test needs a module of several Secrets", len(names))
 	}

@@ -70,28 +70,11 @@ func buildMarker(tb testing.TB, version string) []byte {
 	return b
 }
 
-// storeModule stores mod as the operator does (gzip, in Secrets
-// tp-wasm-<sha256>-<i> of at most 768 KiB) and returns the RoutingPlugin
-// spec a proxy gets for it, and the module's sha256.
+// storeModule stores mod as the operator does (storeChunks) and returns
+// the RoutingPlugin spec a proxy gets for it, and the module's sha256.
 func storeModule(ctx context.Context, tb testing.TB, kube kubernetes.Interface, ns string, mod []byte) (json.RawMessage, string) {
 	tb.Helper()
-	sum := sha256.Sum256(mod)
-	digest := hex.EncodeToString(sum[:])
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(mod)
-	_ = zw.Close()
-	var names []string
-	for i, data := 0, gz.Bytes(); len(data) > 0; i++ {
-		part := data[:min(len(data), 768<<10)]
-		data = data[len(part):]
-		name := fmt.Sprintf("tp-wasm-%s-%d", digest, i)
-		names = append(names, name)
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"module.wasm.gz": part}}
-		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	names, digest := storeChunks(ctx, tb, kube, ns, mod)
 	chunks, _ := json.Marshal(names)
 	// The default timeout (1 s) and fail-closed: a plugin that cannot run
 	// answers 503, which the load counts as a failure.
@@ -347,4 +330,29 @@ func analyse(samples []sample, oldV, newV string, swapAt time.Time) swapReport {
 		}
 	}
 	return r
+}
+
+// storeChunks stores mod as the operator does: gzip, in Secrets
+// tp-wasm-<sha256>-<i> of at most 768 KiB. It returns their names and
+// the module's sha256.
+func storeChunks(ctx context.Context, tb testing.TB, kube kubernetes.Interface, ns string, mod []byte) ([]string, string) {
+	tb.Helper()
+	sum := sha256.Sum256(mod)
+	digest := hex.EncodeToString(sum[:])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(mod)
+	_ = zw.Close()
+	var names []string
+	for i, data := 0, gz.Bytes(); len(data) > 0; i++ {
+		part := data[:min(len(data), 768<<10)]
+		data = data[len(part):]
+		name := fmt.Sprintf("tp-wasm-%s-%d", digest, i)
+		names = append(names, name)
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{"module.wasm.gz": part}}
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return names, digest
 }
