@@ -282,3 +282,32 @@ func (h *harness) wantModuleCopy(sum, kind, name string) []string {
 	}
 	return chunks
 }
+
+// A RoutingPlugin applied before the ConfigMap holding its module (kubectl
+// apply -f of a folder applies in name order) is refused with
+// SourceNotFound, then accepted once the ConfigMap exists, with no change to
+// the plugin: the operator looks for the source again (it may only get
+// ConfigMaps by name, not watch them).
+func TestRoutingPluginSourceCreatedAfterThePlugin(t *testing.T) {
+	mod := canaryModule(t)
+	sum := sha256.Sum256(mod)
+	pin := hex.EncodeToString(sum[:])
+	h := newHarness(t, nil)
+	h.routingPlugin("late", "late-module", pin, "route")
+	testpoll.Until(t, settle, "refused while the ConfigMap is missing", func() error {
+		if st, msg, _ := h.pluginCondition("late", "Accepted"); st != "False/SourceNotFound" {
+			return fmt.Errorf("%s %s", st, msg)
+		}
+		return nil
+	})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late-module", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
+	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, settle, "accepted once the ConfigMap exists", func() error {
+		if st, msg, _ := h.pluginCondition("late", "Accepted"); st != "True/Compiled" {
+			return fmt.Errorf("%s %s", st, msg)
+		}
+		return nil
+	})
+}

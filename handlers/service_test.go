@@ -278,6 +278,17 @@ func TestWorksWithManifestRBAC(t *testing.T) {
 		}
 		return nil
 	})
+	// The proxy's Pod, as the StatefulSet controller would make it (this
+	// API server runs none): a removed proxy's Pods are deleted at once.
+	sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), h.names("svc", "rbac").Base, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: sts.Name + "-0", Namespace: h.opNS, Labels: sts.Spec.Template.Labels},
+		Spec: sts.Spec.Template.Spec}
+	if _, err := h.kube.CoreV1().Pods(h.opNS).Create(h.ctx(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "rbac", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +296,12 @@ func TestWorksWithManifestRBAC(t *testing.T) {
 	if !slices.Contains(h.api.Deleted(), "nRBAC") {
 		t.Fatalf("device not deleted: %v", h.api.Deleted())
 	}
+	testpoll.Until(t, settle, "the removed proxy's Pod deleted", func() error {
+		if _, err := h.kube.CoreV1().Pods(h.opNS).Get(h.ctx(), pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
 }
 
 // A proxy that refuses its config (it writes config_error into its state)

@@ -68,6 +68,9 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 	if wait, stale := o.isStale(key, cached); stale {
 		return wait, nil
 	}
+	if wait, hold, err := o.settleUnsure(ctx, key, cached); hold {
+		return wait, err
+	}
 	c := &cycle{key: key, store: store, changed: map[string]bool{}, results: map[string]any{}}
 	changes, spawners, needFin := o.matching(key.Resource, cached)
 	c.needFin = needFin

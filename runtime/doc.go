@@ -61,7 +61,12 @@
 //     of its own before its first handler runs, so that an object deleted
 //     right after a create handler still reaches its delete handler.
 //     Temporary and Permanent errors, Retries, Timeout and backoff control
-//     retries; Events are posted through client-go's recorder.
+//     retries; Events are posted through client-go's recorder. A write
+//     whose outcome is unknown (a reset connection, a timeout, a 5xx) may
+//     have landed while the cache still holds the copy from before it, so
+//     the key's next cycle first reads the object from the API server and,
+//     if the server is ahead of the cache, waits for the informer instead
+//     of running handlers whose success the write recorded.
 //     Objects no handler matches are never patched.
 //
 // Operating: optional Lease leader election (the Lease is released after a

@@ -41,7 +41,7 @@ func (o *Operator) finalizeFirst(ctx context.Context, c *cycle) error {
 		return nil
 	}
 	if err != nil {
-		return o.patchFailed(c.key, err)
+		return o.patchFailed(c, err)
 	}
 	o.metrics.patches.WithLabelValues(c.key.Resource.String(), "ok").Inc()
 	o.markStale(c.key, c.obj.GetResourceVersion(), out.GetResourceVersion())

@@ -163,6 +163,7 @@ func (o *Operator) beginTerm() {
 	o.stopping.Store(false)
 	o.stateMu.Lock()
 	clear(o.stale)
+	clear(o.unsure)
 	clear(o.resumed)
 	clear(o.enqueued)
 	o.stateMu.Unlock()

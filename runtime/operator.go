@@ -77,6 +77,9 @@ type Operator struct {
 
 	stateMu sync.Mutex // guards the maps below
 	stale   map[Key]staleMark
+	// unsure holds keys whose last write ended without a definite answer,
+	// with the resourceVersion it was computed from (see settleUnsure).
+	unsure  map[Key]string
 	resumed map[Key]types.UID // objects whose resume handlers ran in this process
 	spawned map[Key]*spawned
 	// enqueued holds the Enqueue requests not yet finished.
@@ -139,6 +142,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		probes:    map[string]ProbeFunc{},
 		statusSub: map[schema.GroupVersionResource]bool{},
 		stale:     map[Key]staleMark{},
+		unsure:    map[Key]string{},
 		resumed:   map[Key]types.UID{},
 		spawned:   map[Key]*spawned{},
 		enqueued:  map[Key]*enqueued{},

@@ -50,7 +50,7 @@ func (o *Operator) write(ctx context.Context, c *cycle, onObject map[string]any,
 	if len(status) > 0 {
 		b, _ := json.Marshal(map[string]any{"status": status})
 		if _, err := o.send(ctx, c.key, b, "status"); err != nil {
-			return o.patchFailed(c.key, err)
+			return o.patchFailed(c, err)
 		}
 	}
 	cur := c.obj
@@ -80,12 +80,12 @@ func (o *Operator) write(ctx context.Context, c *cycle, onObject map[string]any,
 		if apierrors.IsConflict(err) && attempt < maxConflicts {
 			o.metrics.patches.WithLabelValues(c.key.Resource.String(), "conflict").Inc()
 			if cur, err = ri.Get(ctx, c.key.Name, metav1.GetOptions{}); err != nil {
-				return o.patchFailed(c.key, err)
+				return o.readFailed(c.key, err)
 			}
 			continue
 		}
 		if err != nil {
-			return o.patchFailed(c.key, err)
+			return o.patchFailed(c, err)
 		}
 		o.metrics.patches.WithLabelValues(c.key.Resource.String(), "ok").Inc()
 		if out.GetResourceVersion() != c.obj.GetResourceVersion() {
@@ -123,7 +123,18 @@ func (o *Operator) finalizers(obj *unstructured.Unstructured, fin finChange) ([]
 	return list, false
 }
 
-func (o *Operator) patchFailed(k Key, err error) error {
+// patchFailed accounts for a failed write of cycle c. A failure whose
+// outcome is unknown marks the key unsure, so that the retry learns from
+// the API server whether the write landed before it runs any handler.
+func (o *Operator) patchFailed(c *cycle, err error) error {
+	if !apierrors.IsNotFound(err) && outcomeUnknown(err) {
+		o.markUnsure(c.key, c.obj)
+	}
+	return o.readFailed(c.key, err)
+}
+
+// readFailed accounts for a failed read or write of k.
+func (o *Operator) readFailed(k Key, err error) error {
 	if apierrors.IsNotFound(err) {
 		o.metrics.patches.WithLabelValues(k.Resource.String(), "gone").Inc()
 		o.objectLogger(k).Debug("object gone before its patch")
@@ -201,6 +212,7 @@ func (o *Operator) gone(k Key) {
 	o.enqueueDone(k, true)
 	o.stateMu.Lock()
 	delete(o.stale, k)
+	delete(o.unsure, k)
 	delete(o.resumed, k)
 	o.stateMu.Unlock()
 	o.queue.Forget(k)

@@ -153,6 +153,11 @@ func (p *Pipeline) deleteProxy(ctx context.Context, parent proxyset.Parent) erro
 	if err := ignoreNotFound(p.d.Kube.AppsV1().StatefulSets(ns).Delete(ctx, names.Base, opts)); err != nil {
 		return fmt.Errorf("delete StatefulSet %s/%s: %w", ns, names.Base, err)
 	}
+	sel := labels.SelectorFromSet(proxyset.ChildLabels(parent.Type, parent.Namespace, parent.Name)).String()
+	ours := func(name string) bool { return name == names.Base || strings.HasPrefix(name, names.Base+"-") }
+	if err := p.stopPods(ctx, sel, ours); err != nil {
+		return err
+	}
 	proxy, err := p.read(ctx, parent, 0)
 	if err != nil {
 		return err
@@ -169,8 +174,6 @@ func (p *Pipeline) deleteProxy(ctx context.Context, parent proxyset.Parent) erro
 	if err := p.revokeProxyKeys(ctx, names.Base); err != nil {
 		return err
 	}
-	sel := labels.SelectorFromSet(proxyset.ChildLabels(parent.Type, parent.Namespace, parent.Name)).String()
-	ours := func(name string) bool { return name == names.Base || strings.HasPrefix(name, names.Base+"-") }
 	secrets, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return fmt.Errorf("list Secrets of %s: %w", names.Base, err)
@@ -209,6 +212,32 @@ func (p *Pipeline) deleteProxy(ctx context.Context, parent proxyset.Parent) erro
 		}
 	}
 	p.claims.release(parent)
+	return nil
+}
+
+// removedProxyGrace is the grace period of a removed proxy's Pods: its
+// device is deleted right after, so a drain serves nobody, and a parent
+// re-created under the same name gets Pods of the same names, which the
+// StatefulSet controller starts only once the old ones are gone.
+const removedProxyGrace int64 = 1
+
+// stopPods deletes the Pods of a removed proxy (label selector sel, names
+// for which ours is true) with removedProxyGrace.
+func (p *Pipeline) stopPods(ctx context.Context, sel string, ours func(string) bool) error {
+	ns := p.d.Settings.Namespace
+	pods, err := p.d.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list Pods of a removed proxy (%s): %w", sel, err)
+	}
+	grace := removedProxyGrace
+	for _, pod := range pods.Items {
+		if !ours(pod.Name) || (pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds <= grace) {
+			continue
+		}
+		if err := ignoreNotFound(p.d.Kube.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})); err != nil {
+			return fmt.Errorf("delete Pod %s/%s of a removed proxy: %w", ns, pod.Name, err)
+		}
+	}
 	return nil
 }
 

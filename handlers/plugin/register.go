@@ -108,7 +108,7 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, err // cluster error: retried
 	}
 	if err != nil {
-		return m.refuse(ctx, rp, reason, err)
+		return m.refuse(ctx, rp, reason, err, ev.Retry)
 	}
 	// The copy is stored and named in the status under copyMu: collect
 	// never sees a copy that no status names yet.
@@ -153,7 +153,13 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 // False with the reason, a Warning Event, Ready False. The status keeps
 // the previous module (sha256, chunks), which the proxies keep running.
 // An unreachable source is retried with backoff.
-func (m *module) refuse(ctx context.Context, rp *RoutingPlugin, reason string, cause error) (any, error) {
+// refuse records why the module was not accepted. Most refusals wait for
+// the next change of the plugin; an unreachable source is retried with the
+// runtime's backoff, and a source not found (a ConfigMap or Secret applied
+// after its plugin, a tag not pushed yet) is looked for again after
+// notFoundRetry(retry): the operator may only get those objects by name,
+// not watch them.
+func (m *module) refuse(ctx context.Context, rp *RoutingPlugin, reason string, cause error, retry int) (any, error) {
 	msg := cause.Error()
 	readyMsg := "the module is not accepted: " + reason
 	if rp.Serving() {
@@ -169,10 +175,23 @@ func (m *module) refuse(ctx context.Context, rp *RoutingPlugin, reason string, c
 		return nil, err
 	}
 	m.resyncIngresses(ctx, rp.Namespace)
-	if reason == ReasonSourceUnreachable {
+	switch reason {
+	case ReasonSourceUnreachable:
 		return nil, fmt.Errorf("fetch module of %s/%s: %w", rp.Namespace, rp.Name, cause)
+	case ReasonSourceNotFound:
+		return nil, runtime.Temporary(fmt.Errorf("module source of %s/%s: %w", rp.Namespace, rp.Name, cause), notFoundRetry(retry))
 	}
 	return nil, nil
+}
+
+// notFoundRetry is the wait before looking again for a module source that
+// was not found: 5 s, doubling up to a minute.
+func notFoundRetry(retry int) time.Duration {
+	d := 5 * time.Second
+	for i := 0; i < retry && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
 }
 
 // accept fetches, checks and compiles the module. A refusal returns its
