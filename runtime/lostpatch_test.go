@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 // watch cannot tell it so either.
 type loseFirstPatch struct {
 	next, direct http.RoundTripper
+	directHost   string // the API server's host:port, not the relay's
 	name         string
 	cut          func()
 	done         atomic.Bool
@@ -34,6 +36,8 @@ func (l *loseFirstPatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	l.done.Store(true)
 	l.cut()
+	req = req.Clone(req.Context())
+	req.URL.Host, req.Host = l.directHost, ""
 	resp, err := l.direct.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -53,11 +57,16 @@ func TestLostPatchResponseDoesNotRerunHandlers(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
 	cut, cfg := env.CutOff(t)
-	direct, err := rest.TransportFor(env.Config(t))
+	admin := env.Config(t)
+	direct, err := rest.TransportFor(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lose := &loseFirstPatch{direct: direct, name: "w1", cut: cut.Start}
+	u, err := url.Parse(admin.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lose := &loseFirstPatch{direct: direct, directHost: u.Host, name: "w1", cut: cut.Start}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { lose.next = rt; return lose })
 	op, err := runtime.New(cfg, testSettings())
 	if err != nil {
