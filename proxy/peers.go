@@ -14,10 +14,11 @@ package proxy
 // So a proxy records the peers it had WireGuard sessions with (while it
 // runs, so that a killed process leaves a list too, and when it stops),
 // and its next process pings each of them over WireGuard (TSMP) before it
-// reports ready. Having no path to the peer yet, the new process sends it
-// a call-me-maybe with its new endpoints through DERP, which makes the
-// peer drop the old process's endpoint and probe the new ones, and the
-// handshake of the ping sets up the session the peer's next packet uses.
+// reports ready: first a disco ping, for which the new process, having no
+// path to the peer yet, sends it a call-me-maybe with its new endpoints
+// through DERP, which makes the peer drop the old process's endpoint and
+// confirm a new path; then a TSMP ping, whose WireGuard handshake sets up
+// over that path the session the peer's next packet uses.
 
 import (
 	"context"
@@ -43,8 +44,14 @@ const (
 	// peers with the latest handshakes are kept.
 	maxRecentPeers = 64
 	// primeTimeout bounds the pings at start: a recorded peer that is
-	// gone never holds readiness back longer.
-	primeTimeout = 4 * time.Second
+	// gone never holds readiness back longer. It leaves room for one
+	// WireGuard handshake retry (5 s after the first), for a peer that
+	// lost the first handshake while it reconfigured for the new disco
+	// key.
+	primeTimeout = 6 * time.Second
+	// primeSettle is the pause between a peer's disco pong and the
+	// WireGuard handshake of the TSMP ping.
+	primeSettle = 500 * time.Millisecond
 	// primeParallel is how many peers are pinged at once.
 	primeParallel = 16
 )
@@ -162,8 +169,9 @@ func (e *Engine) recordPeersAtStop() {
 	}
 }
 
-// primePeers pings every peer in addrs over WireGuard (TSMP), in parallel
-// and for primeTimeout at most in all; failures are only logged.
+// primePeers pings every peer in addrs, with disco then over WireGuard
+// (TSMP), in parallel and for primeTimeout at most in all; failures are
+// only logged.
 func (e *Engine) primePeers(lc *local.Client, addrs []string) {
 	if len(addrs) == 0 {
 		return
@@ -192,13 +200,28 @@ func (e *Engine) primePeers(lc *local.Client, addrs []string) {
 			case <-ctx.Done():
 				return
 			}
-			res, err := lc.Ping(ctx, ip, tailcfg.PingTSMP)
-			if err == nil && res.Err != "" {
-				err = fmt.Errorf("%s", res.Err)
-			}
-			if err != nil {
-				e.log.Debug("recent peer not reached", "peer", ip, "err", err)
-				return
+			// Disco first: it tells the peer the new endpoints (so it
+			// drops the dead path) and confirms a path; then TSMP, whose
+			// WireGuard handshake takes that path.
+			for _, kind := range []tailcfg.PingType{tailcfg.PingDisco, tailcfg.PingTSMP} {
+				res, err := lc.Ping(ctx, ip, kind)
+				if err == nil && res.Err != "" {
+					err = fmt.Errorf("%s", res.Err)
+				}
+				if err != nil {
+					e.log.Debug("recent peer not reached", "peer", ip, "ping", kind, "err", err)
+					return
+				}
+				if kind == tailcfg.PingDisco {
+					// The peer reconfigures WireGuard for the new disco
+					// key after its netmap update; a handshake before
+					// that is lost.
+					select {
+					case <-time.After(primeSettle):
+					case <-ctx.Done():
+						return
+					}
+				}
 			}
 			mu.Lock()
 			reached++

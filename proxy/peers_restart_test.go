@@ -3,15 +3,17 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tsnet"
 
@@ -27,12 +29,14 @@ import (
 // they save; the test then fails.
 const noPrimingEnv = "TAILPLANE_TEST_NO_PRIMING"
 
-// A client that talked to a proxy over a direct path reaches the proxy's
-// next process (same node key from the state Secret, new disco key) as
-// soon as that process reports ready, instead of waiting out WireGuard's
-// 5 s handshake retry: the new process pinged the peers the old one
-// recorded in recent_peers. Once after a graceful stop (the list written
-// at stop) and once as after a SIGKILL (only the periodic record lands).
+// A Tailscale Service moves onto a replica whose previous process the
+// client talked to, and which restarted since (same node key from the
+// state Secret, new disco key): the client's first connection to the
+// service's address succeeds at once, instead of waiting out WireGuard's
+// 5 s handshake retry, because the new process pinged the peers the old
+// one recorded in recent_peers before it reported ready. Once after a
+// graceful stop (the list written at stop too) and once as after a
+// SIGKILL (only the periodic record lands).
 func TestRestartedProxyReachedAtOnce(t *testing.T) {
 	for _, killed := range []bool{false, true} {
 		name := "stopped"
@@ -47,16 +51,14 @@ func TestRestartedProxyReachedAtOnce(t *testing.T) {
 // process leaves is its last periodic record.
 type frozenPeers struct {
 	PeerMemory
-	mu      sync.Mutex
-	frozen  bool
-	dropped int
+	mu     sync.Mutex
+	frozen bool
 }
 
 func (f *frozenPeers) SetRecentPeers(ctx context.Context, peers []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.frozen {
-		f.dropped++
 		return nil
 	}
 	return f.PeerMemory.SetRecentPeers(ctx, peers)
@@ -65,44 +67,55 @@ func (f *frozenPeers) SetRecentPeers(ctx context.Context, peers []string) error 
 func (f *frozenPeers) freeze() { f.mu.Lock(); f.frozen = true; f.mu.Unlock() }
 
 func testRestartReached(t *testing.T, killed bool) {
-	ns, cs := env.Namespace(t), env.Clientset(t)
-	ctx := context.Background()
 	tn := tailnettest.New(t)
-	web := echoBackend(t, "web")
-	cfg := newConfig(tn, "prime-proxy", config.RoleIngressL4)
-	cfg.L4 = &config.L4{Ports: []config.PortMap{{Port: 80, Target: web.Listener.Addr().String()}}}
-	const secret = "prime-proxy-0"
-	options := func() (Options, *kubestate.Store) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcpHalfCloseServer(t, ln)
+	svc := config.Service{Name: "svc:db", L4: &config.L4{Ports: []config.PortMap{{Port: 5432, Target: ln.Addr().String()}}}}
+	group := func(host string) *config.Config {
+		c := newConfig(tn, host, config.RoleIngressGroup)
+		c.Group = &config.Group{Services: []config.Service{svc}}
+		return c
+	}
+	// pg-0's state Secret, in client-go's fake clientset: kubestate's
+	// layout without an API server.
+	ctx := context.Background()
+	const ns, secret = "proxy", "pg-0"
+	cs := fake.NewSimpleClientset()
+	options := func() Options {
 		st, err := kubestate.New(ctx, cs, ns, secret)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return Options{State: st, Status: st, Peers: st, PeerRecordInterval: 200 * time.Millisecond,
-			DrainTimeout: 2 * time.Second, NoPriming: os.Getenv(noPrimingEnv) != ""}, st
+			DrainTimeout: 2 * time.Second, NoPriming: os.Getenv(noPrimingEnv) != ""}
 	}
+	addrs := vipAddrs(1)
+	vip := netip.AddrPortFrom(addrs[0], 5432)
 
-	opts, _ := options()
+	opts := options()
 	peers := &frozenPeers{PeerMemory: opts.Peers}
 	opts.Peers = peers
-	r1 := start(t, tn, cfg, opts)
-	client := r1.client
+	a := start(t, tn, group("pg-0"), opts)
+	client := a.client
 	clientIP, _ := client.TailscaleIPs()
-	proxyIP, _ := r1.engine.Node().TailscaleIPs()
-	testpoll.Until(t, 30*time.Second, "a request through the proxy", func() error { return fetchOnce(client, r1.proxyAddr(80), 5*time.Second) })
-	testpoll.Until(t, 30*time.Second, "the client on a direct path to the proxy", func() error {
-		if err := fetchOnce(client, r1.proxyAddr(80), 5*time.Second); err != nil {
-			return err
+	b := startEngine(t, tn, group("pg-1"), Options{})
+	testpoll.UntilTrue(t, 60*time.Second, "pg-1 logged in", func() bool { return b.engine.loggedIn.Load() && b.engine.active.Load() })
+	// route makes both replicas hosts of svc:db and routes its addresses
+	// to one, as control does for the service's primary host.
+	route := func(to *running) {
+		for _, r := range []*running{a, b} {
+			hostServices(t, tn, r.engine.Node(), map[string][]netip.Addr{"svc:db": addrs})
+			if r != to {
+				tn.Control.SetSubnetRoutes(nodeKey(t, r.engine.Node()), nil)
+			}
 		}
-		ps, err := peerOf(client, proxyIP.String())
-		if err != nil {
-			return err
-		}
-		if ps.CurAddr == "" {
-			return fmt.Errorf("through DERP region %q", ps.Relay)
-		}
-		return nil
-	})
-	testpoll.Until(t, 20*time.Second, "the client in recent_peers", func() error {
+	}
+	route(a)
+	testpoll.Until(t, 30*time.Second, "svc:db through pg-0", func() error { return tcpOverTailnet(client, vip, 5*time.Second) })
+	testpoll.Until(t, 20*time.Second, "the client in pg-0's recent_peers", func() error {
 		v, _ := stateKey(t, cs, ns, secret, proxystate.KeyRecentPeers)
 		var list []string
 		if err := json.Unmarshal([]byte(v), &list); err != nil || !slices.Contains(list, clientIP.String()) {
@@ -113,59 +126,51 @@ func testRestartReached(t *testing.T, killed bool) {
 	if killed {
 		peers.freeze()
 	}
-	// Traffic right before the stop, as a client of a serving replica has.
-	if err := fetchOnce(client, r1.proxyAddr(80), 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
-	r1.cancel()
-	select {
-	case <-r1.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first process did not stop")
-	}
+	route(b)
+	testpoll.Until(t, 30*time.Second, "svc:db through pg-1", func() error { return tcpOverTailnet(client, vip, 5*time.Second) })
 
-	opts, _ = options()
-	r2 := startEngine(t, tn, cfg, opts)
-	testpoll.UntilTrue(t, 60*time.Second, "the next process ready", r2.engine.Ready)
+	// pg-0 restarts while pg-1 serves; control routes svc:db back to it
+	// once it is ready, as when pg-1 goes next in a rolling restart.
+	stopped := time.Now()
+	a.cancel()
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("pg-0's first process did not stop")
+	}
+	a = startEngine(t, tn, group("pg-0"), options())
+	testpoll.UntilTrue(t, 60*time.Second, "pg-0 logged in again", func() bool { return a.engine.loggedIn.Load() && a.engine.active.Load() })
+	hostServices(t, tn, a.engine.Node(), map[string][]netip.Addr{"svc:db": addrs})
+	tn.Control.SetSubnetRoutes(nodeKey(t, a.engine.Node()), nil)
+	testpoll.UntilTrue(t, 60*time.Second, "pg-0 ready again", a.engine.Ready)
 	ready := time.Now()
-	if got, _ := r2.engine.Node().TailscaleIPs(); got != proxyIP {
-		t.Fatalf("the next process is %v, want the same device %v", got, proxyIP)
-	}
-	err := fetchOnce(client, r2.proxyAddr(80), 20*time.Second)
-	took := time.Since(ready)
-	t.Logf("restart (killed=%v, priming=%v): ready %v after the stop; first request took %v after ready",
-		killed, !opts.NoPriming, ready.Sub(stopped).Round(time.Millisecond), took.Round(time.Millisecond))
-	if killed && peers.dropped == 0 {
-		t.Error("the first process's record at stop was not dropped; the killed case did not happen")
-	}
+	route(a)
+	aIP, _ := a.engine.Node().TailscaleIPs()
+	testpoll.Until(t, 20*time.Second, "the client routes svc:db to pg-0", func() error {
+		ps, err := peerOf(client, aIP)
+		if err != nil {
+			return err
+		}
+		if ps.PrimaryRoutes == nil || ps.PrimaryRoutes.Len() == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	moved := time.Now()
+	err = tcpOverTailnet(client, vip, 20*time.Second)
+	took := time.Since(moved)
+	t.Logf("pg-0 restarted (killed=%v, priming=%v): ready %v after the stop; svc:db moved onto it %v after ready; first connection took %v",
+		killed, os.Getenv(noPrimingEnv) == "", ready.Sub(stopped).Round(time.Millisecond), moved.Sub(ready).Round(time.Millisecond), took.Round(time.Millisecond))
 	if err != nil {
-		t.Fatalf("first request to the next process: %v", err)
+		t.Fatalf("first connection through the restarted replica: %v", err)
 	}
 	if took > 2*time.Second {
-		t.Fatalf("first request to the restarted proxy took %v, want under 2s (WireGuard retries a handshake after 5s)", took)
+		t.Fatalf("first connection through the restarted replica took %v, want under 2s (WireGuard retries a handshake after 5s)", took)
 	}
-}
-
-// fetchOnce makes one HTTP request on a new connection from client to addr
-// over the tailnet.
-func fetchOnce(client *tsnet.Server, addr string, timeout time.Duration) error {
-	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return client.Dial(ctx, "tcp", addr)
-	}}
-	defer tr.CloseIdleConnections()
-	resp, _, err := get(&http.Client{Transport: tr, Timeout: timeout}, "http://app.example.com/", nil)
-	if err != nil {
-		return err
-	}
-	if resp.Header.Get("X-Backend") != "web" {
-		return fmt.Errorf("status %d from backend %q", resp.StatusCode, resp.Header.Get("X-Backend"))
-	}
-	return nil
 }
 
 // peerOf is node's view of the peer with tailnet address ip.
-func peerOf(node *tsnet.Server, ip string) (*ipnstate.PeerStatus, error) {
+func peerOf(node *tsnet.Server, ip netip.Addr) (*ipnstate.PeerStatus, error) {
 	lc, err := node.LocalClient()
 	if err != nil {
 		return nil, err
@@ -175,10 +180,8 @@ func peerOf(node *tsnet.Server, ip string) (*ipnstate.PeerStatus, error) {
 		return nil, err
 	}
 	for _, ps := range st.Peer {
-		for _, a := range ps.TailscaleIPs {
-			if a.String() == ip {
-				return ps, nil
-			}
+		if slices.Contains(ps.TailscaleIPs, ip) {
+			return ps, nil
 		}
 	}
 	return nil, fmt.Errorf("no peer %s", ip)
