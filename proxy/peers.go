@@ -8,8 +8,11 @@ package proxy
 // node key: a client's first WireGuard handshake to the new process goes to
 // the old process's dead socket, and WireGuard retries only after 5 s
 // (upstream restored a reset on disco-key change later,
-// tailscale/tailscale#20368). A ProxyGroup replica that takes over a
-// Tailscale Service soon after its restart made clients wait that long.
+// tailscale/tailscale#20368). A handshake that reaches the peer while it
+// reconfigures WireGuard for the new disco key is lost too (measured in
+// TestRestartedProxyReachedAtOnce, not traced in tailscale.com). A
+// ProxyGroup replica that takes over a Tailscale Service soon after its
+// restart made clients wait that long.
 //
 // So a proxy records the peers it had WireGuard sessions with (while it
 // runs, so that a killed process leaves a list too, and when it stops),
