@@ -76,6 +76,11 @@ type Engine struct {
 	hostReady     bool      // the wait is over, for this process
 	hostWake      bool      // a wake at the grace's end is scheduled
 
+	// priming is set while a new process pings the peers its previous
+	// process recorded (peers.go); /healthz fails then.
+	priming atomic.Bool
+	peers   peerState
+
 	wg sync.WaitGroup
 	// hard ends relayed connections; it outlives Run's context so that
 	// draining connections keep flowing until the drain deadline.
@@ -93,6 +98,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.TLSRefreshInterval == 0 {
 		opts.TLSRefreshInterval = time.Minute
+	}
+	if opts.PeerRecordInterval == 0 {
+		opts.PeerRecordInterval = peerRecordInterval
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
@@ -112,10 +120,11 @@ func New(opts Options) (*Engine, error) {
 // Metrics returns the engine's metrics (to serve them elsewhere, or in tests).
 func (e *Engine) Metrics() *metrics.Metrics { return e.metrics }
 
-// Ready reports whether the node is logged in, a config is active and,
-// in a group role, control routes what the replica advertises to it.
+// Ready reports whether the node is logged in, a config is active, the
+// recent peers of the previous process were pinged (peers.go) and, in a
+// group role, control routes what the replica advertises to it.
 func (e *Engine) Ready() bool {
-	return e.loggedIn.Load() && e.active.Load() && !e.hostWait.Load()
+	return e.loggedIn.Load() && e.active.Load() && !e.priming.Load() && !e.hostWait.Load()
 }
 
 // Node returns the tsnet node once the first config started it, else nil.
@@ -279,6 +288,7 @@ func (e *Engine) drain(local *http.Server) {
 	}
 	e.hardCancel()
 	if e.node != nil {
+		e.recordPeersAtStop()
 		close(e.nodeDone)
 		e.node.Close()
 	}

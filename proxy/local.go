@@ -19,6 +19,8 @@ func (e *Engine) startLocal() (*http.Server, error) {
 			http.Error(w, "not logged in to the tailnet", http.StatusServiceUnavailable)
 		case !e.active.Load():
 			http.Error(w, "no active config", http.StatusServiceUnavailable)
+		case e.priming.Load():
+			http.Error(w, "pinging the recent peers of the previous process", http.StatusServiceUnavailable)
 		case e.hostWait.Load():
 			http.Error(w, "waiting for control to route this replica's Tailscale Services to it", http.StatusServiceUnavailable)
 		default:

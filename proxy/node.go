@@ -60,16 +60,26 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		node.Close()
 		return fmt.Errorf("tailnet login as %q failed (check authKey and loginServer): %w", cfg.Hostname, err)
 	}
+	lc, err := node.LocalClient()
+	if err != nil {
+		node.Close()
+		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
+	}
 	e.node = node
 	e.hostname = cfg.Hostname
+	// Before loggedIn, so that Ready never flips on before the pings.
+	if e.opts.Peers != nil && !e.opts.NoPriming && len(e.opts.Peers.RecentPeers()) > 0 {
+		e.priming.Store(true)
+	}
 	e.loggedIn.Store(true)
 	if st.CurrentTailnet != nil {
 		e.dnsSuffix = st.CurrentTailnet.MagicDNSSuffix
 	}
 	e.nodeDone = make(chan struct{})
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go func() { defer e.wg.Done(); e.reportDevice() }()
 	go func() { defer e.wg.Done(); e.watchVIPs(node) }()
+	go func() { defer e.wg.Done(); e.watchPeers(lc) }()
 	return nil
 }
 

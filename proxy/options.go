@@ -27,6 +27,17 @@ type StatusWriter interface {
 	SetServices(ctx context.Context, report map[string]proxystate.ServiceReport) error
 }
 
+// PeerMemory keeps, across the device's processes, the tailnet peers it
+// had WireGuard sessions with recently (the state Secret's recent_peers).
+// *kubestate.Store implements it.
+type PeerMemory interface {
+	// RecentPeers returns the addresses recorded last, possibly by the
+	// previous process.
+	RecentPeers() []string
+	// SetRecentPeers records the addresses (sorted) when they changed.
+	SetRecentPeers(ctx context.Context, peers []string) error
+}
+
 // Options configure an Engine. Source, State, StateDir and Logger are required.
 type Options struct {
 	// Source delivers the config document (a Secret or a file).
@@ -38,6 +49,18 @@ type Options struct {
 	StateDir string
 	// Status receives device info and config errors; nil only logs them.
 	Status StatusWriter
+	// Peers, when set, is where the engine records its recent peers while
+	// it runs and when it stops, and where a new process finds them: it
+	// pings them before it reports ready, so that they learn its new disco
+	// key and path at once (peers.go). Nil neither records nor primes.
+	Peers PeerMemory
+	// PeerRecordInterval is how often the recent peers are read and, when
+	// they changed, recorded; default 10 s. A process that is killed
+	// leaves what it recorded last.
+	PeerRecordInterval time.Duration
+	// NoPriming turns the pings at start off (recording stays on), for
+	// measurements of what they save.
+	NoPriming bool
 	// Kube and Namespace are used to read TLS Secrets (tls.mode secret and
 	// shared) and to write the shared certificate this replica issues.
 	Kube      kubernetes.Interface

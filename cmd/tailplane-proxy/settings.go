@@ -108,7 +108,7 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 				return opts, err
 			}
 		}
-		opts.State, opts.Status = st, st
+		opts.State, opts.Status, opts.Peers = st, st, st
 		status = st
 	} else {
 		st, err := store.NewFileStore(logger.Printf, opts.StateDir+"/tailscaled.state")

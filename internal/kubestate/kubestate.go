@@ -3,7 +3,8 @@
 // tailscale's kubestore (one Secret key per state key, characters outside
 // [A-Za-z0-9._-] replaced by '_'). For proxies it also writes the
 // containerboot status keys the operator reads: device_id, device_fqdn,
-// device_ips, pod_uid and config_error.
+// device_ips, pod_uid and config_error; and the proxy's own recent_peers,
+// which the next process of the device reads back.
 //
 // It uses client-go (so it works with any kubeconfig, not only in-cluster
 // service-account files) and implements tailscale's ipn.StateStore. Of
@@ -220,4 +221,33 @@ func (s *Store) has(kv map[string][]byte) bool {
 		}
 	}
 	return true
+}
+
+// SetRecentPeers writes the recent peers' tailnet addresses (a JSON list,
+// proxystate.KeyRecentPeers) when they changed.
+func (s *Store) SetRecentPeers(ctx context.Context, peers []string) error {
+	b, err := json.Marshal(append([]string{}, peers...))
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", proxystate.KeyRecentPeers, err)
+	}
+	want := map[string][]byte{proxystate.KeyRecentPeers: b}
+	if s.has(want) {
+		return nil
+	}
+	return s.Set(ctx, want)
+}
+
+// RecentPeers returns the addresses last recorded by SetRecentPeers, by
+// this process or by the previous one of the device (read when the store
+// was loaded); nil when there are none or the key does not parse.
+func (s *Store) RecentPeers() []string {
+	b, ok := s.Get(proxystate.KeyRecentPeers)
+	if !ok {
+		return nil
+	}
+	var peers []string
+	if err := json.Unmarshal(b, &peers); err != nil {
+		return nil
+	}
+	return peers
 }

@@ -11,7 +11,7 @@ package proxystate
 
 // Keys of a proxy's state Secret besides tailscaled's own state: the
 // containerboot status keys (tailscale.com/kube/kubetypes) plus Tailplane's
-// config_error and plugin_status.
+// config_error, plugin_status, tailscale_services and recent_peers.
 const (
 	// KeyDeviceID is the device's stable node ID; set once the proxy is
 	// logged in.
@@ -41,6 +41,12 @@ const (
 	// KeyServices is a JSON object of ServiceReport by Tailscale Service
 	// name ("svc:web"): what an ingress ProxyGroup replica hosts.
 	KeyServices = "tailscale_services"
+	// KeyRecentPeers is a JSON list of the tailnet addresses of the peers
+	// the proxy had WireGuard sessions with recently, rewritten while it
+	// runs (when the set changes) and when it stops; the next process of
+	// the same device pings them before it reports ready (proxy/peers.go).
+	// Written and read by the proxy only.
+	KeyRecentPeers = "recent_peers"
 )
 
 // Labels and annotations with the official operator's keys.
