@@ -57,7 +57,10 @@ func (p *Pipeline) Register(op *runtime.Operator, m Module) {
 		return nil, kit.Retry(p.syncLegacy(ctx, &m, ev), ev.Retry)
 	}
 	cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
-		err := p.deleteProxy(ctx, m.parent(ev.Object))
+		be, err := p.cleanupBackend(ctx, &m, ev.Object)
+		if err == nil {
+			err = p.deleteProxy(ctx, be, m.parent(ev.Object))
+		}
 		if err == nil && m.LegacyNameKey != "" {
 			err = p.adoptLegacy(ctx, &m, ev.Object)
 		}
@@ -78,6 +81,14 @@ func (m *Module) parent(obj *unstructured.Unstructured) proxyset.Parent {
 func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstructured) error {
 	if !m.IsOurs(obj) {
 		return p.release(ctx, m, obj)
+	}
+	be, err := p.backend(m, obj)
+	if err != nil {
+		// Retried: the Tailnet's handler has its users handled again when
+		// it becomes ready.
+		msg := TailnetUnavailable(err)
+		return errors.Join(m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseTailnet, Message: msg}),
+			runtime.Temporary(err, TailnetRetry))
 	}
 	plan, err := m.Plan(ctx, obj)
 	if err != nil || plan == nil {
@@ -110,13 +121,15 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	configs := make([]*config.Config, len(plan.Hostnames))
 	for i, r := range proxy.Replicas {
-		key, err := p.authKey(ctx, r, plan.Tags)
+		key, err := p.authKey(ctx, be, r, plan.Tags)
 		if err != nil {
 			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: err.Error()}))
 		}
 		if configs[i], err = plan.Config(i, key); err != nil {
 			return runtime.Permanent(err)
 		}
+		// The one place the login server is chosen: the tailnet's.
+		configs[i].LoginServer = be.LoginServer()
 	}
 	objs, err := proxyset.Render(proxyset.Spec{Parent: parent, Namespace: p.d.Settings.Namespace,
 		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets})
@@ -132,7 +145,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		// rejects, say) is what the user must fix.
 		return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseApply, Message: "failed to provision proxy: " + err.Error()}))
 	}
-	if err := p.scaleDown(ctx, proxy); err != nil {
+	if err := p.scaleDown(ctx, be, proxy); err != nil {
 		return err
 	}
 	if plan.AfterApply != nil {
@@ -205,7 +218,11 @@ func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Uns
 	if err := m.Release(ctx, obj, devices); err != nil {
 		return err
 	}
-	if err := p.deleteProxy(ctx, parent); err != nil {
+	be, err := p.cleanupBackend(ctx, m, obj)
+	if err != nil {
+		return err
+	}
+	if err := p.deleteProxy(ctx, be, parent); err != nil {
 		return err
 	}
 	if m.LegacyNameKey != "" {

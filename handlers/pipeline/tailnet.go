@@ -1,0 +1,75 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// TailnetRetry is how often a parent whose Tailnet cannot be used checks
+// again (sooner: a Tailnet that becomes ready has its users handled again).
+const TailnetRetry = 30 * time.Second
+
+// ReasonTailnetGone is the Warning Event on a parent deleted after its
+// Tailnet: its devices stay in that tailnet.
+const ReasonTailnetGone = "TailnetUnavailable"
+
+// SpecTailnet reads spec.tailnet, the Tailnet a ProxyGroup or Connector
+// joins: a Module's Tailnet.
+func SpecTailnet(obj *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(obj.Object, "spec", "tailnet")
+	return name
+}
+
+// tailnetOf is the name of the Tailnet obj's proxies join ("" for the
+// operator's own).
+func (m *Module) tailnetOf(obj *unstructured.Unstructured) string {
+	if m.Tailnet == nil {
+		return ""
+	}
+	return m.Tailnet(obj)
+}
+
+// TailnetUnavailable is the message of a parent whose Tailnet cannot be
+// used; err names the Tailnet.
+func TailnetUnavailable(err error) string {
+	return fmt.Sprintf("failed to get tailnet client: %v", err)
+}
+
+// backend returns the tailnet backend of obj's proxies.
+func (p *Pipeline) backend(m *Module, obj *unstructured.Unstructured) (tailnet.Backend, error) {
+	return p.d.Tailnets.For(m.tailnetOf(obj))
+}
+
+// cleanupBackend returns the backend through which obj's proxy's devices
+// and keys are removed. When obj's Tailnet no longer exists (deleted
+// before its users, which the official operator allows), there is none:
+// nil, with a Warning Event on obj saying that the devices stay. When it
+// exists but is not ready (yet), the error is retried.
+func (p *Pipeline) cleanupBackend(ctx context.Context, m *Module, obj *unstructured.Unstructured) (tailnet.Backend, error) {
+	name := m.tailnetOf(obj)
+	be, err := p.d.Tailnets.For(name)
+	if err == nil {
+		return be, nil
+	}
+	_, getErr := p.d.Dyn.Resource(resources.Tailnets).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(getErr):
+		p.d.Post(obj, corev1.EventTypeWarning, ReasonTailnetGone, fmt.Sprintf(
+			"Tailnet %q no longer exists: the devices of this %s's proxies are left in that tailnet; delete them in its admin console", name, m.Kind))
+		p.d.Log.Warn("Tailnet gone: leaving the proxy's devices in it", "tailnet", name, "parent", obj.GetNamespace()+"/"+obj.GetName())
+		return nil, nil
+	case getErr != nil:
+		return nil, fmt.Errorf("read Tailnet %s: %w", name, getErr)
+	}
+	return nil, runtime.Temporary(err, TailnetRetry)
+}
