@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/kit"
@@ -230,5 +232,50 @@ func TestProxyGroupOnSecondTailnet(t *testing.T) {
 	testpoll.UntilTrue(t, settle, "ProxyGroup gone", func() bool {
 		_, err := h.dyn.Resource(resources.ProxyGroups).Get(h.ctx(), g.name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
+	})
+}
+
+// TestConnectorOnSecondTailnet: a Connector naming a Tailnet reports it
+// unavailable, then its replica gets a key of the second tailnet and its
+// login server; deleting the Connector deletes the device there.
+func TestConnectorOnSecondTailnet(t *testing.T) {
+	h := newHarness(t, nil)
+	f := h.secondTailnet()
+	c := h.connector(fmt.Sprintf(`{"subnetRouter":{"advertiseRoutes":["10.42.0.0/16"]},"tailnet":%q}`, f.name))
+	testpoll.Until(t, settle, "ConnectorCreationFailed naming the Tailnet", func() error {
+		for _, cond := range c.get().Status.Conditions {
+			if cond.Reason == "ConnectorCreationFailed" && strings.Contains(cond.Message, f.name) {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", c.get().Status.Conditions)
+	})
+	f.setSecret(map[string]string{tailnet.KeyClientID: tailnettest.ClientID, tailnet.KeyClientSecret: tailnettest.ClientSecret})
+	var cfgKey string
+	testpoll.Until(t, settle, "replica 0 config on the second tailnet", func() error {
+		cfg, err := c.config(0)
+		if err != nil {
+			return err
+		}
+		if cfg.LoginServer != f.api2.URL || cfg.AuthKey == "" {
+			return fmt.Errorf("config %+v", cfg)
+		}
+		cfgKey = cfg.AuthKey
+		return nil
+	})
+	if !f.api2.UseKey(cfgKey) || len(h.api.Keys()) != 0 {
+		t.Fatalf("the key is not the second tailnet's (operator's tailnet minted %d)", len(h.api.Keys()))
+	}
+	f.api2.AddDevice(tailnettest.Device{ID: "n2CN0", Name: c.name + "-0.tail2.ts.net", Addresses: []string{"100.64.4.1"}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyDeviceID: []byte("n2CN0"),
+		proxystate.KeyDeviceFQDN: []byte(c.name + "-0.tail2.ts.net."), proxystate.KeyDeviceIPs: []byte(`["100.64.4.1"]`)}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), c.replica(0).StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.dyn.Resource(resources.Connectors).Delete(h.ctx(), c.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.UntilTrue(t, settle, "the device deleted in the second tailnet", func() bool {
+		return slices.Contains(f.api2.Deleted(), "n2CN0")
 	})
 }
