@@ -279,3 +279,46 @@ func TestConnectorOnSecondTailnet(t *testing.T) {
 		return slices.Contains(f.api2.Deleted(), "n2CN0")
 	})
 }
+
+// TestServiceOptsIntoSecondTailnet: Tailplane's tailplane.dev/tailnet puts
+// an exposed Service's own proxy on the second tailnet; removing it moves
+// the proxy back: the device in the second tailnet is deleted and a key of
+// the operator's tailnet minted.
+func TestServiceOptsIntoSecondTailnet(t *testing.T) {
+	h := newHarness(t, nil)
+	f := h.secondTailnet()
+	h.createService(exposed("web", map[string]string{pipeline.AnnotationTailnet: f.name}))
+	h.wantCondition("web", "False", "ProxyFailed", "no such Tailnet")
+	f.setSecret(map[string]string{tailnet.KeyClientID: tailnettest.ClientID, tailnet.KeyClientSecret: tailnettest.ClientSecret})
+	var key string
+	testpoll.Until(t, settle, "config on the second tailnet", func() error {
+		cfg, err := h.proxyConfig("svc", "web")
+		if err != nil || cfg.LoginServer != f.api2.URL || cfg.AuthKey == "" {
+			return fmt.Errorf("config %+v %v", cfg, err)
+		}
+		key = cfg.AuthKey
+		return nil
+	})
+	if !f.api2.UseKey(key) || len(h.api.Keys()) != 0 {
+		t.Fatal("the proxy's key is not the second tailnet's")
+	}
+	f.api2.AddDevice(tailnettest.Device{ID: "n2WEB", Name: h.ns + "-web.tail2.ts.net", Addresses: []string{"100.64.5.1"}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string][]byte{proxystate.KeyDeviceID: []byte("n2WEB"),
+		proxystate.KeyDeviceFQDN: []byte(h.ns + "-web.tail2.ts.net."), proxystate.KeyDeviceIPs: []byte(`["100.64.5.1"]`)}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("svc", "web").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantCondition("web", "True", "ProxyCreated", "ProxyCreated")
+
+	h.patchService("web", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, pipeline.AnnotationTailnet))
+	testpoll.UntilTrue(t, settle, "the device deleted in the second tailnet", func() bool {
+		return slices.Contains(f.api2.Deleted(), "n2WEB")
+	})
+	testpoll.Until(t, settle, "config on the operator's tailnet", func() error {
+		cfg, err := h.proxyConfig("svc", "web")
+		if err != nil || cfg.LoginServer != h.api.URL || cfg.AuthKey == "" || len(h.api.Keys()) != 1 {
+			return fmt.Errorf("config %+v %v, keys %d", cfg, err, len(h.api.Keys()))
+		}
+		return nil
+	})
+}

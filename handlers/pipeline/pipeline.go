@@ -104,6 +104,9 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	if waiting != "" {
 		return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseProxyClass, Message: waiting})
 	}
+	if err := p.moveTailnet(ctx, m, obj, m.tailnetOf(obj)); err != nil {
+		return err
+	}
 	parent := m.parent(obj)
 	if err := p.claims.claim(ctx, p.d, parent, plan.Hostnames, p.describe); err != nil {
 		// Retried: the other parent may give the name up.
@@ -135,6 +138,11 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets})
 	if err != nil {
 		return runtime.Permanent(fmt.Errorf("render proxy for %s %s/%s: %w", m.Kind, obj.GetNamespace(), obj.GetName(), err))
+	}
+	if name := m.tailnetOf(obj); name != "" {
+		for _, r := range objs.Replicas {
+			r.ConfigSecret.Labels[LabelTailnet] = name
+		}
 	}
 	var extra []any
 	if plan.Extra != nil {
