@@ -288,7 +288,7 @@ func TestServiceOptsIntoSecondTailnet(t *testing.T) {
 	h := newHarness(t, nil)
 	f := h.secondTailnet()
 	h.createService(exposed("web", map[string]string{pipeline.AnnotationTailnet: f.name}))
-	h.wantCondition("web", "False", "ProxyFailed", "no such Tailnet")
+	h.wantCondition("web", "False", "ProxyFailed", "not ready: referenced secret")
 	f.setSecret(map[string]string{tailnet.KeyClientID: tailnettest.ClientID, tailnet.KeyClientSecret: tailnettest.ClientSecret})
 	var key string
 	testpoll.Until(t, settle, "config on the second tailnet", func() error {

@@ -33,6 +33,11 @@ const (
 	// ProxyGroups and Connectors whose spec.tailnet names it.
 	IndexProxyGroups = "proxygroups-by-tailnet"
 	IndexConnectors  = "connectors-by-tailnet"
+	// IndexServices and IndexIngresses: Tailnet name -> the Services and
+	// Ingresses ("namespace/name") whose pipeline.AnnotationTailnet names
+	// it.
+	IndexServices  = "services-by-tailnet"
+	IndexIngresses = "ingresses-by-tailnet"
 )
 
 type module struct {
@@ -44,7 +49,8 @@ type module struct {
 // Register adds the Tailnet handlers: each Tailnet is checked on create,
 // update, operator restart and whenever its Secret changes (a Watch through
 // the runtime's queue); a failed check is repeated after Retry. Its
-// ProxyGroups and Connectors are handled again after each check, so that
+// ProxyGroups, Connectors, and Services and Ingresses (by
+// pipeline.AnnotationTailnet) are handled again after each check, so that
 // they follow the Tailnet's readiness. The finalizer is held only by valid
 // Tailnets (the delete handler matches them alone); deleting a Tailnet drops
 // its backend, as the official operator does, even while ProxyGroups or
@@ -80,6 +86,14 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	}
 	op.Index(resources.ProxyGroups, IndexProxyGroups, byTailnet)
 	op.Index(resources.Connectors, IndexConnectors, byTailnet)
+	byAnnotation := func(obj *unstructured.Unstructured) map[string]any {
+		if name := pipeline.AnnotatedTailnet(obj); name != "" {
+			return map[string]any{name: obj.GetNamespace() + "/" + obj.GetName()}
+		}
+		return nil
+	}
+	op.Index(resources.Services, IndexServices, byAnnotation, d.Scope()...)
+	op.Index(resources.Ingresses, IndexIngresses, byAnnotation, d.Scope()...)
 	op.Watch(resources.Secrets, "tailnet-of-secret", func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		var keys []runtime.Key
 		for _, o := range []*unstructured.Unstructured{old, obj} {
@@ -169,9 +183,11 @@ func (m *module) forget(name string) {
 	m.resyncUsers(name)
 }
 
-// resyncUsers has the ProxyGroups and Connectors of Tailnet name handled
-// again.
+// resyncUsers has the ProxyGroups, Connectors, Services and Ingresses of
+// Tailnet name handled again.
 func (m *module) resyncUsers(name string) {
+	m.d.EnqueueIndexed(IndexServices, name, resources.Services)
+	m.d.EnqueueIndexed(IndexIngresses, name, resources.Ingresses)
 	for _, k := range m.d.Indexed(IndexProxyGroups, name, resources.ProxyGroups) {
 		m.d.Op.Enqueue(resources.ProxyGroups, k.Name, 0)
 	}
