@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -180,6 +181,17 @@ func TestProxyGroupOnSecondTailnet(t *testing.T) {
 	g.loginOn(f.api2, 0, "tail2.ts.net")
 	dev1 := g.loginOn(f.api2, 1, "tail2.ts.net")
 	g.wantCondition(v1alpha1.ProxyGroupReady, "True", v1alpha1.ReasonProxyGroupReady, "")
+
+	// A restart: the group waits for its Tailnet's check without saying
+	// it is unavailable, and nothing is minted again.
+	h.restart()
+	testpoll.AlwaysTrue(t, 3*time.Second, "the group stays Ready across the restart", func() bool {
+		c := meta.FindStatusCondition(g.get().Status.Conditions, v1alpha1.ProxyGroupReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if n := len(f.api2.Keys()); n != 2 {
+		t.Fatalf("after the restart the second tailnet minted %d keys, want 2", n)
+	}
 
 	// An Ingress of the group: its Tailscale Service is the second
 	// tailnet's.

@@ -17,6 +17,10 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
+// UncheckedRetry is how soon a parent whose Tailnet exists but was not
+// checked yet (after a restart) is handled again.
+const UncheckedRetry = 2 * time.Second
+
 // HostnameRetry is how often a parent whose hostname is taken checks again
 // (sooner when the other parent lets the name go).
 const HostnameRetry = 30 * time.Second
@@ -83,6 +87,10 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		return p.release(ctx, m, obj)
 	}
 	be, err := p.backend(m, obj)
+	if err != nil && p.unchecked(ctx, m.tailnetOf(obj), err) {
+		p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
+		return nil
+	}
 	if err != nil {
 		// Retried: the Tailnet's handler has its users handled again when
 		// it becomes ready.

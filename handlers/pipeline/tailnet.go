@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,6 +90,18 @@ func (p *Pipeline) moveTailnet(ctx context.Context, m *Module, obj *unstructured
 		return p.deleteProxy(ctx, be, parent)
 	}
 	return nil
+}
+
+// unchecked reports whether err is the registry's answer for Tailnet name
+// that exists but was not checked yet (right after an operator restart,
+// before the Tailnet's resume handler ran): not worth a report, since the
+// check has the Tailnet's users handled again.
+func (p *Pipeline) unchecked(ctx context.Context, name string, err error) bool {
+	if !errors.Is(err, tailnet.ErrNoTailnet) {
+		return false
+	}
+	_, getErr := p.d.Dyn.Resource(resources.Tailnets).Get(ctx, name, metav1.GetOptions{})
+	return getErr == nil
 }
 
 // cleanupBackend returns the backend through which obj's proxy's devices
