@@ -403,7 +403,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), eg.name, metav1.DeleteOptions{}) })
-	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupTailnetUnavailable, `Tailnet "other": no such Tailnet`)
+	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupTailnetUnavailable, `tailnet "other": no such Tailnet`)
 	h.createIngress("wrongtype", map[string]string{"tailscale.com/proxy-group": eg.name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("wrongtype")})
 	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, `is of type "egress"`)

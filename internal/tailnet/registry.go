@@ -49,9 +49,9 @@ func (r *Registry) For(name string) (Backend, error) {
 	r.mu.Unlock()
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("Tailnet %q: %w", name, ErrNoTailnet)
+		return nil, fmt.Errorf("tailnet %q: %w", name, ErrNoTailnet)
 	case e.backend == nil:
-		return nil, fmt.Errorf("Tailnet %q: %w: %s", name, ErrNotReady, e.why)
+		return nil, fmt.Errorf("tailnet %q: %w: %s", name, ErrNotReady, e.why)
 	}
 	return e.backend, nil
 }

@@ -16,7 +16,7 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("unknown: %v", err)
 	}
 	r.SetNotReady("second", "bad secret")
-	if _, err := r.For("second"); !errors.Is(err, ErrNotReady) || err.Error() != `Tailnet "second": not ready: bad secret` {
+	if _, err := r.For("second"); !errors.Is(err, ErrNotReady) || err.Error() != `tailnet "second": not ready: bad secret` {
 		t.Fatalf("not ready: %v", err)
 	}
 	if len(r.All()) != 1 {
