@@ -2,8 +2,10 @@
 // one sub-package per concern: service, egress, ingress and connector (proxy
 // parents, as hooks on handlers/pipeline), ingressclass, proxyclassready (the
 // ProxyClass kind; the pure rules are handlers/proxyclass), plugin
-// (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission policies)
-// and unsupported (the official kinds not run yet). Each module exposes Register: a pure render step (parent
+// (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission policies),
+// tailnet (Tailnet: the credentials of other tailnets, which ProxyGroups and
+// Connectors join through spec.tailnet) and unsupported (the official kinds
+// not run yet). Each module exposes Register: a pure render step (parent
 // object and settings to desired children or proxy configs), unit-tested
 // without a cluster, and a thin apply step. docs/development.md ("Adding a
 // handler module") lists the steps.

@@ -394,8 +394,8 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 		"device shadowed.tail1.ts.net has the MagicDNS name of Tailscale Service svc:shadowed")
 	h.wantTailscaleService("svc:shadowed", nil)
 
-	// A group this version cannot run says so; an Ingress naming a group of
-	// another type is refused.
+	// A group on a Tailnet that does not exist says so; an Ingress naming
+	// a group of another type is refused.
 	eg := &groupFixture{harness: h, name: "eg-" + h.ns}
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyGroup",
 		"metadata": map[string]any{"name": eg.name}, "spec": map[string]any{"type": "egress", "tailnet": "other"}}}
@@ -403,7 +403,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), eg.name, metav1.DeleteOptions{}) })
-	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupInvalid, `spec.tailnet "other": joining another tailnet is not supported`)
+	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupTailnetUnavailable, `tailnet "other": no such Tailnet`)
 	h.createIngress("wrongtype", map[string]string{"tailscale.com/proxy-group": eg.name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("wrongtype")})
 	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, `is of type "egress"`)

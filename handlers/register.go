@@ -13,6 +13,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/handlers/proxygrouppolicy"
 	"github.com/tailplane/tailplane/handlers/service"
+	"github.com/tailplane/tailplane/handlers/tailnet"
 	"github.com/tailplane/tailplane/handlers/unsupported"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -33,4 +34,5 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	proxygrouppolicy.Register(op, d)
 	unsupported.Register(op, d)
 	dnsconfig.Register(op, d)
+	tailnet.Register(op, d)
 }

@@ -30,6 +30,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		ID: "connector", Resource: resources.Connectors, Kind: "Connector",
 		ParentType: ParentType, Role: kit.RoleConnector, ProxyKind: proxyclass.Connector, ClusterScoped: true,
 		IsOurs:  func(*unstructured.Unstructured) bool { return true },
+		Tailnet: pipeline.SpecTailnet,
 		Plan:    m.plan,
 		Report:  m.report,
 		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
@@ -57,7 +58,7 @@ func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipel
 	return &pipeline.Plan{
 		Hostnames: Hostnames(cn), Tags: tags, ProxyClass: cn.Spec.ProxyClass,
 		Config: func(i int, key string) (*config.Config, error) {
-			return Config(cn, tags, m.d.Backend.LoginServer(), key, i), nil
+			return Config(cn, tags, "", key, i), nil
 		},
 	}, nil
 }

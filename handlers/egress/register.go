@@ -39,6 +39,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		ParentType: proxyset.ParentService, Role: Role, NameKey: NameKey, LegacyNameKey: proxyset.ParentService,
 		ProxyKind: proxyclass.Egress,
 		IsOurs:    m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
+		Tailnet: pipeline.AnnotatedTailnet,
 	})
 }
 

@@ -57,6 +57,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		ID: "ingress", Resource: resources.Ingresses, Kind: "Ingress",
 		ParentType: proxyset.ParentIngress, Role: Role, ProxyKind: proxyclass.L7,
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
+		Tailnet: pipeline.AnnotatedTailnet,
 	})
 	op.Index(resources.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
 		if !m.isOurs(obj) {

@@ -23,8 +23,12 @@ const FieldManager = "tailplane"
 type Deps struct {
 	// Settings are the operator's settings.
 	Settings settings.Settings
-	// Backend is the tailnet's admin API.
+	// Backend is the admin API of the operator's own tailnet.
 	Backend tailnet.Backend
+	// Tailnets are the backends of the tailnets that parents may join
+	// through spec.tailnet (Tailnet objects), "" being Backend; the
+	// Tailnet module keeps it up to date.
+	Tailnets *tailnet.Registry
 	// Op is the runtime the modules register on.
 	Op *runtime.Operator
 	// Kube and Dyn are clients of the cluster.
@@ -63,7 +67,7 @@ const DefaultCertRefresh = time.Minute
 
 // NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
-	return &Deps{Settings: s, Backend: backend, Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
+	return &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
 			Legacy: LegacyStatePrefix}}

@@ -21,23 +21,23 @@ import (
 // failed, right after minting), and they would otherwise stay valid until
 // they expire. The same is done once the device logged in (its key, now
 // spent, leaves the config), and when the replica or the proxy is deleted.
-func (p *Pipeline) authKey(ctx context.Context, r Replica, tags []string) (string, error) {
+func (p *Pipeline) authKey(ctx context.Context, be tailnet.Backend, r Replica, tags []string) (string, error) {
 	desc := proxyset.KeyDescription(r.Names.Base, r.Names.Ordinal)
 	key, mint := proxyset.AuthKeyFor(r.Config, r.State)
 	if !mint {
 		if inConfig, _ := proxyset.AuthKeyFor(r.Config, nil); key == "" && inConfig != "" {
 			// The device just logged in and its key leaves the config:
 			// no other key minted for this replica is needed any more.
-			if err := p.revokeUnusedKeys(ctx, desc); err != nil {
+			if err := p.revokeUnusedKeys(ctx, be, desc); err != nil {
 				return "", err
 			}
 		}
 		return key, nil
 	}
-	if err := p.revokeUnusedKeys(ctx, desc); err != nil {
+	if err := p.revokeUnusedKeys(ctx, be, desc); err != nil {
 		return "", err
 	}
-	k, err := p.d.Backend.MintAuthKey(ctx, tailnet.KeyRequest{Tags: tags, Preauthorized: true, Description: desc})
+	k, err := be.MintAuthKey(ctx, tailnet.KeyRequest{Tags: tags, Preauthorized: true, Description: desc})
 	if err != nil {
 		return "", fmt.Errorf("tailnet API: %w", err)
 	}
@@ -47,19 +47,19 @@ func (p *Pipeline) authKey(ctx context.Context, r Replica, tags []string) (strin
 
 // revokeUnusedKeys revokes every auth key described desc that can still
 // create a device. Keys a device used are invalid already and left alone.
-func (p *Pipeline) revokeUnusedKeys(ctx context.Context, desc string) error {
-	return p.revokeKeys(ctx, func(d string) bool { return d == desc })
+func (p *Pipeline) revokeUnusedKeys(ctx context.Context, be tailnet.Backend, desc string) error {
+	return p.revokeKeys(ctx, be, func(d string) bool { return d == desc })
 }
 
 // revokeProxyKeys revokes the unused auth keys of every replica of the
 // proxy named base, and of the single-replica proxy of earlier releases.
-func (p *Pipeline) revokeProxyKeys(ctx context.Context, base string) error {
+func (p *Pipeline) revokeProxyKeys(ctx context.Context, be tailnet.Backend, base string) error {
 	legacy := proxyset.KeyDescription(base, -1)
-	return p.revokeKeys(ctx, func(d string) bool { return d == legacy || proxyset.IsReplicaKeyDescription(base, d) })
+	return p.revokeKeys(ctx, be, func(d string) bool { return d == legacy || proxyset.IsReplicaKeyDescription(base, d) })
 }
 
-func (p *Pipeline) revokeKeys(ctx context.Context, match func(description string) bool) error {
-	keys, err := p.d.Backend.ListAuthKeys(ctx)
+func (p *Pipeline) revokeKeys(ctx context.Context, be tailnet.Backend, match func(description string) bool) error {
+	keys, err := be.ListAuthKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("tailnet API: %w", err)
 	}
@@ -67,7 +67,7 @@ func (p *Pipeline) revokeKeys(ctx context.Context, match func(description string
 		if k.Invalid || !strings.HasPrefix(k.Description, "tailplane ") || !match(k.Description) {
 			continue
 		}
-		if err := p.d.Backend.RevokeAuthKey(ctx, k.ID); err != nil {
+		if err := be.RevokeAuthKey(ctx, k.ID); err != nil {
 			return fmt.Errorf("tailnet API: %w", err)
 		}
 		p.d.Log.Info("revoked an unused auth key of a proxy", "description", k.Description, "key_id", k.ID)

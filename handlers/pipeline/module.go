@@ -40,6 +40,11 @@ type Module struct {
 	ClusterScoped bool
 	// IsOurs reports whether the object asks for this module's proxy.
 	IsOurs runtime.Predicate
+	// Tailnet, when set, names the Tailnet object whose tailnet the
+	// parent's proxies join (SpecTailnet reads spec.tailnet); nil or ""
+	// is the operator's own tailnet. Keys are minted, devices deleted
+	// and the login server taken through that tailnet's backend.
+	Tailnet func(obj *unstructured.Unstructured) string
 	// Plan reads the parent and returns the proxy it wants. A nil Plan
 	// and nil error leave the proxy as it is (the module reported why).
 	Plan func(ctx context.Context, obj *unstructured.Unstructured) (*Plan, error)
@@ -64,7 +69,8 @@ type Plan struct {
 	// ProxyClass is the ProxyClass's name ("" for none).
 	ProxyClass string
 	// Config renders a replica's proxy config with its auth key ("" once
-	// the replica has a device).
+	// the replica has a device). The pipeline sets its LoginServer to
+	// the login server of the parent's tailnet.
 	Config func(ordinal int, authKey string) (*config.Config, error)
 	// ExtraSecrets are further Secrets in the operator namespace the
 	// proxies may read.
@@ -114,6 +120,8 @@ const (
 	CauseCheck
 	CauseNoDevice
 	CauseRenaming
+	// CauseTailnet: the parent's Tailnet does not exist or is not ready.
+	CauseTailnet
 )
 
 // Outcome is what the pipeline tells a module's Report.

@@ -17,6 +17,10 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
+// UncheckedRetry is how soon a parent whose Tailnet exists but was not
+// checked yet (after a restart) is handled again.
+const UncheckedRetry = 2 * time.Second
+
 // HostnameRetry is how often a parent whose hostname is taken checks again
 // (sooner when the other parent lets the name go).
 const HostnameRetry = 30 * time.Second
@@ -57,7 +61,10 @@ func (p *Pipeline) Register(op *runtime.Operator, m Module) {
 		return nil, kit.Retry(p.syncLegacy(ctx, &m, ev), ev.Retry)
 	}
 	cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
-		err := p.deleteProxy(ctx, m.parent(ev.Object))
+		be, err := p.cleanupBackend(ctx, &m, ev.Object)
+		if err == nil {
+			err = p.deleteProxy(ctx, be, m.parent(ev.Object))
+		}
 		if err == nil && m.LegacyNameKey != "" {
 			err = p.adoptLegacy(ctx, &m, ev.Object)
 		}
@@ -79,6 +86,18 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	if !m.IsOurs(obj) {
 		return p.release(ctx, m, obj)
 	}
+	be, err := p.backend(m, obj)
+	if err != nil && p.unchecked(ctx, m.tailnetOf(obj), err) {
+		p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
+		return nil
+	}
+	if err != nil {
+		// Retried: the Tailnet's handler has its users handled again when
+		// it becomes ready.
+		msg := TailnetUnavailable(err)
+		return errors.Join(m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseTailnet, Message: msg}),
+			runtime.Temporary(err, TailnetRetry))
+	}
 	plan, err := m.Plan(ctx, obj)
 	if err != nil || plan == nil {
 		return err
@@ -92,6 +111,9 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	if waiting != "" {
 		return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseProxyClass, Message: waiting})
+	}
+	if err := p.moveTailnet(ctx, m, obj, m.tailnetOf(obj)); err != nil {
+		return err
 	}
 	parent := m.parent(obj)
 	if err := p.claims.claim(ctx, p.d, parent, plan.Hostnames, p.describe); err != nil {
@@ -110,18 +132,25 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	configs := make([]*config.Config, len(plan.Hostnames))
 	for i, r := range proxy.Replicas {
-		key, err := p.authKey(ctx, r, plan.Tags)
+		key, err := p.authKey(ctx, be, r, plan.Tags)
 		if err != nil {
 			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: err.Error()}))
 		}
 		if configs[i], err = plan.Config(i, key); err != nil {
 			return runtime.Permanent(err)
 		}
+		// The one place the login server is chosen: the tailnet's.
+		configs[i].LoginServer = be.LoginServer()
 	}
 	objs, err := proxyset.Render(proxyset.Spec{Parent: parent, Namespace: p.d.Settings.Namespace,
 		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets})
 	if err != nil {
 		return runtime.Permanent(fmt.Errorf("render proxy for %s %s/%s: %w", m.Kind, obj.GetNamespace(), obj.GetName(), err))
+	}
+	if name := m.tailnetOf(obj); name != "" {
+		for _, r := range objs.Replicas {
+			r.ConfigSecret.Labels[LabelTailnet] = name
+		}
 	}
 	var extra []any
 	if plan.Extra != nil {
@@ -132,7 +161,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		// rejects, say) is what the user must fix.
 		return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseApply, Message: "failed to provision proxy: " + err.Error()}))
 	}
-	if err := p.scaleDown(ctx, proxy); err != nil {
+	if err := p.scaleDown(ctx, be, proxy); err != nil {
 		return err
 	}
 	if plan.AfterApply != nil {
@@ -205,7 +234,11 @@ func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Uns
 	if err := m.Release(ctx, obj, devices); err != nil {
 		return err
 	}
-	if err := p.deleteProxy(ctx, parent); err != nil {
+	be, err := p.cleanupBackend(ctx, m, obj)
+	if err != nil {
+		return err
+	}
+	if err := p.deleteProxy(ctx, be, parent); err != nil {
 		return err
 	}
 	if m.LegacyNameKey != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/internal/tailnet"
 )
 
 // Proxy is what exists of a parent's proxy in the cluster.
@@ -102,14 +103,14 @@ func (p *Pipeline) read(ctx context.Context, parent proxyset.Parent, want int) (
 // scaleDown removes the replicas beyond the wanted number, once the
 // StatefulSet no longer runs them: each one's device, unused auth keys and
 // Secrets. The single config Secret of an earlier release goes too.
-func (p *Pipeline) scaleDown(ctx context.Context, proxy *Proxy) error {
+func (p *Pipeline) scaleDown(ctx context.Context, be tailnet.Backend, proxy *Proxy) error {
 	for _, r := range proxy.Extra {
-		if err := p.removeReplica(ctx, r); err != nil {
+		if err := p.removeReplica(ctx, be, r); err != nil {
 			return err
 		}
 	}
 	if proxy.LegacyConfig != nil {
-		if err := p.revokeUnusedKeys(ctx, proxyset.KeyDescription(proxy.Names.Base, -1)); err != nil {
+		if err := p.revokeUnusedKeys(ctx, be, proxyset.KeyDescription(proxy.Names.Base, -1)); err != nil {
 			return err
 		}
 		if err := ignoreNotFound(p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace).Delete(ctx, proxy.LegacyConfig.Name, metav1.DeleteOptions{})); err != nil {
@@ -122,14 +123,14 @@ func (p *Pipeline) scaleDown(ctx context.Context, proxy *Proxy) error {
 // removeReplica deletes one replica's device (404 counts as done), revokes
 // its unused auth keys, then deletes its config Secret and, last, its state
 // Secret (whose role label keeps the parent's handlers).
-func (p *Pipeline) removeReplica(ctx context.Context, r Replica) error {
+func (p *Pipeline) removeReplica(ctx context.Context, be tailnet.Backend, r Replica) error {
 	if r.Device.ID != "" {
-		if err := p.d.Backend.DeleteDevice(ctx, r.Device.ID); err != nil {
+		if err := be.DeleteDevice(ctx, r.Device.ID); err != nil {
 			return fmt.Errorf("tailnet API: delete device of %s: %w", r.Names.StateSecret, err)
 		}
 		p.d.Log.Info("deleted the device of a proxy replica", "proxy", r.Names.StateSecret, "device", r.Device.ID)
 	}
-	if err := p.revokeUnusedKeys(ctx, proxyset.KeyDescription(r.Names.Base, r.Names.Ordinal)); err != nil {
+	if err := p.revokeUnusedKeys(ctx, be, proxyset.KeyDescription(r.Names.Base, r.Names.Ordinal)); err != nil {
 		return err
 	}
 	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
@@ -145,7 +146,9 @@ func (p *Pipeline) removeReplica(ctx context.Context, r Replica) error {
 // deleteProxy removes a parent's proxy: the StatefulSet first (so the
 // proxies stop), then every replica's device and Secrets, then the other
 // objects named after the proxy, the state Secrets last. It is idempotent.
-func (p *Pipeline) deleteProxy(ctx context.Context, parent proxyset.Parent) error {
+// A nil be (the parent's Tailnet is gone) leaves the devices and keys in
+// that tailnet, which the operator can no longer reach.
+func (p *Pipeline) deleteProxy(ctx context.Context, be tailnet.Backend, parent proxyset.Parent) error {
 	ns := p.d.Settings.Namespace
 	names := parent.Names()
 	bg := metav1.DeletePropagationBackground
@@ -165,14 +168,16 @@ func (p *Pipeline) deleteProxy(ctx context.Context, parent proxyset.Parent) erro
 	// Devices first, and keys before the config Secrets go: a key minted
 	// and never recorded must not stay valid.
 	for _, r := range proxy.Extra {
-		if r.Device.ID != "" {
-			if err := p.d.Backend.DeleteDevice(ctx, r.Device.ID); err != nil {
+		if r.Device.ID != "" && be != nil {
+			if err := be.DeleteDevice(ctx, r.Device.ID); err != nil {
 				return fmt.Errorf("tailnet API: delete device of %s: %w", r.Names.StateSecret, err)
 			}
 		}
 	}
-	if err := p.revokeProxyKeys(ctx, names.Base); err != nil {
-		return err
+	if be != nil {
+		if err := p.revokeProxyKeys(ctx, be, names.Base); err != nil {
+			return err
+		}
 	}
 	secrets, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -262,7 +267,7 @@ func (p *Pipeline) adoptLegacy(ctx context.Context, m *Module, obj interface {
 		return nil // another module's proxy
 	}
 	p.d.Log.Info("replacing a proxy named by an earlier release", "proxy", legacy.Names().Base, "parent", obj.GetNamespace()+"/"+obj.GetName())
-	return p.deleteProxy(ctx, legacy)
+	return p.deleteProxy(ctx, p.d.Backend, legacy)
 }
 
 // configError is a replica's report that its proxy refused its config, as

@@ -36,7 +36,11 @@ func registerAPIServer(op *runtime.Operator, g *groups) {
 // Secret, and returns the replicas' configs.
 func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (*pipeline.Plan, error) {
 	m := APIServerMember(pg, plan.Tags)
-	existing, err := g.d.Backend.GetService(ctx, m.ServiceName())
+	be, err := g.backend(pg)
+	if err != nil {
+		return nil, err
+	}
+	existing, err := be.GetService(ctx, m.ServiceName())
 	if err != nil {
 		return nil, err
 	}
@@ -45,11 +49,11 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
 	if existing == nil || !sameService(*existing, want) {
-		if err := g.d.Backend.PutService(ctx, want); err != nil {
+		if err := be.PutService(ctx, want); err != nil {
 			return nil, err
 		}
 	}
-	if err := g.sweep(ctx, "ProxyGroup", proxyGroupObject(pg), m.ServiceName()); err != nil {
+	if err := g.sweep(ctx, be, "ProxyGroup", proxyGroupObject(pg), m.ServiceName()); err != nil {
 		return nil, err
 	}
 	secret := CertSecretName(APIServerHostname(pg))
@@ -58,7 +62,7 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 	}
 	plan.ExtraSecrets = []string{secret}
 	plan.Config = func(i int, key string) (*config.Config, error) {
-		return APIServerConfig(pg, plan.Tags, g.d.Backend.LoginServer(), key, i), nil
+		return APIServerConfig(pg, plan.Tags, "", key, i), nil
 	}
 	plan.AfterApply = func(ctx context.Context, _ *proxyset.Objects) error {
 		if APIServerMode(pg) == config.APIServerAuth {
@@ -86,7 +90,7 @@ func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) er
 
 // releaseAPIServer deletes what planAPIServer made.
 func (g *groups) releaseAPIServer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if err := g.sweep(ctx, "ProxyGroup", obj, ""); err != nil {
+	if err := g.sweepAll(ctx, "ProxyGroup", obj); err != nil {
 		return err
 	}
 	if err := g.deleteCertSecrets(ctx, "ProxyGroup", "", obj.GetName()); err != nil {

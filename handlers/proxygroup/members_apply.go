@@ -18,6 +18,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -98,10 +99,14 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 	case pg.Spec.Type != v1alpha1.ProxyGroupTypeIngress:
 		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, fmt.Sprintf("ProxyGroup %q is of type %q; %ss need a ProxyGroup of type ingress", m.Group, pg.Spec.Type, m.Kind))
 	}
+	be, err := g.backend(pg)
+	if err != nil {
+		return err
+	}
 	if err := g.addFinalizer(ctx, k, obj); err != nil {
 		return err
 	}
-	existing, err := g.d.Backend.GetService(ctx, m.ServiceName())
+	existing, err := be.GetService(ctx, m.ServiceName())
 	if err != nil {
 		return err
 	}
@@ -110,17 +115,17 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 		return k.invalid(ctx, obj, ReasonInvalidTailscaleSvc, err.Error())
 	}
 	if existing == nil || !sameService(*existing, want) {
-		if err := g.d.Backend.PutService(ctx, want); err != nil {
+		if err := be.PutService(ctx, want); err != nil {
 			return err
 		}
-		if existing, err = g.d.Backend.GetService(ctx, m.ServiceName()); err != nil {
+		if existing, err = be.GetService(ctx, m.ServiceName()); err != nil {
 			return err
 		}
 	}
-	if err := g.sweep(ctx, m.Kind, obj, m.ServiceName()); err != nil {
+	if err := g.sweep(ctx, be, m.Kind, obj, m.ServiceName()); err != nil {
 		return err
 	}
-	g.warnIfShadowed(ctx, obj, m.Hostname)
+	g.warnIfShadowed(ctx, be, obj, m.Hostname)
 	if m.Service.L7 != nil {
 		if err := g.ensureCertSecret(ctx, m.Service.L7.TLS.SecretName, certLabels(m.Kind, m.Namespace, m.Name)); err != nil {
 			return err
@@ -176,10 +181,33 @@ func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, serv
 	return st, nil
 }
 
-// sweep deletes the Tailscale Services obj owns besides keep (a hostname it
-// had before), or takes its name off those others share.
-func (g *groups) sweep(ctx context.Context, kind string, obj *unstructured.Unstructured, keep string) error {
-	list, err := g.d.Backend.ListServices(ctx)
+// backend is the tailnet backend of group pg (spec.tailnet); a Tailnet
+// that cannot be used is retried (its handler has the group, and so its
+// members, handled again once it is ready).
+func (g *groups) backend(pg *v1alpha1.ProxyGroup) (tailnet.Backend, error) {
+	be, err := g.d.Tailnets.For(pg.Spec.Tailnet)
+	if err != nil {
+		return nil, runtime.Temporary(fmt.Errorf("ProxyGroup %s: %w", pg.Name, err), pipeline.TailnetRetry)
+	}
+	return be, nil
+}
+
+// sweepAll sweeps obj's Tailscale Services out of every tailnet the
+// operator can reach: obj may have left a group of another tailnet.
+func (g *groups) sweepAll(ctx context.Context, kind string, obj *unstructured.Unstructured) error {
+	for _, be := range g.d.Tailnets.All() {
+		if err := g.sweep(ctx, be, kind, obj, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweep deletes the Tailscale Services obj owns in be's tailnet besides
+// keep (a hostname it had before), or takes its name off those others
+// share.
+func (g *groups) sweep(ctx context.Context, be tailnet.Backend, kind string, obj *unstructured.Unstructured, keep string) error {
+	list, err := be.ListServices(ctx)
 	if err != nil {
 		return err
 	}
@@ -195,14 +223,14 @@ func (g *groups) sweep(ctx context.Context, kind string, obj *unstructured.Unstr
 				o.Resource.Namespace == probe.Namespace && o.Resource.Name == probe.Name
 		})
 		if len(others) == 0 {
-			if err := g.d.Backend.DeleteService(ctx, s.Name); err != nil {
+			if err := be.DeleteService(ctx, s.Name); err != nil {
 				return err
 			}
 			continue
 		}
 		raw, _ := json.Marshal(ownerRefs{OwnerRefs: others})
 		s.Annotations[AnnotationOwnerReferences] = string(raw)
-		if err := g.d.Backend.PutService(ctx, *s); err != nil {
+		if err := be.PutService(ctx, *s); err != nil {
 			return err
 		}
 	}
@@ -214,7 +242,7 @@ func (g *groups) sweep(ctx context.Context, kind string, obj *unstructured.Unstr
 // finalizer. The group dropped the service from its replicas already: obj
 // left its index.
 func (g *groups) release(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, clearStatus bool) error {
-	if err := g.sweep(ctx, k.kind, obj, ""); err != nil {
+	if err := g.sweepAll(ctx, k.kind, obj); err != nil {
 		return err
 	}
 	if err := g.deleteCertSecrets(ctx, k.kind, obj.GetNamespace(), obj.GetName()); err != nil {
@@ -321,8 +349,8 @@ func (g *groups) setFinalizers(ctx context.Context, k *memberKind, obj *unstruct
 // member: the device may be this object's own dedicated proxy, on its way
 // out as the object moves into the group. A failed device list only skips
 // the check.
-func (g *groups) warnIfShadowed(ctx context.Context, obj *unstructured.Unstructured, hostname string) {
-	devices, err := g.d.Backend.ListDevices(ctx)
+func (g *groups) warnIfShadowed(ctx context.Context, be tailnet.Backend, obj *unstructured.Unstructured, hostname string) {
+	devices, err := be.ListDevices(ctx)
 	if err != nil {
 		g.d.Log.Warn("cannot list devices to check the Tailscale Service's name", "hostname", hostname, "err", err)
 		return

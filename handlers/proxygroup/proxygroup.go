@@ -82,9 +82,6 @@ func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 	default:
 		errs = append(errs, fmt.Errorf("unknown ProxyGroup type %q", pg.Spec.Type))
 	}
-	if pg.Spec.Tailnet != "" {
-		errs = append(errs, fmt.Errorf("spec.tailnet %q: joining another tailnet is not supported yet; remove the field", pg.Spec.Tailnet))
-	}
 	for _, h := range Hostnames(pg) {
 		if err := proxyset.ValidHostname(h); err != nil {
 			errs = append(errs, fmt.Errorf("invalid hostname %q: %v", h, err))
@@ -131,6 +128,9 @@ func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupSt
 		ready.Reason, ready.Message = v1alpha1.ReasonProxyGroupInvalid, out.Message
 	case pipeline.Failed:
 		ready.Reason, ready.Message = v1alpha1.ReasonProxyGroupCreationFailed, out.Message
+		if out.Cause == pipeline.CauseTailnet {
+			ready.Reason = v1alpha1.ReasonProxyGroupTailnetUnavailable
+		}
 	case pipeline.Waiting, pipeline.Pending:
 		ready.Reason, ready.Message = v1alpha1.ReasonProxyGroupCreating, out.Message
 	case pipeline.Ready:

@@ -47,7 +47,6 @@ func TestValidate(t *testing.T) {
 	}{
 		{v1alpha1.ProxyGroupSpec{Type: "kube-apiserver", KubeAPIServer: &v1alpha1.KubeAPIServerConfig{Hostname: "Bad_"}}, `invalid kubeAPIServer.hostname "Bad_"`},
 		{v1alpha1.ProxyGroupSpec{Type: "sideways"}, `unknown ProxyGroup type "sideways"`},
-		{v1alpha1.ProxyGroupSpec{Type: "ingress", Tailnet: "other"}, `spec.tailnet "other"`},
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", Tags: v1alpha1.Tags{"nottag"}}, "spec.tags"},
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", HostnamePrefix: "Bad_"}, `invalid hostname "Bad_-0"`},
 	} {

@@ -67,6 +67,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
 		ParentType: ParentType, Role: kit.RoleProxyGroup, ProxyKind: proxyclass.L7, ClusterScoped: true,
 		IsOurs:  func(*unstructured.Unstructured) bool { return true },
+		Tailnet: pipeline.SpecTailnet,
 		Plan:    g.plan,
 		Report:  g.report,
 		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
@@ -134,7 +135,7 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 			return nil, err
 		}
 		plan.Config = func(i int, key string) (*config.Config, error) {
-			return EgressConfig(pg, targets, tags, g.d.Backend.LoginServer(), key, i), nil
+			return EgressConfig(pg, targets, tags, "", key, i), nil
 		}
 		return plan, nil
 	}
@@ -154,7 +155,7 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	slices.Sort(secrets)
 	plan.ExtraSecrets = slices.Compact(secrets)
 	plan.Config = func(i int, key string) (*config.Config, error) {
-		return IngressConfig(pg, services, tags, g.d.Backend.LoginServer(), key, i), nil
+		return IngressConfig(pg, services, tags, "", key, i), nil
 	}
 	return plan, nil
 }
@@ -219,7 +220,11 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	case pipeline.Invalid:
 		g.d.Post(pg, corev1.EventTypeWarning, ReasonInvalid, out.Message)
 	case pipeline.Failed:
-		g.d.Post(pg, corev1.EventTypeWarning, ReasonCreationFailed, out.Message)
+		reason := ReasonCreationFailed
+		if out.Cause == pipeline.CauseTailnet {
+			reason = v1alpha1.ReasonProxyGroupTailnetUnavailable
+		}
+		g.d.Post(pg, corev1.EventTypeWarning, reason, out.Message)
 	}
 	for _, k := range g.memberKeys(pg.Name) {
 		g.d.Op.Enqueue(k.Resource, k.Namespace+"/"+k.Name, 0)

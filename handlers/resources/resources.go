@@ -46,6 +46,7 @@ var (
 	Recorders          = v1alpha1.RecordersResource
 	PeerRelays         = v1alpha1.PeerRelaysResource
 	DNSConfigs         = v1alpha1.DNSConfigsResource
+	Tailnets           = v1alpha1.TailnetsResource
 )
 
 // byKind maps the kinds the operator applies to their resources.

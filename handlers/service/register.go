@@ -37,6 +37,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		ID: "service", Resource: resources.Services, Kind: "Service",
 		ParentType: proxyset.ParentService, Role: Role, ProxyKind: proxyclass.L4,
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
+		Tailnet: pipeline.AnnotatedTailnet,
 	})
 }
 

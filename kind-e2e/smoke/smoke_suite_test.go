@@ -83,7 +83,7 @@ var _ = ReportAfterSuite("devcluster log", func(r Report) {
 func (c *cluster) up(ctx context.Context) {
 	GinkgoHelper()
 	c.logPath = c.dir + ".log"
-	p, err := devup.Start(ctx, c.bin, c.dir, c.logPath)
+	p, err := devup.Start(ctx, c.bin, c.dir, c.logPath, "--tailnets", "2")
 	if p != nil {
 		c.cmd, c.exited = p.Cmd, p.Exited
 	}

@@ -72,6 +72,37 @@ func persistentNode(hostname, authKey, dir string) *tsnet.Server {
 }
 
 func tailnetSpecs() {
+	It("runs a second tailnet of its own with --tailnets 2", func(ctx SpecContext) {
+		netns.SetEnabled(false)
+		env := suiteCluster.env
+		Expect(env["SECOND_TS_CONTROL_URL"]).NotTo(Equal(env["TS_CONTROL_URL"]))
+		base, err := url.Parse(env["SECOND_TS_CONTROL_URL"])
+		Expect(err).NotTo(HaveOccurred())
+		second := &tsapi.Client{BaseURL: base, Tailnet: "-", Auth: &tsapi.OAuth{
+			ClientID: env["SECOND_TS_API_CLIENT_ID"], ClientSecret: env["SECOND_TS_API_CLIENT_SECRET"]}}
+		wrong := &tsapi.Client{BaseURL: base, Tailnet: "-", Auth: &tsapi.OAuth{
+			ClientID: env["TS_API_CLIENT_ID"], ClientSecret: env["TS_API_CLIENT_SECRET"]}}
+		_, err = wrong.Devices().List(ctx)
+		Expect(err).To(HaveOccurred(), "the first tailnet's OAuth client is refused by the second")
+
+		node := newNode("second-node", mintKey(ctx, second, true))
+		node.ControlURL = env["SECOND_TS_CONTROL_URL"]
+		st, err := node.Up(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Self.DNSName).To(HaveSuffix("." + env["SECOND_TS_MAGICDNS_DOMAIN"] + "."))
+		hostnames := func(api *tsapi.Client) []string {
+			devices, err := api.Devices().List(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			var out []string
+			for _, d := range devices {
+				out = append(out, d.Hostname)
+			}
+			return out
+		}
+		Expect(hostnames(second)).To(ContainElement("second-node"))
+		Expect(hostnames(apiClient())).NotTo(ContainElement("second-node"))
+	})
+
 	It("lets in only nodes with minted keys, and serves HTTPS with a Pebble certificate another node verifies", func(ctx SpecContext) {
 		netns.SetEnabled(false)
 		api := apiClient()

@@ -17,28 +17,39 @@ import (
 	"github.com/tailplane/tailplane/kind-e2e/internal/tailnet"
 )
 
-// magicDNSDomain is the tailnet's DNS suffix.
-const magicDNSDomain = "devcluster.ts.net"
+// magicDNSDomain is the tailnet's DNS suffix; secondDNSDomain the second
+// tailnet's (--tailnets 2).
+const (
+	magicDNSDomain  = "devcluster.ts.net"
+	secondDNSDomain = "second.devcluster.ts.net"
+)
 
-// tailnetStack is the tailnet plus its certificate authority.
+// tailnetStack is the tailnet plus its certificate authority, and the
+// second tailnet when asked for.
 type tailnetStack struct {
-	net  *tailnet.Tailnet
-	ca   *acme.CA
-	dns  *acme.DNS
-	env  string
-	root string
+	net    *tailnet.Tailnet
+	second *tailnet.Tailnet // nil unless --tailnets 2
+	ca     *acme.CA
+	dns    *acme.DNS
+	env    string
+	root   string
 }
 
 func (s *tailnetStack) close() {
+	if s.second != nil {
+		s.second.Close()
+	}
 	s.net.Close()
 	s.ca.Close()
 	s.dns.Close()
 }
 
-// startTailnet starts the DNS-01 responder, Pebble and the tailnet, then
-// writes D/ca.pem (Pebble's root), D/acme-ca.pem (the ACME server's CA) and
-// D/tailnet.env. A non-empty policy replaces the tailnet's policy file.
-func startTailnet(ctx context.Context, dir, policy string, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
+// startTailnet starts the DNS-01 responder, Pebble and the tailnet (and,
+// with tailnets 2, a second tailnet of its own control server, API and
+// OAuth client, for Tailnet objects), then writes D/ca.pem (Pebble's root),
+// D/acme-ca.pem (the ACME server's CA) and D/tailnet.env. A non-empty
+// policy replaces the tailnets' policy files.
+func startTailnet(ctx context.Context, dir, policy string, tailnets int, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("dns-01 server: %w", err)
@@ -74,8 +85,20 @@ func startTailnet(ctx context.Context, dir, policy string, localCA *pki.CA, logg
 		return nil, err
 	}
 	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
+	if tailnets > 1 {
+		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), func(addr string) (*tailnet.Tailnet, error) {
+			return tailnet.Start(ctx, tailnet.Config{
+				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, MagicDNSDomain: secondDNSDomain, Policy: policy,
+				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
+			})
+		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("second tailnet: %w", err)
+		}
+	}
 	acmeCA := filepath.Join(dir, "acme-ca.pem")
-	env := strings.Join([]string{
+	lines := []string{
 		"# devcluster tailnet; source this file or read it as KEY=VALUE lines.",
 		"TS_CONTROL_URL=" + tn.URL,
 		"TS_API_URL=" + tn.URL,
@@ -88,7 +111,18 @@ func startTailnet(ctx context.Context, dir, policy string, localCA *pki.CA, logg
 		"TS_ACME_CA_FILE=" + acmeCA,
 		"# Root of issued certificates: clients verify tailnet HTTPS with it.",
 		"TS_CA_FILE=" + s.root,
-	}, "\n") + "\n"
+	}
+	if s.second != nil {
+		lines = append(lines,
+			"# The second tailnet (--tailnets 2): put its OAuth client in a Secret of the",
+			"# operator namespace (client_id, client_secret) and name it in a Tailnet",
+			"# (spec.loginUrl: SECOND_TS_CONTROL_URL).",
+			"SECOND_TS_CONTROL_URL="+s.second.URL,
+			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
+			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
+			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
+	}
+	env := strings.Join(lines, "\n") + "\n"
 	for _, f := range []struct {
 		path string
 		data []byte

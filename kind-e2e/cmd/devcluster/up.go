@@ -65,7 +65,11 @@ func runUp(args []string) error {
 	fs.Var(&images, "image", "extra image map entry GLOB=BINARY (repeatable; tried before the defaults)")
 	nodeKind := fs.String("node", "process", `node kind: "process" (pods as host processes, fast) or "real" (kubelet, containerd, runc, CNI; needs go tool task test:node)`)
 	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: autoApprovers, nodeAttrs); replaces the saved one (default: the saved one, else approve every advertised route and exit node)")
+	tailnets := fs.Int("tailnets", 1, "number of tailnets: 1, or 2 for a second tailnet (its own control server, API and OAuth client, in tailnet.env as SECOND_TS_*) that Tailnet objects can name")
 	_ = fs.Parse(args)
+	if *tailnets != 1 && *tailnets != 2 {
+		return fmt.Errorf("up: --tailnets %d: want 1 or 2", *tailnets)
+	}
 	if *dir == "" {
 		return errors.New("up: --dir is required")
 	}
@@ -147,7 +151,7 @@ func runUp(args []string) error {
 		nodeDone, waitFor = done, ready
 	}
 
-	tn, err := startTailnet(ctx, abs, policy, cp.LocalCA, logger)
+	tn, err := startTailnet(ctx, abs, policy, *tailnets, cp.LocalCA, logger)
 	if err != nil {
 		return fmt.Errorf("tailnet: %w", err)
 	}
