@@ -116,11 +116,7 @@ func (t *Tailnet) syncNodeLocked(n *tailcfg.Node, services []*vipService) {
 		return
 	}
 	adv := advertisedRoutes(n)
-	owner := ""
-	if len(n.Tags) == 0 {
-		_, l := t.owner(nil)
-		owner = l.LoginName
-	}
+	owner := t.loginOf(n)
 	info := t.devices.info(n.Key)
 	approved := slices.Clone(info.ApprovedRoutes)
 	for _, r := range t.routes.policy.autoApproved(adv, n.Tags, owner) {
@@ -267,7 +263,7 @@ func (t *Tailnet) serveSetPolicy(w http.ResponseWriter, r *http.Request) {
 	if json.Unmarshal(body, &quoted) == nil {
 		text = quoted // a HuJSON document sent as a JSON string
 	}
-	p, err := parsePolicy(text)
+	p, err := parsePolicy(text, t.groups)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, err.Error())
 		return

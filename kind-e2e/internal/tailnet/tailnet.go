@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,16 @@ type Config struct {
 	// Policy is the tailnet policy file (HuJSON) to start with; it replaces
 	// the one saved in StateFile. Empty: the saved one, else DefaultPolicy.
 	Policy string
+	// ClientTags are the tags of the OAuth client (ClientID): it may mint
+	// auth keys with these tags and the tags they own in the policy's
+	// tagOwners. Empty: none, an admin's client that may use every tag.
+	// devcluster gives it tag:k8s-operator, as the official install does.
+	ClientTags []string
+	// Groups are the groups of the tailnet's user directory (group:name
+	// -> member logins), as an identity provider syncs them: the policy
+	// may name them without defining them in its groups. Users join with
+	// keys from UserAuthKey.
+	Groups map[string][]string
 	// OnTXT receives the DNS-01 records nodes publish for certificates.
 	OnTXT  func(name, value string)
 	Logger *log.Logger
@@ -45,8 +56,13 @@ type Tailnet struct {
 	MagicDNSDomain string
 	ClientID       string
 	ClientSecret   string
+	// ClientTags are the OAuth client's tags (Config.ClientTags).
+	ClientTags []string
 	// Control is the in-process control server.
 	Control *testcontrol.Server
+
+	clientTags []string
+	groups     map[string][]string
 
 	store   *store
 	devices *deviceRegistry
@@ -85,10 +101,15 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		return nil, err
 	}
 	saved := st.policy()
-	if saved == previousDefaultPolicy {
+	if slices.Contains(previousDefaultPolicies, saved) {
 		saved = DefaultPolicy
 	}
-	pol, err := parsePolicy(cmp.Or(cfg.Policy, saved, DefaultPolicy))
+	for _, tag := range cfg.ClientTags {
+		if err := tailcfg.CheckTag(tag); err != nil {
+			return nil, fmt.Errorf("tailnet: ClientTags: %q: %w", tag, err)
+		}
+	}
+	pol, err := parsePolicy(cmp.Or(cfg.Policy, saved, DefaultPolicy), cfg.Groups)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +129,8 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	}
 	t := &Tailnet{
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
-		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
+		ClientID: st.ClientID, ClientSecret: st.ClientSecret, ClientTags: slices.Clone(cfg.ClientTags),
+		clientTags: slices.Clone(cfg.ClientTags), groups: cfg.Groups,
 		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
 		routes:     routeState{policy: pol, served: map[key.NodePublic]served{}, vip: newVIPState()},
 		pendingTXT: map[string]string{},
@@ -215,7 +237,7 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 			_ = json.NewEncoder(w).Encode(tailcfg.RegisterResponse{Error: err.Error()})
 			return
 		}
-		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral}
+		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral, User: k.User}
 		t.store.admit(nk, adm)
 	}
 	if known {
@@ -226,7 +248,7 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	// testcontrol takes the new node's owner from its user table.
-	u, l := t.owner(adm.Tags)
+	u, l := t.owner(adm.Tags, adm.User)
 	t.fields.setOwner(req.NodeKey, u, l)
 	// The answer waits until the node has its final ID (its IPs), tags and
 	// name, so the node never sees provisional ones.
@@ -244,7 +266,7 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 			t.Control.UpdateNode(n)
 		}
 	}
-	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
+	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID, User: adm.User})
 	if n := t.Control.Node(req.NodeKey); n != nil {
 		t.syncNode(n) // its capabilities, before its first map
 	}
@@ -340,6 +362,9 @@ type deviceInfo struct {
 	Ephemeral bool
 	KeyID     string
 	Removed   bool
+	// User is the login of the user the device belongs to when its key
+	// was a user's (UserAuthKey); empty: the tailnet's owner.
+	User string `json:",omitempty"`
 	// ApprovedRoutes are the routes approved for the device (by an
 	// auto-approver or through the API), advertised or not.
 	ApprovedRoutes []netip.Prefix `json:",omitempty"`
