@@ -37,8 +37,8 @@ func (s *tailnetStack) close() {
 
 // startTailnet starts the DNS-01 responder, Pebble and the tailnet, then
 // writes D/ca.pem (Pebble's root), D/acme-ca.pem (the ACME server's CA) and
-// D/tailnet.env. A non-empty policy replaces the tailnet's policy file.
-func startTailnet(ctx context.Context, dir, policy string, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
+// D/tailnet.env. A non-empty o.policy replaces the tailnet's policy file.
+func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("dns-01 server: %w", err)
@@ -64,7 +64,8 @@ func startTailnet(ctx context.Context, dir, policy string, localCA *pki.CA, logg
 	}
 	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), func(addr string) (*tailnet.Tailnet, error) {
 		return tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain, Policy: policy,
+			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+			ClientTags: o.clientTags, Groups: o.groups,
 			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
 		})
 	}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
