@@ -1,15 +1,20 @@
 package handlers_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -46,5 +51,48 @@ func TestRefusedTagsAreExplained(t *testing.T) {
 	attempts := h.api.Attempts(tailnettest.EndpointKeys)
 	testpoll.AlwaysTrue(t, 5*time.Second, "no new auth key request", func() bool {
 		return h.api.Attempts(tailnettest.EndpointKeys) == attempts
+	})
+}
+
+// An Ingress with tailscale.com/funnel whose proxy's device lacks the
+// funnel node attribute (the proxy's ListenFunnel fails with tailscale's
+// words, recorded as config_error) gets a Warning Event saying Funnel is
+// not allowed and which nodeAttrs entry allows it; once the proxy serves,
+// the Ingress gets its address.
+func TestIngressFunnelWithoutAttribute(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	h.backend("web", 8080)
+	h.createIngress("public", map[string]string{ingress.AnnotationFunnel: "true"}, networkingv1.IngressSpec{
+		DefaultBackend: defaultBackend("web", 8080),
+		TLS:            []networkingv1.IngressTLS{{Hosts: []string{"public"}}},
+	})
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "public") })
+	cfg, err := h.proxyConfig("ingress", "public")
+	if err != nil || !cfg.L7.Funnel {
+		t.Fatalf("config %+v %v: want Funnel on", cfg, err)
+	}
+	h.simulateLogin("ingress", "public", "nPUB", "public.tail1.ts.net", "100.64.0.12")
+	refused := `open listener l7/funnel/tcp/443: funnel: Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`
+	patch, _ := json.Marshal(map[string]any{"stringData": map[string]string{"config_error": refused}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "public").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonProxyFailed, pipeline.FunnelNotAllowed)
+	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonProxyFailed, refused)
+
+	// The policy gives the attribute: the proxy applies its config.
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "public").StateSecret, types.MergePatchType, []byte(`{"data":{"config_error":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, settle, "Ingress address", func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "public", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lb := ing.Status.LoadBalancer.Ingress; len(lb) != 1 || lb[0].Hostname != "public.tail1.ts.net" {
+			return fmt.Errorf("status %+v", lb)
+		}
+		return nil
 	})
 }
