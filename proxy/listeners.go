@@ -240,6 +240,10 @@ func (e *Engine) funnelSpec() listenerSpec {
 	}}
 }
 
+// noFunnel is tsnet's ListenFunnel error for a node without the funnel
+// attribute, which the operator recognizes.
+const noFunnel = `Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`
+
 // funnelAllowed checks, as tsnet's ListenFunnel does, that control gave
 // the node the funnel attribute, so the public stand-in follows the
 // tailnet policy as Funnel would.
@@ -255,7 +259,7 @@ func (e *Engine) funnelAllowed() error {
 		return fmt.Errorf("read the node's status: %w", err)
 	}
 	if st.Self == nil || !st.Self.HasCap(tailcfg.NodeAttrFunnel) {
-		return errors.New(`Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`)
+		return fmt.Errorf("the node lacks the funnel attribute: %s", noFunnel)
 	}
 	return nil
 }
