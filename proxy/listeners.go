@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/proxy/config"
@@ -215,10 +216,14 @@ func idle(seconds int) time.Duration {
 
 // funnelSpec serves the public side: tsnet's Funnel, or the configured
 // public address where the control server has no Funnel. Either way the
-// handler marks requests public.
+// node must have the funnel node attribute (the tailnet policy's
+// nodeAttrs), and the handler marks requests public.
 func (e *Engine) funnelSpec() listenerSpec {
 	if e.opts.PublicAddr != "" {
 		return listenerSpec{key: "l7/public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
+			if err := e.funnelAllowed(); err != nil {
+				return nil, fmt.Errorf("funnel: %w", err)
+			}
 			ln, err := net.Listen("tcp", e.opts.PublicAddr)
 			if err != nil {
 				return nil, err
@@ -233,6 +238,30 @@ func (e *Engine) funnelSpec() listenerSpec {
 		}
 		return e.serveHTTP(ln, e.l7.Listener(true)), nil
 	}}
+}
+
+// noFunnel is tsnet's ListenFunnel error for a node without the funnel
+// attribute, which the operator recognizes.
+const noFunnel = `Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`
+
+// funnelAllowed checks, as tsnet's ListenFunnel does, that control gave
+// the node the funnel attribute, so the public stand-in follows the
+// tailnet policy as Funnel would.
+func (e *Engine) funnelAllowed() error {
+	lc, err := e.node.LocalClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := lc.StatusWithoutPeers(ctx)
+	if err != nil {
+		return fmt.Errorf("read the node's status: %w", err)
+	}
+	if st.Self == nil || !st.Self.HasCap(tailcfg.NodeAttrFunnel) {
+		return fmt.Errorf("the node lacks the funnel attribute: %s", noFunnel)
+	}
+	return nil
 }
 
 func (e *Engine) l4Specs(p config.PortMap, idle time.Duration) []listenerSpec {

@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/internal/tailnet"
@@ -43,6 +46,27 @@ func (p *Pipeline) authKey(ctx context.Context, be tailnet.Backend, r Replica, t
 	}
 	p.d.Log.Info("minted an auth key for a proxy", "proxy", r.Names.StateSecret, "key_id", k.ID)
 	return k.Key, nil
+}
+
+// TagsRetry is how often a proxy whose auth key the tailnet refused for
+// its tags asks again: the fix is an edit of the tailnet policy file,
+// which the operator cannot watch.
+const TagsRetry = 5 * time.Minute
+
+// RefusedTags reports whether err is the Tailscale API refusing an auth
+// key because the operator's OAuth client may not use tags (HTTP 400,
+// "requested tags [...] are invalid or not permitted"), and returns the
+// message to show on the parent: the API's words, then what to change.
+func RefusedTags(err error, tags []string) (string, bool) {
+	var e *tailnet.Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, "are invalid or not permitted") {
+		return "", false
+	}
+	list := strings.Join(tags, ", ")
+	return fmt.Sprintf("the tailnet refused an auth key for the proxy's tags %s: %q. The operator's OAuth client may only create "+
+		"devices with its own tags and the tags they own: in the tailnet policy file, make the client's tag "+
+		"(tag:k8s-operator) an owner of %s in tagOwners, or give the proxy tags the client owns (the tailscale.com/tags "+
+		"annotation, or spec.tags of the ProxyGroup or Connector). Tried again every %s", list, e.Message, list, TagsRetry), true
 }
 
 // revokeUnusedKeys revokes every auth key described desc that can still

@@ -134,7 +134,12 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	for i, r := range proxy.Replicas {
 		key, err := p.authKey(ctx, be, r, plan.Tags)
 		if err != nil {
-			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: err.Error()}))
+			msg := err.Error()
+			if refused, ok := RefusedTags(err, plan.Tags); ok {
+				// Only a policy edit fixes it, which no watch sees.
+				msg, err = refused, runtime.Temporary(err, TagsRetry)
+			}
+			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: msg}))
 		}
 		if configs[i], err = plan.Config(i, key); err != nil {
 			return runtime.Permanent(err)

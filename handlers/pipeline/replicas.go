@@ -276,8 +276,18 @@ func configError(r Replica) string {
 	if r.State == nil || len(r.State.Data[proxystate.KeyConfigError]) == 0 {
 		return ""
 	}
-	return "the proxy refused its config: " + string(r.State.Data[proxystate.KeyConfigError])
+	msg := string(r.State.Data[proxystate.KeyConfigError])
+	if strings.Contains(msg, `"funnel" node attribute not set`) {
+		return FunnelNotAllowed + "; the proxy says: " + msg
+	}
+	return "the proxy refused its config: " + msg
 }
+
+// FunnelNotAllowed explains a proxy whose Funnel listener the tailnet
+// refused: its device lacks the funnel node attribute.
+const FunnelNotAllowed = `Funnel is not allowed for this proxy: the tailnet policy file gives its tags no "funnel" node attribute, ` +
+	`so the proxy refuses the config and nothing is served publicly. Add a nodeAttrs entry for the proxy's tags, e.g. ` +
+	`{"target": ["tag:k8s"], "attr": ["funnel"]}, or remove the tailscale.com/funnel annotation; the proxy retries within a minute`
 
 func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {

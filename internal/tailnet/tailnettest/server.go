@@ -70,6 +70,7 @@ type Server struct {
 	devices      map[string]Device
 	deleted      []string
 	fail         map[string]Failure
+	attempts     map[string]int // endpoint -> requests, failed ones too
 	services     map[string]Service
 	// nextServiceIP numbers the addresses of new Tailscale Services.
 	nextServiceIP int
@@ -89,7 +90,7 @@ const (
 func NewServer() *Server {
 	s := &Server{
 		clientID: ClientID, clientSecret: ClientSecret,
-		tokens: map[string]bool{}, devices: map[string]Device{}, fail: map[string]Failure{},
+		tokens: map[string]bool{}, devices: map[string]Device{}, fail: map[string]Failure{}, attempts: map[string]int{},
 		created: map[string]time.Time{}, used: map[string]bool{}, revoked: map[string]bool{},
 		services: map[string]Service{},
 	}
@@ -104,6 +105,13 @@ func NewServer() *Server {
 	s.registerServices(mux)
 	s.Server = httptest.NewServer(mux)
 	return s
+}
+
+// Attempts is how many requests the endpoint got, failed ones included.
+func (s *Server) Attempts(endpoint string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts[endpoint]
 }
 
 // Fail makes an endpoint fail with f until Recover.
@@ -215,6 +223,7 @@ func (s *Server) authorized(endpoint string, next http.HandlerFunc) http.Handler
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		s.mu.Lock()
 		valid := ok && s.tokens[tok]
+		s.attempts[endpoint]++
 		s.mu.Unlock()
 		if !valid {
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "API token invalid"})

@@ -45,11 +45,11 @@ func (s *tailnetStack) close() {
 }
 
 // startTailnet starts the DNS-01 responder, Pebble and the tailnet (and,
-// with tailnets 2, a second tailnet of its own control server, API and
+// with o.tailnets 2, a second tailnet of its own control server, API and
 // OAuth client, for Tailnet objects), then writes D/ca.pem (Pebble's root),
 // D/acme-ca.pem (the ACME server's CA) and D/tailnet.env. A non-empty
-// policy replaces the tailnets' policy files.
-func startTailnet(ctx context.Context, dir, policy string, tailnets int, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
+// o.policy replaces the tailnets' policy files.
+func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("dns-01 server: %w", err)
@@ -75,7 +75,8 @@ func startTailnet(ctx context.Context, dir, policy string, tailnets int, localCA
 	}
 	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), func(addr string) (*tailnet.Tailnet, error) {
 		return tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain, Policy: policy,
+			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+			ClientTags: o.clientTags, Groups: o.groups,
 			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
 		})
 	}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
@@ -85,10 +86,10 @@ func startTailnet(ctx context.Context, dir, policy string, tailnets int, localCA
 		return nil, err
 	}
 	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
-	if tailnets > 1 {
+	if o.tailnets > 1 {
 		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), func(addr string) (*tailnet.Tailnet, error) {
 			return tailnet.Start(ctx, tailnet.Config{
-				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, MagicDNSDomain: secondDNSDomain, Policy: policy,
+				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
 				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
 			})
 		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })

@@ -64,11 +64,11 @@ func runUp(args []string) error {
 	var images imageFlags
 	fs.Var(&images, "image", "extra image map entry GLOB=BINARY (repeatable; tried before the defaults)")
 	nodeKind := fs.String("node", "process", `node kind: "process" (pods as host processes, fast) or "real" (kubelet, containerd, runc, CNI; needs go tool task test:node)`)
-	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: autoApprovers, nodeAttrs); replaces the saved one (default: the saved one, else approve every advertised route and exit node)")
-	tailnets := fs.Int("tailnets", 1, "number of tailnets: 1, or 2 for a second tailnet (its own control server, API and OAuth client, in tailnet.env as SECOND_TS_*) that Tailnet objects can name")
+	var tnOpts tailnetOptions
+	parsedTailnet := tnOpts.addFlags(fs)
 	_ = fs.Parse(args)
-	if *tailnets != 1 && *tailnets != 2 {
-		return fmt.Errorf("up: --tailnets %d: want 1 or 2", *tailnets)
+	if err := parsedTailnet(); err != nil {
+		return fmt.Errorf("up: %w", err)
 	}
 	if *dir == "" {
 		return errors.New("up: --dir is required")
@@ -87,14 +87,6 @@ func runUp(args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
-	}
-	var policy string
-	if *policyFile != "" {
-		b, err := os.ReadFile(*policyFile)
-		if err != nil {
-			return fmt.Errorf("up: --policy: %w", err)
-		}
-		policy = string(b)
 	}
 	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "devcluster"})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -151,11 +143,12 @@ func runUp(args []string) error {
 		nodeDone, waitFor = done, ready
 	}
 
-	tn, err := startTailnet(ctx, abs, policy, *tailnets, cp.LocalCA, logger)
+	tn, err := startTailnet(ctx, abs, tnOpts, cp.LocalCA, logger)
 	if err != nil {
 		return fmt.Errorf("tailnet: %w", err)
 	}
 	defer tn.close()
+	go watchPolicy(ctx, tnOpts, tn.net, logger.WithPrefix("tailnet"))
 
 	// Plugin authors push modules here (docs/plugins.md); the operator's
 	// pod runs on the host, so loopback reaches it.

@@ -1,6 +1,7 @@
 package tailnet
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -151,6 +152,15 @@ func (t *Tailnet) serveCreateKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	t.routeMu.Lock()
+	p := t.routes.policy
+	t.routeMu.Unlock()
+	if err := p.checkKeyTags(t.clientTags, c.Tags); err != nil {
+		t.logger.Warn("auth key refused: the OAuth client's tags do not own the requested tags (tagOwners)",
+			"client_tags", t.clientTags, "tags", c.Tags)
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	exp := time.Duration(req.ExpirySeconds) * time.Second
 	if exp <= 0 {
 		exp = 90 * 24 * time.Hour
@@ -215,7 +225,7 @@ func (t *Tailnet) device(n *tailcfg.Node) deviceJSON {
 	info := t.devices.info(n.Key)
 	d := deviceJSON{
 		Name: strings.TrimSuffix(n.Name, "."), ID: strconv.FormatInt(int64(n.ID), 10), NodeID: string(n.StableID),
-		Authorized: n.MachineAuthorized, User: "devcluster@" + t.MagicDNSDomain, Tags: slices.Clone(n.Tags),
+		Authorized: n.MachineAuthorized, User: cmp.Or(t.loginOf(n), t.defaultLogin()), Tags: slices.Clone(n.Tags),
 		Created: info.Created.UTC().Format(time.RFC3339), Hostname: n.Hostinfo.Hostname(), IsEphemeral: info.Ephemeral,
 		ConnectedToControl: true, MachineKey: n.Machine.String(), NodeKey: n.Key.String(), OS: n.Hostinfo.OS(),
 		ClientVersion: n.Hostinfo.IPNVersion(), KeyExpiryDisabled: n.KeyExpiry.IsZero(),
@@ -282,7 +292,7 @@ func (t *Tailnet) serveSetTags(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.Tags = req.Tags
-	u, l := t.owner(n.Tags)
+	u, l := t.owner(n.Tags, t.devices.info(n.Key).User)
 	t.fields.setOwner(n.Key, u, l)
 	n.User = u.ID
 	t.Control.UpdateNode(n)

@@ -4,13 +4,17 @@
 // client-credentials tokens, auth keys, devices) that
 // tailscale.com/client/tailscale/v2 works against unmodified. Auth keys
 // minted through that API are the only keys the control server accepts.
-// A tailnet policy file (HuJSON) decides, as on Tailscale, which advertised
-// routes and exit nodes are approved (autoApprovers; the others wait for an
-// approval through the API) and what node attributes devices get
-// (nodeAttrs, such as the app connectors' tailscale.com/app-connectors),
-// and which application capabilities a node's WhoIs lists for a peer
-// (grants' app, such as tailscale.com/cap/kubernetes, carried in the
-// destination's packet filter). acls and grants' ip are not enforced.
+// A tailnet policy file (HuJSON) decides, as on Tailscale, who reaches
+// whom on which ports (acls and grants' ip, compiled into each node's
+// packet filter), which tags the OAuth client may put on auth keys
+// (tagOwners), which advertised routes and exit nodes are approved
+// (autoApprovers; the others wait for an approval through the API), what
+// node attributes devices get (nodeAttrs, such as funnel or the app
+// connectors' tailscale.com/app-connectors), and which application
+// capabilities a node's WhoIs lists for a peer (grants' app, such as
+// tailscale.com/cap/kubernetes, carried in the destination's packet
+// filter). Users other than the tailnet's owner join with UserAuthKey;
+// Config.Groups is their directory's groups.
 //
 // Tailscale Services (VIP services) are real too: created through the API
 // (/vip-services) with addresses from VIPRange, hosted by tagged nodes that

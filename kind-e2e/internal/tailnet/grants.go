@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"tailscale.com/net/tsaddr"
 	"tailscale.com/tailcfg"
 	"tailscale.com/types/key"
 )
@@ -149,12 +150,15 @@ func parseHost(s string) (netip.Prefix, error) {
 	return pfx.Masked(), err
 }
 
-// grantNode is what grants look at in a node: its tags, its owner's
-// login (untagged nodes) and its addresses.
+// grantNode is what grants and acls look at in a node: its tags, its
+// owner's login (untagged nodes), its addresses, the addresses of the
+// Tailscale Services routed to it and the subnet routes it serves.
 type grantNode struct {
-	tags  []string
-	login string
-	addrs []netip.Prefix
+	tags   []string
+	login  string
+	addrs  []netip.Prefix
+	vips   []netip.Prefix
+	routes []netip.Prefix
 }
 
 // prefix returns the IP or prefix id names (a host alias or a literal).
@@ -166,17 +170,18 @@ func (p *policy) prefix(id string) (netip.Prefix, bool) {
 	return pfx, err == nil
 }
 
-// names reports whether id names node n, and the destinations a CapGrant
-// for it covers (n's addresses, or the prefix id names).
+// names reports whether id names node n, and the destinations a rule
+// for it covers: n's addresses and its services' (an identity), or the
+// prefix id names when it covers one of them or a route n serves.
 func (p *policy) names(id string, n grantNode) ([]netip.Prefix, bool) {
 	if pfx, ok := p.prefix(id); ok {
-		if slices.ContainsFunc(n.addrs, func(a netip.Prefix) bool { return pfx.Contains(a.Addr()) }) {
+		if coversAny(pfx, append(slices.Clone(n.addrs), n.vips...), n.routes) {
 			return []netip.Prefix{pfx}, true
 		}
 		return nil, false
 	}
 	if p.matches(id, n.tags, n.login) {
-		return n.addrs, true
+		return append(slices.Clone(n.addrs), n.vips...), true
 	}
 	return nil, false
 }
@@ -241,34 +246,40 @@ func (p *policy) sources(src []string, nodes []grantNode) []string {
 	return out
 }
 
-// grantRules are the app-capability rules for the node with key k, added
-// to the packet filter of each map response it gets (serveMap). They are
-// computed per response, so a node that joins, leaves or changes tags is
-// in the sources of every map sent after it; a policy change wakes every
-// node (wakeAll).
-func (t *Tailnet) grantRules(k key.NodePublic) []tailcfg.FilterRule {
+// packetFilterFor is the packet filter for the node with key k, from
+// testcontrol's (base), sent in each map response it gets (serveMap):
+// the policy's acls and grants' ip rules and the grants' app
+// capabilities (policy.packetFilter). It is computed per response, so a
+// node that joins, leaves or changes tags is in the sources of every map
+// sent after it; a policy change wakes every node (wakeAll).
+func (t *Tailnet) packetFilterFor(k key.NodePublic, base []tailcfg.FilterRule) []tailcfg.FilterRule {
 	t.routeMu.Lock()
+	defer t.routeMu.Unlock()
 	p := t.routes.policy
-	t.routeMu.Unlock()
-	if len(p.Grants) == 0 {
-		return nil
+	if len(p.Grants) == 0 && !p.enforcesIP() {
+		return base
 	}
 	self := t.Control.Node(k)
 	if self == nil || t.devices.removed(k) {
-		return nil
+		return base
 	}
+	services := t.store.services()
 	var nodes []grantNode
 	for _, n := range t.liveNodes() {
-		nodes = append(nodes, t.grantNode(n))
+		nodes = append(nodes, t.grantNodeLocked(n, services))
 	}
-	return p.appRules(t.grantNode(self), nodes)
+	return p.packetFilter(base, t.grantNodeLocked(self, services), nodes)
 }
 
-func (t *Tailnet) grantNode(n *tailcfg.Node) grantNode {
-	login := ""
-	if len(n.Tags) == 0 {
-		_, l := t.owner(nil)
-		login = l.LoginName
+// grantNodeLocked is what the policy's rules see of n (routeMu held).
+func (t *Tailnet) grantNodeLocked(n *tailcfg.Node, services []*vipService) grantNode {
+	var routes []netip.Prefix
+	approved := t.devices.info(n.Key).ApprovedRoutes
+	for _, r := range advertisedRoutes(n) {
+		if slices.Contains(approved, r) && !tsaddr.IsExitRoute(r) {
+			routes = append(routes, r)
+		}
 	}
-	return grantNode{tags: n.Tags, login: login, addrs: n.Addresses}
+	return grantNode{tags: n.Tags, login: t.loginOf(n), addrs: n.Addresses,
+		vips: t.serviceRoutesLocked(n.Key, services), routes: routes}
 }

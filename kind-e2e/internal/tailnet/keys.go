@@ -26,6 +26,9 @@ type authKey struct {
 	Preauthorized bool      `json:"preauthorized"`
 	Tags          []string  `json:"tags"`
 	Uses          int       `json:"uses"`
+	// User is the login of the user who minted it (UserAuthKey); empty
+	// for the OAuth client's keys.
+	User string `json:"user,omitempty"`
 }
 
 // store is the API's persistent state: the OAuth client and the auth keys.
@@ -58,6 +61,7 @@ type admission struct {
 	Tags      []string `json:"tags"`
 	Ephemeral bool     `json:"ephemeral"`
 	Removed   bool     `json:"removed,omitempty"`
+	User      string   `json:"user,omitempty"`
 }
 
 func loadStore(path string) (*store, error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,8 +24,8 @@ import (
 // MapResponse it streams back for that node, as Tailscale's control server
 // would send it: deleted devices are left out of the peers, every node
 // gets the Tailscale Services' DNS records and a service host the names
-// of its services as certificate names, a node's packet filter carries
-// the app capabilities the policy's grants give it (grantRules), and in a
+// of its services as certificate names, a node's packet filter is the
+// policy's (acls, grants' ip and app: packetFilterFor), and in a
 // tagged node's own map the tagged-devices profile carries the node's
 // MagicDNS name as LoginName (the official operator reads a device's DNS
 // name from there, in its state Secret), while other nodes see
@@ -106,7 +107,7 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 		}
 	}
 	var res map[string]json.RawMessage
-	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil && res["DNSConfig"] == nil && res["PacketFilter"] == nil) {
+	if json.Unmarshal(js, &res) != nil || (res["Peers"] == nil && res["UserProfiles"] == nil && res["DNSConfig"] == nil && res["PacketFilter"] == nil && res["Node"] == nil) {
 		return frame
 	}
 	if raw := res["DNSConfig"]; raw != nil && string(raw) != "null" {
@@ -120,14 +121,13 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 		}
 	}
 	if raw := res["PacketFilter"]; raw != nil && string(raw) != "null" {
-		var rules []json.RawMessage
+		var rules []tailcfg.FilterRule
 		if json.Unmarshal(raw, &rules) == nil {
-			for _, g := range m.t.grantRules(m.self) {
-				js, _ := json.Marshal(g)
-				rules = append(rules, js)
-			}
-			res["PacketFilter"], _ = json.Marshal(rules)
+			res["PacketFilter"], _ = json.Marshal(m.t.packetFilterFor(m.self, rules))
 		}
+	}
+	if raw := res["Node"]; raw != nil && string(raw) != "null" {
+		res["Node"] = m.t.withoutUngrantedFunnel(m.self, raw)
 	}
 	if raw := res["Peers"]; raw != nil {
 		var peers []json.RawMessage
@@ -171,6 +171,32 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 	}
 	if m.compress {
 		out = zstdframe.AppendEncode(nil, out, zstdframe.FastestCompression)
+	}
+	return out
+}
+
+// withoutUngrantedFunnel returns the self node of a map response (raw
+// JSON) without the funnel attribute testcontrol gives every node at
+// registration (in Capabilities), unless the policy's nodeAttrs give it
+// to the node: as on Tailscale, Funnel needs the funnel node attribute.
+func (t *Tailnet) withoutUngrantedFunnel(k key.NodePublic, raw json.RawMessage) json.RawMessage {
+	var node map[string]json.RawMessage
+	var caps []tailcfg.NodeCapability
+	if json.Unmarshal(raw, &node) != nil || node["Capabilities"] == nil || json.Unmarshal(node["Capabilities"], &caps) != nil {
+		return raw
+	}
+	if n := t.Control.Node(k); n != nil {
+		t.routeMu.Lock()
+		_, granted := t.routes.policy.capMap(n.Tags, t.loginOf(n))[tailcfg.NodeAttrFunnel]
+		t.routeMu.Unlock()
+		if granted {
+			return raw
+		}
+	}
+	node["Capabilities"], _ = json.Marshal(slices.DeleteFunc(caps, func(c tailcfg.NodeCapability) bool { return c == tailcfg.NodeAttrFunnel }))
+	out, err := json.Marshal(node)
+	if err != nil {
+		return raw
 	}
 	return out
 }

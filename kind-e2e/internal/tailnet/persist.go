@@ -64,7 +64,7 @@ func (t *Tailnet) restore() error {
 		if sn.Node == nil || sn.Node.Key.IsZero() {
 			continue
 		}
-		u, l := t.owner(sn.Node.Tags)
+		u, l := t.owner(sn.Node.Tags, sn.Device.User)
 		t.fields.put(sn.Node, u, l)
 		t.devices.add(sn.Node.Key, sn.Device)
 	}
@@ -93,15 +93,3 @@ func (t *Tailnet) saveNodes() {
 // taggedDevicesID is the user that owns tagged devices, as on Tailscale,
 // where a tagged device belongs to no person.
 const taggedDevicesID tailcfg.UserID = 2147455555
-
-// owner returns the user and login a node with these tags belongs to:
-// tagged devices to "tagged-devices" (as on Tailscale), the others to the
-// one person of devcluster's tailnet.
-func (t *Tailnet) owner(tags []string) (*tailcfg.User, *tailcfg.Login) {
-	if len(tags) > 0 {
-		return &tailcfg.User{ID: taggedDevicesID, DisplayName: "Tagged Devices"},
-			&tailcfg.Login{ID: tailcfg.LoginID(taggedDevicesID), Provider: "devcluster", LoginName: "tagged-devices", DisplayName: "Tagged Devices"}
-	}
-	return &tailcfg.User{ID: 1, DisplayName: "devcluster"},
-		&tailcfg.Login{ID: 1, Provider: "devcluster", LoginName: "devcluster@" + t.MagicDNSDomain, DisplayName: "devcluster"}
-}

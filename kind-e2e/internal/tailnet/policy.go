@@ -30,12 +30,34 @@ const DefaultPolicy = `// devcluster's default tailnet policy.
 		// devcluster only: "*" names every Tailscale Service.
 		"services": {"*": ["autogroup:tagged"]},
 	},
+	// Funnel for every device, as a new tailnet's policy gives it.
+	"nodeAttrs": [{"target": ["autogroup:member", "autogroup:tagged"], "attr": ["funnel"]}],
+}
+`
+
+// previousDefaultPolicies are the earlier versions of DefaultPolicy; a
+// tailnet saved with one is given the current one, so resumed clusters
+// behave like new ones.
+var previousDefaultPolicies = []string{previousDefaultPolicy, secondDefaultPolicy}
+
+// secondDefaultPolicy is DefaultPolicy before it gave every device Funnel.
+const secondDefaultPolicy = `// devcluster's default tailnet policy.
+{
+	"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}],
+	"autoApprovers": {
+		"routes": {
+			"0.0.0.0/0": ["autogroup:member", "autogroup:tagged"],
+			"::/0":      ["autogroup:member", "autogroup:tagged"],
+		},
+		"exitNode": ["autogroup:member", "autogroup:tagged"],
+		// devcluster only: "*" names every Tailscale Service.
+		"services": {"*": ["autogroup:tagged"]},
+	},
 }
 `
 
 // previousDefaultPolicy is DefaultPolicy before it approved Tailscale
-// Services; a tailnet saved with it is given the current one, so resumed
-// clusters behave like new ones.
+// Services.
 const previousDefaultPolicy = `// devcluster's default tailnet policy.
 {
 	"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}],
@@ -50,14 +72,15 @@ const previousDefaultPolicy = `// devcluster's default tailnet policy.
 `
 
 // policy is the part of a tailnet policy file devcluster acts on:
-// autoApprovers, nodeAttrs and the app capabilities of grants (with
-// groups, hosts and tagOwners to resolve names). acls, the ip part of
-// grants, the owners in tagOwners and the rest are accepted and not
-// enforced (testcontrol lets every node reach every other).
+// acls and grants (packet filters and app capabilities), tagOwners (which
+// tags an OAuth client may put on auth keys), autoApprovers and nodeAttrs,
+// with groups and hosts to resolve names. The rest is accepted and not
+// enforced.
 type policy struct {
 	Groups        map[string][]string `json:"groups"`
 	Hosts         map[string]string   `json:"hosts"`
 	TagOwners     map[string][]string `json:"tagOwners"`
+	ACLs          []aclEntry          `json:"acls"`
 	Grants        []grant             `json:"grants"`
 	AutoApprovers struct {
 		Routes   map[string][]string `json:"routes"`
@@ -69,8 +92,12 @@ type policy struct {
 	} `json:"autoApprovers"`
 	NodeAttrs []nodeAttr `json:"nodeAttrs"`
 
-	routes []routeApprover // AutoApprovers.Routes, parsed
-	text   string          // the HuJSON it was read from
+	routes  []routeApprover // AutoApprovers.Routes, parsed
+	ipRules []ipRule        // acls and grants' ip, checked (checkACLs)
+	// dir are the groups of devcluster's user directory (Config.Groups),
+	// which the policy may name without defining them in groups.
+	dir  map[string][]string
+	text string // the HuJSON it was read from
 }
 
 // nodeAttr is one nodeAttrs entry: attributes (and app capabilities such
@@ -87,13 +114,14 @@ type routeApprover struct {
 }
 
 // parsePolicy reads a HuJSON policy file and checks the parts devcluster
-// uses, naming the entry that is wrong.
-func parsePolicy(text string) (*policy, error) {
+// uses, naming the entry that is wrong. dir are the user directory's
+// groups (group name -> member logins).
+func parsePolicy(text string, dir map[string][]string) (*policy, error) {
 	std, err := hujson.Standardize([]byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("policy is not valid HuJSON: %w", err)
 	}
-	p := &policy{text: text}
+	p := &policy{text: text, dir: dir}
 	if err := json.Unmarshal(std, p); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
@@ -160,6 +188,12 @@ func parsePolicy(text string) (*policy, error) {
 	if err := p.checkGrants(); err != nil {
 		return nil, err
 	}
+	if err := p.checkACLs(); err != nil {
+		return nil, err
+	}
+	if err := p.checkTagOwners(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -171,8 +205,9 @@ func (p *policy) checkIdentity(id string) error {
 	case strings.HasPrefix(id, "tag:") && len(id) > 4:
 	case id == "autogroup:member", id == "autogroup:tagged":
 	case strings.HasPrefix(id, "group:"):
-		if _, ok := p.Groups[id]; !ok {
-			return fmt.Errorf("group %q is not defined in groups", id)
+		_, inPolicy := p.Groups[id]
+		if _, inDir := p.dir[id]; !inPolicy && !inDir {
+			return fmt.Errorf("group %q is not defined in groups (nor in devcluster's user directory)", id)
 		}
 	case strings.Contains(id, "@"):
 	default:
@@ -194,7 +229,7 @@ func (p *policy) matches(id string, tags []string, login string) bool {
 	case id == "autogroup:member":
 		return len(tags) == 0
 	case strings.HasPrefix(id, "group:"):
-		return len(tags) == 0 && slices.Contains(p.Groups[id], login)
+		return len(tags) == 0 && (slices.Contains(p.Groups[id], login) || slices.Contains(p.dir[id], login))
 	default:
 		return len(tags) == 0 && id == login
 	}

@@ -2,6 +2,7 @@ package tailnet
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -116,11 +117,7 @@ func (t *Tailnet) syncNodeLocked(n *tailcfg.Node, services []*vipService) {
 		return
 	}
 	adv := advertisedRoutes(n)
-	owner := ""
-	if len(n.Tags) == 0 {
-		_, l := t.owner(nil)
-		owner = l.LoginName
-	}
+	owner := t.loginOf(n)
 	info := t.devices.info(n.Key)
 	approved := slices.Clone(info.ApprovedRoutes)
 	for _, r := range t.routes.policy.autoApproved(adv, n.Tags, owner) {
@@ -267,17 +264,39 @@ func (t *Tailnet) serveSetPolicy(w http.ResponseWriter, r *http.Request) {
 	if json.Unmarshal(body, &quoted) == nil {
 		text = quoted // a HuJSON document sent as a JSON string
 	}
-	p, err := parsePolicy(text)
-	if err != nil {
-		apiError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := t.setPolicy(p); err != nil {
+	if err := t.SetPolicy(text); err != nil {
+		var bad *PolicyError
+		if errors.As(err, &bad) {
+			apiError(w, http.StatusBadRequest, bad.Err.Error())
+			return
+		}
 		apiError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	t.logger.Info("tailnet policy changed through the API")
-	t.syncAll()
-	t.wakeAll() // new grants: new packet filters
 	w.WriteHeader(http.StatusOK)
+}
+
+// PolicyError is a policy file SetPolicy refused, with the reason.
+type PolicyError struct{ Err error }
+
+func (e *PolicyError) Error() string { return e.Err.Error() }
+
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// SetPolicy makes text (HuJSON) the tailnet's policy file at once, as
+// the API's POST /acl does: routes it auto-approves are approved (earlier
+// approvals stay), node attributes and packet filters change on every
+// node. A policy that is not valid is refused with a *PolicyError.
+func (t *Tailnet) SetPolicy(text string) error {
+	p, err := parsePolicy(text, t.groups)
+	if err != nil {
+		return &PolicyError{Err: err}
+	}
+	if err := t.setPolicy(p); err != nil {
+		return fmt.Errorf("tailnet: save the policy: %w", err)
+	}
+	t.syncAll()
+	t.wakeAll() // new acls and grants: new packet filters
+	return nil
 }

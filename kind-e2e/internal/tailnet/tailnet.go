@@ -10,7 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +33,16 @@ type Config struct {
 	// Policy is the tailnet policy file (HuJSON) to start with; it replaces
 	// the one saved in StateFile. Empty: the saved one, else DefaultPolicy.
 	Policy string
+	// ClientTags are the tags of the OAuth client (ClientID): it may mint
+	// auth keys with these tags and the tags they own in the policy's
+	// tagOwners. Empty: none, an admin's client that may use every tag.
+	// devcluster gives it tag:k8s-operator, as the official install does.
+	ClientTags []string
+	// Groups are the groups of the tailnet's user directory (group:name
+	// -> member logins), as an identity provider syncs them: the policy
+	// may name them without defining them in its groups. Users join with
+	// keys from UserAuthKey.
+	Groups map[string][]string
 	// OnTXT receives the DNS-01 records nodes publish for certificates.
 	OnTXT  func(name, value string)
 	Logger *log.Logger
@@ -45,8 +55,13 @@ type Tailnet struct {
 	MagicDNSDomain string
 	ClientID       string
 	ClientSecret   string
+	// ClientTags are the OAuth client's tags (Config.ClientTags).
+	ClientTags []string
 	// Control is the in-process control server.
 	Control *testcontrol.Server
+
+	clientTags []string
+	groups     map[string][]string
 
 	store   *store
 	devices *deviceRegistry
@@ -85,10 +100,15 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		return nil, err
 	}
 	saved := st.policy()
-	if saved == previousDefaultPolicy {
+	if slices.Contains(previousDefaultPolicies, saved) {
 		saved = DefaultPolicy
 	}
-	pol, err := parsePolicy(cmp.Or(cfg.Policy, saved, DefaultPolicy))
+	for _, tag := range cfg.ClientTags {
+		if err := tailcfg.CheckTag(tag); err != nil {
+			return nil, fmt.Errorf("tailnet: ClientTags: %q: %w", tag, err)
+		}
+	}
+	pol, err := parsePolicy(cmp.Or(cfg.Policy, saved, DefaultPolicy), cfg.Groups)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +128,8 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	}
 	t := &Tailnet{
 		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
-		ClientID: st.ClientID, ClientSecret: st.ClientSecret,
+		ClientID: st.ClientID, ClientSecret: st.ClientSecret, ClientTags: slices.Clone(cfg.ClientTags),
+		clientTags: slices.Clone(cfg.ClientTags), groups: cfg.Groups,
 		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
 		routes:     routeState{policy: pol, served: map[key.NodePublic]served{}, vip: newVIPState()},
 		pendingTXT: map[string]string{},
@@ -215,7 +236,7 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 			_ = json.NewEncoder(w).Encode(tailcfg.RegisterResponse{Error: err.Error()})
 			return
 		}
-		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral}
+		adm = admission{KeyID: k.ID, Tags: k.Tags, Ephemeral: k.Ephemeral, User: k.User}
 		t.store.admit(nk, adm)
 	}
 	if known {
@@ -226,7 +247,7 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	// testcontrol takes the new node's owner from its user table.
-	u, l := t.owner(adm.Tags)
+	u, l := t.owner(adm.Tags, adm.User)
 	t.fields.setOwner(req.NodeKey, u, l)
 	// The answer waits until the node has its final ID (its IPs), tags and
 	// name, so the node never sees provisional ones.
@@ -244,7 +265,7 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 			t.Control.UpdateNode(n)
 		}
 	}
-	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID})
+	t.devices.add(req.NodeKey, deviceInfo{Created: time.Now(), Ephemeral: adm.Ephemeral, KeyID: adm.KeyID, User: adm.User})
 	if n := t.Control.Node(req.NodeKey); n != nil {
 		t.syncNode(n) // its capabilities, before its first map
 	}
@@ -333,53 +354,4 @@ func (t *Tailnet) removeNode(n *tailcfg.Node) {
 	t.Control.UpdateNode(n)
 	t.saveNodes()
 	t.syncAll() // services it hosted move to other hosts
-}
-
-type deviceInfo struct {
-	Created   time.Time
-	Ephemeral bool
-	KeyID     string
-	Removed   bool
-	// ApprovedRoutes are the routes approved for the device (by an
-	// auto-approver or through the API), advertised or not.
-	ApprovedRoutes []netip.Prefix `json:",omitempty"`
-}
-
-type deviceRegistry struct {
-	mu sync.Mutex
-	m  map[key.NodePublic]deviceInfo
-}
-
-func (d *deviceRegistry) add(k key.NodePublic, i deviceInfo) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.m[k] = i
-}
-
-func (d *deviceRegistry) info(k key.NodePublic) deviceInfo {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.m[k]
-}
-
-func (d *deviceRegistry) removed(k key.NodePublic) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.m[k].Removed
-}
-
-func (d *deviceRegistry) setApproved(k key.NodePublic, routes []netip.Prefix) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	i := d.m[k]
-	i.ApprovedRoutes = routes
-	d.m[k] = i
-}
-
-func (d *deviceRegistry) remove(k key.NodePublic) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	i := d.m[k]
-	i.Removed = true
-	d.m[k] = i
 }

@@ -1,0 +1,98 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
+	"github.com/tailplane/tailplane/internal/testpoll"
+)
+
+// refusedTags is the Tailscale API's answer to an OAuth client whose tags
+// do not own the tags it asks an auth key for (tagOwners).
+const refusedTags = "requested tags [tag:k8s] are invalid or not permitted"
+
+// The API refusing the proxy's tags (HTTP 400, the official text) shows on
+// the Service as its condition and a Warning Event, on an Ingress as a
+// Warning Event and on a ProxyGroup as its condition, each with the API's
+// words and what to change in tagOwners; it is not retried in a loop: no
+// second key is asked for within the next seconds.
+func TestRefusedTagsAreExplained(t *testing.T) {
+	h := newHarness(t, nil)
+	h.api.Fail(tailnettest.EndpointKeys, tailnettest.Failure{Status: http.StatusBadRequest, Message: refusedTags})
+	h.createService(exposed("tagged", nil))
+	h.wantCondition("tagged", "False", "ProxyFailed", `"`+refusedTags+`"`)
+	h.wantCondition("tagged", "False", "ProxyFailed", "an owner of tag:k8s in tagOwners")
+	h.wantEvent(h.ns, "tagged", corev1.EventTypeWarning, "ProxyFailed", refusedTags)
+	if err := h.proxyGone("svc", "tagged"); err != nil {
+		t.Fatal(err)
+	}
+
+	h.createIngressClass(false)
+	h.backend("web", 8080)
+	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 8080)})
+	h.wantEvent(h.ns, "site", corev1.EventTypeWarning, ingress.ReasonProxyFailed, refusedTags+`". The operator's OAuth client`)
+
+	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
+	g.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupCreationFailed, refusedTags)
+
+	// Asked once per object, then not again for TagsRetry.
+	attempts := h.api.Attempts(tailnettest.EndpointKeys)
+	testpoll.AlwaysTrue(t, 5*time.Second, "no new auth key request", func() bool {
+		return h.api.Attempts(tailnettest.EndpointKeys) == attempts
+	})
+}
+
+// An Ingress with tailscale.com/funnel whose proxy's device lacks the
+// funnel node attribute (the proxy's ListenFunnel fails with tailscale's
+// words, recorded as config_error) gets a Warning Event saying Funnel is
+// not allowed and which nodeAttrs entry allows it; once the proxy serves,
+// the Ingress gets its address.
+func TestIngressFunnelWithoutAttribute(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	h.backend("web", 8080)
+	h.createIngress("public", map[string]string{ingress.AnnotationFunnel: "true"}, networkingv1.IngressSpec{
+		DefaultBackend: defaultBackend("web", 8080),
+		TLS:            []networkingv1.IngressTLS{{Hosts: []string{"public"}}},
+	})
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "public") })
+	cfg, err := h.proxyConfig("ingress", "public")
+	if err != nil || !cfg.L7.Funnel {
+		t.Fatalf("config %+v %v: want Funnel on", cfg, err)
+	}
+	h.simulateLogin("ingress", "public", "nPUB", "public.tail1.ts.net", "100.64.0.12")
+	refused := `open listener l7/funnel/tcp/443: funnel: Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`
+	patch, _ := json.Marshal(map[string]any{"stringData": map[string]string{"config_error": refused}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "public").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonProxyFailed, pipeline.FunnelNotAllowed)
+	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonProxyFailed, refused)
+
+	// The policy gives the attribute: the proxy applies its config.
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "public").StateSecret, types.MergePatchType, []byte(`{"data":{"config_error":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, settle, "Ingress address", func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "public", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lb := ing.Status.LoadBalancer.Ingress; len(lb) != 1 || lb[0].Hostname != "public.tail1.ts.net" {
+			return fmt.Errorf("status %+v", lb)
+		}
+		return nil
+	})
+}
