@@ -80,7 +80,10 @@ func startRegistry(t *testing.T) string {
 // TestImages builds both images once, pushes them to a registry, pulls them
 // back through the registry API and checks what a node would run.
 func TestImages(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// A bound against a hung build, not a speed target: the images' -trimpath,
+	// CGO_ENABLED=0 builds share no cache with the rest, and with empty caches
+	// on a busy 2-core machine both platforms took more than 10 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	opts := buildOptions(t)
 	sourceBefore := sourceState(t, opts.ModuleDir)
