@@ -65,7 +65,7 @@ func RefusedTags(err error, tags []string) (string, bool) {
 	list := strings.Join(tags, ", ")
 	return fmt.Sprintf("the tailnet refused an auth key for the proxy's tags %s: %q. The operator's OAuth client may only create "+
 		"devices with its own tags and the tags they own: in the tailnet policy file, make the client's tag "+
-		"(tag:k8s-operator) an owner of %s in tagOwners, or give the proxy tags the client owns (the tailscale.com/tags "+
+		"(tag:k8s-operator in the official install) an owner of %s in tagOwners, or give the proxy tags the client owns (the tailscale.com/tags "+
 		"annotation, or spec.tags of the ProxyGroup or Connector). Tried again every %s", list, e.Message, list, TagsRetry), true
 }
 
