@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/net/dns/dnsmessage"
 	tsapi "tailscale.com/client/tailscale/v2"
 	"tailscale.com/ipn"
 	"tailscale.com/net/tsaddr"
@@ -27,7 +30,8 @@ import (
 // (reachable only once its route is approved through the API), the seed's
 // two-replica exit node (approved by the policy's autoApprovers, used by a
 // client that selects it, scaled down to one device), and the app connector
-// (its routes come from the policy's nodeAttrs, as on Tailscale).
+// (its routes come from the policy's nodeAttrs, as on Tailscale, or from
+// the DNS answers it gives a client for an app's domain).
 var _ = Describe("Connectors", Ordered, func() {
 	var (
 		api                  *tsapi.Client
@@ -38,18 +42,22 @@ var _ = Describe("Connectors", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		api = tailnetAPI()
 		outside = outsideServer()
+		staticAppRoute = staticRouteAvoiding(outside.Addr())
 		// This container's policy: exit nodes of tag:k8s and the app
-		// connector's route are approved automatically, other routes
+		// connector's routes are approved automatically, other routes
 		// wait for an admin; the app connector gets its apps from the
-		// policy's nodeAttrs. The tailnet's own policy comes back after.
+		// policy's nodeAttrs: one with a configured route, one whose
+		// route it learns from DNS answers. The tailnet's own policy comes
+		// back after.
 		before, err := api.PolicyFile().Raw(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		policy := fmt.Sprintf(`{
-			"autoApprovers": {"routes": {%q: ["tag:k8s"]}, "exitNode": ["tag:k8s"]},
+			"autoApprovers": {"routes": {%q: ["tag:k8s"], %q: ["tag:k8s"]}, "exitNode": ["tag:k8s"]},
 			"nodeAttrs": [{"target": ["*"], "app": {"tailscale.com/app-connectors": [
-				{"name": "outside", "connectors": ["tag:k8s"], "domains": ["outside.e2e.test"], "routes": [%q]},
+				{"name": "static", "connectors": ["tag:k8s"], "domains": ["static.e2e.test"], "routes": [%q]},
+				{"name": "outside", "connectors": ["tag:k8s"], "domains": [%q]},
 			]}}],
-		}`, netip.PrefixFrom(outside.Addr(), 32), netip.PrefixFrom(outside.Addr(), 32))
+		}`, staticAppRoute, netip.PrefixFrom(outside.Addr(), 32), staticAppRoute, outsideDomain)
 		Expect(api.PolicyFile().Set(ctx, policy, "")).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "connector", "ts-pod-cidrs", "pod-subnet", "exit-node", "app-connector")
@@ -155,27 +163,114 @@ spec:
 		Expect(exitTo.getVia(ctx, outside, 5*time.Second)).To(Equal("outside"), "through exit-node-0 after the scale-down")
 	}, SpecTimeout(4*time.Minute))
 
-	It("runs the seed's app connector: the policy's app routes are advertised, approved and reached through it", func(ctx SpecContext) {
-		_, err := routesClient.getVia(ctx, outside, 3*time.Second)
-		Expect(err).To(HaveOccurred(), "reached %s before the app connector runs", outside)
+	It("runs the seed's app connector: the routes of the policy's app are advertised and approved", func(ctx SpecContext) {
 		applySeed("06-connector-app-connector.yaml")
 		waitConnectorReady(ctx, "app-connector", 1)
 		out, err := devcluster("kubectl", "get", "connector", "app-connector", "-o", "jsonpath={.status.isAppConnector}")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(Equal("true"))
 		id := deviceID(ctx, api, "app-connector-connector")
-		route := netip.PrefixFrom(outside.Addr(), 32).String()
 		Eventually(func(g Gomega) {
 			r, err := api.Devices().SubnetRoutes(ctx, id)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(r.Advertised).To(ContainElement(route), "the route of the policy's tailscale.com/app-connectors")
-			g.Expect(r.Enabled).To(ContainElement(route))
+			g.Expect(r.Advertised).To(ContainElement(staticAppRoute), "the route of the policy's tailscale.com/app-connectors")
+			g.Expect(r.Enabled).To(ContainElement(staticAppRoute))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	// The app "outside" has a domain and no routes: the connector learns
+	// its address from the answer to a client's query, which the client's
+	// MagicDNS sends to the connector's peer API (split DNS from
+	// devcluster's control) and the connector resolves with its pod's
+	// resolv.conf, i.e. devcluster's cluster DNS, whose records file
+	// (D/dns-records) holds the name.
+	It("learns an app's route from a client's DNS query: advertised, auto-approved, reached through the connector", func(ctx SpecContext) {
+		route := netip.PrefixFrom(outside.Addr(), 32)
+		dev := deviceNamed(ctx, api, "app-connector-connector")
+		r, err := api.Devices().SubnetRoutes(ctx, dev.ID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.Advertised).NotTo(ContainElement(route.String()), "advertised before any query")
+		_, err = routesClient.getVia(ctx, outside, 3*time.Second)
+		Expect(err).To(HaveOccurred(), "reached %s before it was resolved through the connector", outside)
+
+		records := filepath.Join(suite.dir, "cluster", "dns-records")
+		Expect(os.WriteFile(records, fmt.Appendf(nil, "%s %s\n", outside.Addr(), outsideDomain), 0o644)).To(Succeed())
+		DeferCleanup(func() { _ = os.Remove(records) })
+		lc, err := routesClient.node.LocalClient()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			res, resolvers, err := lc.QueryDNS(ctx, outsideDomain, "A")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resolvers).NotTo(BeEmpty(), "no resolver for %s (no split-DNS route to the connector)", outsideDomain)
+			g.Expect(resolvers[0].Addr).To(And(HavePrefix("http://"+dev.Addresses[0]+":"), HaveSuffix("/dns-query")), "the connector's peer API")
+			g.Expect(dnsAnswer(res)).To(ContainElement(outside.Addr()))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			r, err := api.Devices().SubnetRoutes(ctx, dev.ID)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Advertised).To(ContainElement(route.String()), "the learned route")
+			g.Expect(r.Enabled).To(ContainElement(route.String()), "approved by autoApprovers")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := lc.Status(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			var routes []netip.Prefix
+			for _, p := range st.Peer {
+				if p.HostName == "app-connector-connector" && p.PrimaryRoutes != nil {
+					routes = p.PrimaryRoutes.AsSlice()
+				}
+			}
+			g.Expect(routes).To(ContainElement(route), "the client's netmap routes it through the connector")
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 		Eventually(func() (string, error) {
 			return routesClient.getVia(ctx, outside, 5*time.Second)
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal("outside"))
 	}, SpecTimeout(3*time.Minute))
 })
+
+// The app connector's apps in the container's policy: one with a configured
+// route (staticAppRoute, a documentation prefix without the outside server's
+// address: nothing is reached there) and one whose route comes from DNS.
+var staticAppRoute string
+
+const outsideDomain = "outside.e2e.test"
+
+// staticRouteAvoiding is a documentation /24 that does not hold addr (this
+// machine's own address may be in one).
+func staticRouteAvoiding(addr netip.Addr) string {
+	for _, p := range []string{"198.51.100.0/24", "203.0.113.0/24"} {
+		if !netip.MustParsePrefix(p).Contains(addr) {
+			return p
+		}
+	}
+	panic("unreachable")
+}
+
+// dnsAnswer is the A records of a DNS message.
+func dnsAnswer(res []byte) []netip.Addr {
+	var p dnsmessage.Parser
+	if _, err := p.Start(res); err != nil {
+		return nil
+	}
+	_ = p.SkipAllQuestions()
+	var out []netip.Addr
+	for {
+		h, err := p.AnswerHeader()
+		if err != nil {
+			return out
+		}
+		if h.Type != dnsmessage.TypeA {
+			_ = p.SkipAnswer()
+			continue
+		}
+		a, err := p.AResource()
+		if err != nil {
+			return out
+		}
+		out = append(out, netip.AddrFrom4(a.A))
+	}
+}
 
 // applySeed applies one of examples/seed/ unchanged.
 func applySeed(name string) {

@@ -13,14 +13,8 @@ var _ = Describe("an exposed ExternalName Service", Ordered, func() {
 	BeforeAll(func() {
 		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/echo.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
-		var target string
-		Eventually(func() (string, error) {
-			out, err := devcluster("kubectl", "get", "svc", "my-app", "-o", "jsonpath={.spec.clusterIP}")
-			target = out
-			return out, err
-		}).WithTimeout(time.Minute).WithPolling(time.Second).ShouldNot(BeEmpty())
-		// devcluster has no cluster DNS: the name is the ClusterIP written
-		// as a name, which the proxy resolves like any other.
+		// The Service's cluster DNS name: the proxy's pod resolves it
+		// through devcluster's cluster DNS (dnsPolicy ClusterFirst).
 		Expect(kubectlApply(`
 apiVersion: v1
 kind: Service
@@ -29,7 +23,7 @@ metadata:
   annotations: {tailscale.com/expose: "true"}
 spec:
   type: ExternalName
-  externalName: ` + target + `
+  externalName: my-app.default.svc.cluster.local
   ports: [{port: 80}]
 `)).To(Succeed())
 	})

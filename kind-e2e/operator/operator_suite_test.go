@@ -57,8 +57,9 @@ func (sc *suiteState) startDev(ctx context.Context) {
 	GinkgoHelper()
 	logFile, err := os.OpenFile(sc.dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	Expect(err).NotTo(HaveOccurred())
-	// Exactly the README's main command, so that CI proves it works.
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"))
+	// Exactly the README's main command, so that CI proves it works, with
+	// a second tailnet for the Tailnet specs (tailnet_test.go).
+	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"), "DEV_ARGS=--tailnets=2")
 	cmd.Dir = sc.root
 	// Its own process group: SIGINT reaches task, devinstall and
 	// devcluster alike, as Ctrl-C in a terminal would.

@@ -160,10 +160,18 @@ func (l *nodeLog) since(t time.Time) []string {
 }
 
 func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
+	return newTailnetClientOf(ctx, hostname, "")
+}
+
+// newTailnetClientOf joins the tailnet whose tailnet.env variables start
+// with prefix: "" for devcluster's tailnet, "SECOND_" for the second one
+// (--tailnets 2).
+func newTailnetClientOf(ctx context.Context, hostname, prefix string) *tailnetClient {
 	vars := tailnetEnv()
-	base, err := url.Parse(vars["TS_API_URL"])
+	Expect(vars[prefix+"TS_CONTROL_URL"]).NotTo(BeEmpty(), "no %sTS_CONTROL_URL in tailnet.env", prefix)
+	base, err := url.Parse(vars[prefix+"TS_API_URL"])
 	Expect(err).NotTo(HaveOccurred())
-	api := &tsapi.Client{BaseURL: base, Tailnet: "-", Auth: &tsapi.OAuth{ClientID: vars["TS_API_CLIENT_ID"], ClientSecret: vars["TS_API_CLIENT_SECRET"]}}
+	api := &tsapi.Client{BaseURL: base, Tailnet: "-", Auth: &tsapi.OAuth{ClientID: vars[prefix+"TS_API_CLIENT_ID"], ClientSecret: vars[prefix+"TS_API_CLIENT_SECRET"]}}
 	var req tsapi.CreateKeyRequest
 	req.Description, req.ExpirySeconds = "e2e "+hostname, 600
 	req.Capabilities.Devices.Create.Ephemeral = true
@@ -176,7 +184,7 @@ func newTailnetClient(ctx context.Context, hostname string) *tailnetClient {
 	Expect(roots.AppendCertsFromPEM(pem)).To(BeTrue(), "no certificate in %s", vars["TS_CA_FILE"])
 	netns.SetEnabled(false) // as devcluster curl: devcluster's tailnet is on loopback
 	nl := &nodeLog{}
-	node := &tsnet.Server{ControlURL: vars["TS_CONTROL_URL"], Hostname: hostname, AuthKey: key.Key, Ephemeral: true,
+	node := &tsnet.Server{ControlURL: vars[prefix+"TS_CONTROL_URL"], Hostname: hostname, AuthKey: key.Key, Ephemeral: true,
 		Store: new(mem.Store), Dir: GinkgoT().TempDir(), Logf: nl.logf, UserLogf: func(string, ...any) {}}
 	_, err = node.Up(ctx)
 	Expect(err).NotTo(HaveOccurred())

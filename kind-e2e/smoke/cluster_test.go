@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,6 +167,34 @@ var _ = Describe("devcluster", Ordered, func() {
 		// The host does not see the pod's mounts.
 		_, err = os.Stat(dir + "token")
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the token must exist only inside the pod's mount namespace")
+	}, SpecTimeout(60*time.Second))
+
+	It("gives pods the cluster DNS (ClusterFirst): Service names, D/dns-records names, the host's resolv.conf untouched", func(ctx SpecContext) {
+		var resolv string
+		Eventually(func(g Gomega) {
+			var err error
+			resolv, err = httpGet(ctx, "http://"+clusterIP+"/file?path=/etc/resolv.conf")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(resolv).To(MatchRegexp(`(?m)^nameserver 198\.18\.\d+\.1$`))
+		Expect(resolv).To(ContainSubstring("search " + ns + ".svc.cluster.local svc.cluster.local cluster.local"))
+		Expect(resolv).To(ContainSubstring("options ndots:5"))
+		host, err := os.ReadFile("/etc/resolv.conf")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(host)).NotTo(ContainSubstring("198.18."), "the host's resolv.conf")
+
+		// As the pod resolves names: its Service by the short name (the
+		// search path) and the full one; a name of the records file once
+		// it is written; an unknown name in the cluster domain fails.
+		for _, name := range []string{"echo", "echo." + ns + ".svc.cluster.local"} {
+			Expect(httpGet(ctx, "http://"+clusterIP+"/lookup?name="+name)).To(Equal(clusterIP), name)
+		}
+		_, err = httpGet(ctx, "http://"+clusterIP+"/lookup?name=missing."+ns+".svc.cluster.local")
+		Expect(err).To(HaveOccurred())
+		records := filepath.Join(suiteCluster.dir, "dns-records")
+		Expect(os.WriteFile(records, []byte("192.0.2.9 app.smoke.test\n"), 0o644)).To(Succeed())
+		DeferCleanup(func() { _ = os.Remove(records) })
+		Expect(httpGet(ctx, "http://"+clusterIP+"/lookup?name=app.smoke.test")).To(Equal("192.0.2.9"))
 	}, SpecTimeout(60*time.Second))
 
 	It("reports a clear reason for an image it does not know, and nothing else is affected", func(ctx SpecContext) {

@@ -6,6 +6,7 @@
 //	GET /file?path=P the content of file P as the pod sees it (for volume tests)
 //	GET /env         the process environment as a JSON object
 //	GET /args        the command-line arguments as a JSON array
+//	GET /lookup?name=N the addresses of name N as the pod resolves it, one a line
 //	UDP datagrams    echoed back with the prefix "echo: "
 //
 // It stops on SIGTERM. Two subcommands make it useful to `kubectl exec` and
@@ -81,6 +82,16 @@ func main() {
 	mux.HandleFunc("GET /args", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(os.Args)
+	})
+	// The addresses of a name as the pod resolves it (its /etc/resolv.conf:
+	// the cluster DNS with dnsPolicy ClusterFirst), one a line.
+	mux.HandleFunc("GET /lookup", func(w http.ResponseWriter, r *http.Request) {
+		addrs, err := net.DefaultResolver.LookupHost(r.Context(), r.URL.Query().Get("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = io.WriteString(w, strings.Join(addrs, "\n"))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 

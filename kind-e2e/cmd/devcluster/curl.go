@@ -51,6 +51,7 @@ type curlOptions struct {
 	headers           headerFlags
 	include, noFollow bool
 	verbose           bool
+	tailnet           int
 	timeout           time.Duration
 	url               *url.URL
 }
@@ -73,8 +74,12 @@ func parseCurl(args []string) (*curlOptions, error) {
 	fs.BoolVar(&o.include, "i", false, "print the response status line and headers before the body")
 	fs.BoolVar(&o.noFollow, "no-follow", false, "do not follow redirects (print the redirect itself)")
 	fs.BoolVar(&o.verbose, "v", false, "print the tailnet node's log and the request to stderr")
+	fs.IntVar(&o.tailnet, "tailnet", 1, "which tailnet to join: 1, or 2 for the second tailnet of devcluster up --tailnets 2")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.tailnet != 1 && o.tailnet != 2 {
+		return nil, fmt.Errorf("curl: --tailnet %d: want 1 or 2", o.tailnet)
 	}
 	if fs.NArg() != 1 {
 		return nil, errors.New("curl: want exactly one URL (flags go before it)")
@@ -135,6 +140,11 @@ func runCurl(args []string) error {
 	env, err := readEnvFile(filepath.Join(o.dir, "tailnet.env"))
 	if err != nil {
 		return fmt.Errorf("curl: %w (is devcluster up running for %s?)", err, o.dir)
+	}
+	if o.tailnet == 2 {
+		if env, err = secondTailnet(env); err != nil {
+			return fmt.Errorf("curl: %w", err)
+		}
 	}
 	roots := x509.NewCertPool()
 	pem, err := os.ReadFile(env["TS_CA_FILE"])
@@ -228,6 +238,26 @@ func mintKey(ctx context.Context, env map[string]string, desc string, ephemeral 
 		return "", fmt.Errorf("mint auth key: %w", err)
 	}
 	return k.Key, nil
+}
+
+// secondTailnet is env with the second tailnet's control server, API and
+// OAuth client (SECOND_TS_*) as its TS_* values.
+func secondTailnet(env map[string]string) (map[string]string, error) {
+	if env["SECOND_TS_CONTROL_URL"] == "" {
+		return nil, errors.New("this cluster runs one tailnet (no SECOND_TS_CONTROL_URL in tailnet.env): start it with devcluster up --tailnets 2")
+	}
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	for _, k := range []string{"TS_CONTROL_URL", "TS_API_CLIENT_ID", "TS_API_CLIENT_SECRET", "TS_MAGICDNS_DOMAIN"} {
+		out[k] = env["SECOND_"+k]
+	}
+	out["TS_API_URL"] = env["SECOND_TS_API_URL"]
+	if out["TS_API_URL"] == "" { // written by earlier releases without it
+		out["TS_API_URL"] = env["SECOND_TS_CONTROL_URL"]
+	}
+	return out, nil
 }
 
 func envOr(k, def string) string {

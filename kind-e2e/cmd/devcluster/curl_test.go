@@ -34,3 +34,26 @@ func TestCurlRequest(t *testing.T) {
 		}
 	}
 }
+
+// --tailnet 2 joins the second tailnet of --tailnets 2 with its own
+// control server and OAuth client; a cluster of one tailnet says how to
+// get one.
+func TestCurlSecondTailnet(t *testing.T) {
+	o, err := parseCurl([]string{"--tailnet", "2", "http://a.b/"})
+	if err != nil || o.tailnet != 2 {
+		t.Fatalf("--tailnet 2: %+v %v", o, err)
+	}
+	if _, err := parseCurl([]string{"--tailnet", "3", "http://a.b/"}); err == nil {
+		t.Fatal("--tailnet 3 accepted")
+	}
+	env := map[string]string{"TS_CONTROL_URL": "http://127.0.0.1:1", "TS_API_URL": "http://127.0.0.1:1", "TS_API_CLIENT_ID": "one", "TS_CA_FILE": "/ca.pem"}
+	if _, err := secondTailnet(env); err == nil || !strings.Contains(err.Error(), "--tailnets 2") {
+		t.Fatalf("one tailnet: %v", err)
+	}
+	env["SECOND_TS_CONTROL_URL"], env["SECOND_TS_API_URL"], env["SECOND_TS_API_CLIENT_ID"] = "http://127.0.0.1:2", "http://127.0.0.1:2", "two"
+	got, err := secondTailnet(env)
+	if err != nil || got["TS_CONTROL_URL"] != "http://127.0.0.1:2" || got["TS_API_URL"] != "http://127.0.0.1:2" ||
+		got["TS_API_CLIENT_ID"] != "two" || got["TS_CA_FILE"] != "/ca.pem" || env["TS_API_CLIENT_ID"] != "one" {
+		t.Fatalf("second tailnet env %v, %v", got, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -87,6 +88,7 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 	}
 	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
 	if o.tailnets > 1 {
+		start := time.Now()
 		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), func(addr string) (*tailnet.Tailnet, error) {
 			return tailnet.Start(ctx, tailnet.Config{
 				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
@@ -97,6 +99,7 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 			s.close()
 			return nil, fmt.Errorf("second tailnet: %w", err)
 		}
+		logger.Info("second tailnet up", "url", s.second.URL, "took", time.Since(start).Round(time.Millisecond))
 	}
 	acmeCA := filepath.Join(dir, "acme-ca.pem")
 	lines := []string{
@@ -117,8 +120,9 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 		lines = append(lines,
 			"# The second tailnet (--tailnets 2): put its OAuth client in a Secret of the",
 			"# operator namespace (client_id, client_secret) and name it in a Tailnet",
-			"# (spec.loginUrl: SECOND_TS_CONTROL_URL).",
+			"# (spec.loginUrl: SECOND_TS_CONTROL_URL); devcluster curl --tailnet 2 joins it.",
 			"SECOND_TS_CONTROL_URL="+s.second.URL,
+			"SECOND_TS_API_URL="+s.second.URL,
 			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
 			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
 			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)

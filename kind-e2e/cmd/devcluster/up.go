@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tailplane/tailplane/kind-e2e/internal/clusterdns"
 	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
 	"github.com/tailplane/tailplane/kind-e2e/internal/node"
 	"github.com/tailplane/tailplane/kind-e2e/internal/registry"
@@ -216,6 +217,20 @@ func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlpl
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// The cluster DNS, as CoreDNS on a kind node: pods with dnsPolicy
+	// ClusterFirst get it as their nameserver. It listens on the pod
+	// subnet's .1, which the IPAM never hands out, so every cluster on the
+	// machine has its own.
+	dnsCtx, stopDNS := context.WithCancel(context.Background())
+	dnsIP := podSubnet.Addr().Next()
+	dns, err := clusterdns.Start(dnsCtx, clusterdns.Config{
+		Addr: dnsIP.String(), Services: clusterdns.WatchServices(dnsCtx, client),
+		RecordsFile: filepath.Join(abs, "dns-records"), Logger: logger.WithPrefix("dns"),
+	})
+	if err != nil {
+		stopDNS()
+		return nil, nil, nil, err
+	}
 
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	nodeDone := make(chan error, 1)
@@ -224,7 +239,7 @@ func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlpl
 		Name: nodeName, Dir: abs, Self: self,
 		Images:        append(node.ImageMap(images), defaultImages(binDir, self)...),
 		APIServerHost: "127.0.0.1", APIServerPort: strconv.Itoa(cp.Ports.APIServer),
-		LocalCA: cp.LocalCA, PodSubnet: podSubnet, Logger: logger.WithPrefix("node"),
+		LocalCA: cp.LocalCA, PodSubnet: podSubnet, ClusterDNS: dnsIP, Logger: logger.WithPrefix("node"),
 	})
 	go func() { nodeDone <- n.Run(nodeCtx, nodeReady) }()
 
@@ -235,6 +250,8 @@ func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlpl
 		stopProxy()
 		stopNode()
 		<-nodeDone
+		dns.Close()
+		stopDNS()
 		if err := node.ReleasePodSubnet(abs); err != nil {
 			logger.Warn("remove pod route", "err", err)
 		}

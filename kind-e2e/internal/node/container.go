@@ -237,7 +237,8 @@ func (pw *podWorker) startProcess(cs *containerState, env []string) (*exec.Cmd, 
 	return cmd, logFile, nil
 }
 
-// mounts are the bind mounts of a container's volumeMounts.
+// mounts are the bind mounts of a container's volumeMounts, then the pod's
+// resolv.conf at /etc/resolv.conf (as the kubelet mounts it).
 func (pw *podWorker) mounts(cs *containerState) []Mount {
 	var out []Mount
 	for _, vm := range cs.spec.VolumeMounts {
@@ -246,6 +247,12 @@ func (pw *podWorker) mounts(cs *containerState) []Mount {
 			src = filepath.Join(src, vm.SubPath)
 		}
 		out = append(out, Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+	}
+	pw.mu.Lock()
+	resolv := pw.resolvConf
+	pw.mu.Unlock()
+	if resolv != "" {
+		out = append(out, Mount{Source: resolv, Target: hostResolvConf})
 	}
 	return out
 }

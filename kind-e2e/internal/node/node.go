@@ -45,7 +45,19 @@ type Config struct {
 	LocalCA *pki.CA
 	// PodSubnet is where pod IPs come from (see ClaimPodSubnet).
 	PodSubnet netip.Prefix
-	Logger    *log.Logger
+	// ClusterDNS is the nameserver of pods with dnsPolicy ClusterFirst
+	// (none: they keep the host's resolv.conf), and ClusterDomain their
+	// search domain (default cluster.local).
+	ClusterDNS    netip.Addr
+	ClusterDomain string
+	Logger        *log.Logger
+}
+
+func (c Config) clusterDomain() string {
+	if c.ClusterDomain == "" {
+		return "cluster.local"
+	}
+	return c.ClusterDomain
 }
 
 // Node is a running process node.

@@ -26,6 +26,9 @@ type podWorker struct {
 	containers []*containerState
 	initsDone  bool
 	podErr     string // a pod-level problem (volumes), shown as a condition
+	// resolvConf is the pod's resolv.conf, bound at /etc/resolv.conf in
+	// every container ("": the host's file).
+	resolvConf string
 
 	dirty  chan struct{}
 	cancel context.CancelFunc
@@ -111,6 +114,16 @@ func (pw *podWorker) run(ctx context.Context) {
 		}
 	}
 	go pw.refreshVolumes(ctx, vw)
+	if content, ok := resolvConf(pw.pod, pw.n.cfg.ClusterDNS, pw.n.cfg.clusterDomain()); ok {
+		path := filepath.Join(pw.dir, "resolv.conf")
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			pw.log.Warn("resolv.conf", "pod", pw.key(), "err", err)
+		} else {
+			pw.mu.Lock()
+			pw.resolvConf = path
+			pw.mu.Unlock()
+		}
+	}
 	for _, m := range pw.allMounts() {
 		st, err := os.Stat(m.Source)
 		if err != nil {
