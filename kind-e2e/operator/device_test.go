@@ -62,7 +62,7 @@ var _ = Describe("the operator's own tailnet device", func() {
 
 // tailnetEnv reads devcluster's tailnet.env (KEY=VALUE lines).
 func tailnetEnv() map[string]string {
-	f, err := os.Open(filepath.Join(suite.dir, "cluster", "tailnet.env"))
+	f, err := os.Open(filepath.Join(suite.clusterDir(), "tailnet.env"))
 	Expect(err).NotTo(HaveOccurred())
 	defer f.Close()
 	vars := map[string]string{}

@@ -3,7 +3,6 @@ package operator
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -52,7 +51,7 @@ var _ = Describe("the Helm release", Ordered, func() {
 
 	It("is upgraded when installed again", func(ctx SpecContext) {
 		before := latest()
-		cmd := exec.CommandContext(ctx, "go", "run", "./deploy/manifests/devinstall", "--dir", filepath.Join(suite.dir, "cluster"))
+		cmd := exec.CommandContext(ctx, "go", "run", "./deploy/manifests/devinstall", "--dir", suite.clusterDir())
 		cmd.Dir = suite.root
 		out, err := cmd.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))

@@ -48,6 +48,7 @@ spec:
 	})
 
 	It("serves the proxy's metrics through a metrics Service", func() {
+		skipIfExternal("fetches the Service's ClusterIP from this machine")
 		var clusterIP string
 		Eventually(func() (string, error) {
 			out, err := devcluster("kubectl", "get", "svc", "-n", "tailscale", selector, "-o", "jsonpath={.items[0].spec.clusterIP}")

@@ -45,6 +45,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	root, err := filepath.Abs("../..")
 	Expect(err).NotTo(HaveOccurred())
 	suite.root = root
+	if ext := os.Getenv(externalDirEnv); ext != "" {
+		externalDir, err = filepath.Abs(ext)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(filepath.Join(externalDir, "kubeconfig")).To(BeAnExistingFile())
+		Expect(filepath.Join(externalDir, "tailnet.env")).To(BeAnExistingFile())
+		return
+	}
 	dir, err := os.MkdirTemp("", "devcluster-operator-")
 	Expect(err).NotTo(HaveOccurred())
 	suite.dir = dir
@@ -93,6 +100,7 @@ func (sc *suiteState) startDev(ctx context.Context) {
 // stopDev is Ctrl-C: SIGINT to the process group of `go tool task dev`. It
 // reports whether dev ended within a minute (else it is killed).
 func (sc *suiteState) stopDev() bool {
+	skipIfExternal("restarts go tool task dev")
 	_ = syscall.Kill(-sc.cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case <-sc.exited:
@@ -142,11 +150,40 @@ func devcluster(args ...string) (string, error) { return devclusterStdin("", arg
 // devclusterStdin is devcluster with stdin (none when empty).
 func devclusterStdin(stdin string, args ...string) (string, error) {
 	sub, rest := args[0], args[1:]
-	cmd := exec.Command(suite.devcluster, append([]string{sub, "--dir", filepath.Join(suite.dir, "cluster")}, rest...)...)
+	cmd := exec.Command(suite.devcluster, append([]string{sub, "--dir", suite.clusterDir()}, rest...)...)
 	cmd.Dir = suite.root
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// externalDirEnv names a folder laid out as devcluster's (kubeconfig,
+// tailnet.env, ca.pem) whose cluster is already up with the operator
+// installed from the chart as `go tool task dev` installs it, such as go
+// tool task e2e:kind's kind cluster. With it set, the suite runs against that
+// cluster: it starts and stops nothing, and skips the specs that need
+// devcluster itself (skipIfExternal).
+const externalDirEnv = "TAILPLANE_E2E_DIR"
+
+// externalDir is $TAILPLANE_E2E_DIR's folder, "" for the suite's own
+// devcluster.
+var externalDir string
+
+// clusterDir is the devcluster folder the specs use: $TAILPLANE_E2E_DIR's,
+// or the suite's own devcluster's.
+func (sc *suiteState) clusterDir() string {
+	if externalDir != "" {
+		return externalDir
+	}
+	return filepath.Join(sc.dir, "cluster")
+}
+
+// skipIfExternal skips a spec that needs devcluster itself when the suite
+// runs against another cluster ($TAILPLANE_E2E_DIR), saying why.
+func skipIfExternal(why string) {
+	if externalDir != "" {
+		Skip("needs devcluster itself (not " + externalDirEnv + "): " + why)
+	}
 }

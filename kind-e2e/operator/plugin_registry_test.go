@@ -22,6 +22,7 @@ var _ = Describe("a routing plugin pushed to devcluster's OCI registry", Ordered
 	var client *tailnetClient
 
 	BeforeAll(func(ctx SpecContext) {
+		skipIfExternal("the operator pulls from devcluster's OCI registry on loopback")
 		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/canary.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
 		client = newTailnetClient(ctx, "e2e-plugin-registry")
@@ -29,7 +30,7 @@ var _ = Describe("a routing plugin pushed to devcluster's OCI registry", Ordered
 	}, NodeTimeout(5*time.Minute))
 
 	It("is built, pushed, pulled by the operator and routes through the Ingress", func(ctx SpecContext) {
-		reg := registry.Address(filepath.Join(suite.dir, "cluster"))
+		reg := registry.Address(suite.clusterDir())
 		Expect(reg).NotTo(BeEmpty(), "devcluster up wrote no registry.env")
 		wasm := filepath.Join(GinkgoT().TempDir(), "canary.wasm")
 		task(ctx, "plugin:build", "DIR=plugins/examples/canary", "OUT="+wasm)

@@ -121,7 +121,7 @@ subjects:
 	// API server directly (admin credentials from devcluster's kubeconfig),
 	// alternating, on kept-alive connections.
 	It("measures list latency through the proxy next to the API server directly", Label("bench"), func(ctx SpecContext) {
-		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(suite.dir, "cluster", "kubeconfig"))
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(suite.clusterDir(), "kubeconfig"))
 		Expect(err).NotTo(HaveOccurred())
 		direct, err := rest.HTTPClientFor(cfg)
 		Expect(err).NotTo(HaveOccurred())

@@ -48,6 +48,11 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	if err != nil {
 		return err
 	}
+	// go tool task e2e:kind's image tags (values.yaml of the folder).
+	extra, err := folderValues(dir)
+	if err != nil {
+		return err
+	}
 	values := map[string]any{
 		"oauth":          map[string]any{"clientId": env["TS_API_CLIENT_ID"], "clientSecret": env["TS_API_CLIENT_SECRET"]},
 		"loginServer":    env["TS_CONTROL_URL"],
@@ -58,7 +63,7 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	helmLog.SetLevel(log.WarnLevel)
 	logger.Info("installing the Helm chart; waiting for the operator", "chart", chart.Name, "release", chart.ReleaseName, "namespace", chart.Namespace)
 	rel, err := chart.Install(ctx, cfg, chart.Namespace, chart.Options{
-		Values: values, Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
+		Values: mergeValues(values, extra), Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
 		// A devcluster set up by an older devinstall holds the same objects,
 		// applied without Helm: adopt them.
 		TakeOwnership: true,
@@ -71,14 +76,15 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	// The default ProxyClass: proxies request certificates from devcluster's
 	// ACME server (Pebble) and trust its CA, as a user would point them at a
 	// staging directory. TS_ env vars draw a CustomTSEnvVar Warning: expected.
+	proxyEnv := []any{map[string]any{"name": "TS_DEBUG_ACME_DIRECTORY_URL", "value": env["TS_DEBUG_ACME_DIRECTORY_URL"]}}
+	if strings.HasPrefix(env["TS_DEBUG_ACME_DIRECTORY_URL"], "https:") {
+		proxyEnv = append(proxyEnv, map[string]any{"name": "SSL_CERT_FILE", "value": env["TS_ACME_CA_FILE"]})
+	}
 	proxyClass := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyClass",
 		"metadata": map[string]any{"name": ProxyClassName},
 		"spec": map[string]any{"statefulSet": map[string]any{"pod": map[string]any{"tailscaleContainer": map[string]any{
-			"env": []any{
-				map[string]any{"name": "TS_DEBUG_ACME_DIRECTORY_URL", "value": env["TS_DEBUG_ACME_DIRECTORY_URL"]},
-				map[string]any{"name": "SSL_CERT_FILE", "value": env["TS_ACME_CA_FILE"]},
-			},
+			"env": proxyEnv,
 		}}}},
 	}}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))

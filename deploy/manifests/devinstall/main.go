@@ -10,6 +10,8 @@
 //
 // With --up it first starts `devcluster up` and keeps it running until
 // Ctrl-C (go tool task dev); without it, it installs into a running one.
+// Values in the folder's values.yaml, when there is one, are added to its
+// own (go tool task e2e:kind writes the image tags there).
 // Then it prints what to try.
 //
 // It imports deploy/chart, client-go and charmbracelet/log.

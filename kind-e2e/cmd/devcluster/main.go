@@ -13,6 +13,8 @@
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
 //	devcluster join                a userspace tailscaled and the tailscale
 //	                               CLI on the tailnet, with a SOCKS5 proxy
+//	devcluster tailnet --dir D     the tailnet alone, for a cluster elsewhere
+//	                               (go tool task e2e:kind)
 //
 // It prints one line starting with "ready" once the cluster answers, and
 // stops everything it started on SIGINT or SIGTERM.
@@ -54,6 +56,11 @@ commands:
                       join the tailnet with a userspace tailscaled and the
                       tailscale CLI; serves a SOCKS5 and HTTP proxy into it
                       until Ctrl-C (go tool task dev:join)
+  tailnet --dir D [--host IP]
+                      the tailnet of "up" alone (control server, API, DERP,
+                      STUN, ACME) on IP, for a cluster that runs elsewhere
+                      (go tool task e2e:kind: the kind network's gateway);
+                      writes D/tailnet.env; Ctrl-C or "down" stops it
 `
 
 func main() {
@@ -75,6 +82,8 @@ func main() {
 		err = runCurl(os.Args[2:])
 	case "join":
 		err = runJoin(os.Args[2:])
+	case "tailnet":
+		err = runTailnetOnly(os.Args[2:])
 	case "component":
 		err = runComponent(os.Args[2:])
 	case "help", "-h", "--help":

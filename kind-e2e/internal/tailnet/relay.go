@@ -16,17 +16,18 @@ import (
 )
 
 // relay is a DERP server (HTTPS with a self-signed certificate, which nodes
-// accept because the DERP map marks it InsecureForTests) and a STUN server.
+// accept because the DERP map marks it InsecureForTests) and a STUN server,
+// both on host.
 type relay struct {
 	derp *derpserver.Server
 	http *httptest.Server
 	stun net.PacketConn
 }
 
-func startRelay(ctx context.Context, logf logger.Logf) (*relay, *tailcfg.DERPMap, error) {
+func startRelay(ctx context.Context, host string, logf logger.Logf) (*relay, *tailcfg.DERPMap, error) {
 	d := derpserver.New(key.NewNode(), logf)
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -37,7 +38,7 @@ func startRelay(ctx context.Context, logf logger.Logf) (*relay, *tailcfg.DERPMap
 	hs.Config.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	hs.StartTLS()
 
-	pc, err := lc.ListenPacket(ctx, "udp", "127.0.0.1:0")
+	pc, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		hs.Close()
 		d.Close()
@@ -47,9 +48,9 @@ func startRelay(ctx context.Context, logf logger.Logf) (*relay, *tailcfg.DERPMap
 	m := &tailcfg.DERPMap{Regions: map[int]*tailcfg.DERPRegion{1: {
 		RegionID: 1, RegionCode: "devcluster", RegionName: "devcluster",
 		Nodes: []*tailcfg.DERPNode{{
-			Name: "1a", RegionID: 1, HostName: "127.0.0.1", IPv4: "127.0.0.1", IPv6: "none",
+			Name: "1a", RegionID: 1, HostName: host, IPv4: host, IPv6: "none",
 			STUNPort: pc.LocalAddr().(*net.UDPAddr).Port, DERPPort: ln.Addr().(*net.TCPAddr).Port,
-			InsecureForTests: true, STUNTestIP: "127.0.0.1",
+			InsecureForTests: true, STUNTestIP: host,
 		}},
 	}}}
 	return &relay{derp: d, http: hs, stun: pc}, m, nil

@@ -27,6 +27,10 @@ type Config struct {
 	StateFile string
 	// Addr is host:port of the control server and API ("127.0.0.1:0": any).
 	Addr string
+	// RelayHost is the address the DERP and STUN servers listen on and the
+	// DERP map names; empty: 127.0.0.1. A real node's pods cannot reach
+	// loopback: devcluster gives them the node's bridge address.
+	RelayHost string
 	// MagicDNSDomain is the tailnet's DNS suffix; certificates are issued
 	// for <host>.<MagicDNSDomain>.
 	MagicDNSDomain string
@@ -116,7 +120,7 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { cfg.Logger.Debug(fmt.Sprintf(format, args...)) }
-	rl, derpMap, err := startRelay(ctx, logf)
+	rl, derpMap, err := startRelay(ctx, cmp.Or(cfg.RelayHost, "127.0.0.1"), logf)
 	if err != nil {
 		return nil, err
 	}
