@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -72,19 +71,11 @@ func runTailnetOnly(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	release, err := claimDir(abs, *dir, "tailnet")
+	if err != nil {
 		return err
 	}
-	pidFile := filepath.Join(abs, "devcluster.pid")
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
-			return fmt.Errorf("tailnet: devcluster (pid %d) is already running for %s; run devcluster down --dir %s first", pid, abs, *dir)
-		}
-	}
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(pidFile)
+	defer release()
 
 	tn, err := startHostTailnet(ctx, abs, *host, o, logger)
 	if err != nil {

@@ -94,19 +94,11 @@ func runUp(args []string) error {
 	defer stop()
 	start := time.Now()
 
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	release, err := claimDir(abs, *dir, "up")
+	if err != nil {
 		return err
 	}
-	pidFile := filepath.Join(abs, "devcluster.pid")
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
-			return fmt.Errorf("up: devcluster (pid %d) is already running for %s; run devcluster down --dir %s first", pid, abs, *dir)
-		}
-	}
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(pidFile)
+	defer release()
 
 	cp, err := startControlPlane(ctx, abs, self, *nodeKind)
 	if err != nil {
@@ -257,4 +249,24 @@ func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlpl
 		}
 	}
 	return nodeDone, []chan struct{}{nodeReady, proxyReady}, stop, nil
+}
+
+// claimDir makes abs (given as dir on the command line) this process's
+// cluster folder: it fails, naming the command, while another devcluster
+// runs for it, and writes devcluster.pid, which down reads. release removes
+// the pid file.
+func claimDir(abs, dir, command string) (release func(), err error) {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, err
+	}
+	pidFile := filepath.Join(abs, "devcluster.pid")
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
+			return nil, fmt.Errorf("%s: devcluster (pid %d) is already running for %s; run devcluster down --dir %s first", command, pid, abs, dir)
+		}
+	}
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, err
+	}
+	return func() { os.Remove(pidFile) }, nil
 }
