@@ -118,6 +118,12 @@ func Render(dc *v1alpha1.DNSConfig, s settings.Settings, records string) []any {
 	pod := corev1.PodSpec{
 		ServiceAccountName:           Name,
 		AutomountServiceAccountToken: &no,
+		// The restricted Pod Security Standard, with the container's
+		// context: non-root (the image's user 65532), RuntimeDefault seccomp.
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   &ro,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
 		Containers: []corev1.Container{{
 			Name:            Name,
 			Image:           Image(dc, s.ProxyImage),

@@ -144,7 +144,12 @@ func Apply(sts *appsv1.StatefulSet, pc *v1alpha1.ProxyClass, kind ProxyKind) *ap
 		tmpl.Annotations = merge(tmpl.Annotations, pod.Annotations)
 	}
 	ps := &tmpl.Spec
-	ps.SecurityContext = pod.SecurityContext
+	// The proxy's own pod security context (non-root, RuntimeDefault
+	// seccomp: the restricted Pod Security Standard) stays unless the
+	// ProxyClass sets one.
+	if pod.SecurityContext != nil {
+		ps.SecurityContext = pod.SecurityContext
+	}
 	ps.ImagePullSecrets = pod.ImagePullSecrets
 	ps.NodeName = pod.NodeName
 	ps.NodeSelector = pod.NodeSelector

@@ -242,6 +242,12 @@ func statefulSet(spec Spec, names Names, labels map[string]string, replicas int3
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            names.Base,
 					TerminationGracePeriodSeconds: new(int64(30)),
+					// With the container's context below, the restricted
+					// Pod Security Standard: the image's user is 65532.
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   new(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
 					Containers: []corev1.Container{{
 						Name:            ContainerName,
 						Image:           spec.Image,

@@ -133,6 +133,43 @@ spec:
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring(`"pod":"conn-echo-`))
 	}, SpecTimeout(3*time.Minute))
 
+	// Issue 14's last subnet-router test. The process node's ClusterIPs are
+	// loopback addresses (127.96.0.0/16), which a connector's userspace
+	// stack never forwards; the real node's are routed by kube-proxy.
+	It("routes a tailnet client to a Service's ClusterIP through the Connector once the route is approved", Label(realNodeOnly), func(ctx SpecContext) {
+		out, err := devclusterStdin("apiVersion: v1\nkind: Service\nmetadata: {name: conn-echo}\nspec:\n  selector: {app: conn-echo}\n  ports: [{port: 80, targetPort: 8080}]\n",
+			"kubectl", "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "service", "conn-echo") })
+		ip, err := devcluster("kubectl", "get", "service", "conn-echo", "-o", "jsonpath={.spec.clusterIP}")
+		Expect(err).NotTo(HaveOccurred(), ip)
+		route := netip.PrefixFrom(netip.MustParseAddr(ip), 32)
+		out, err = devclusterStdin(fmt.Sprintf(`apiVersion: tailscale.com/v1alpha1
+kind: Connector
+metadata:
+  name: service-ip
+spec:
+  subnetRouter:
+    advertiseRoutes: [%q]
+`, route), "kubectl", "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "connector", "service-ip") })
+		waitConnectorReady(ctx, "service-ip", 1)
+		id := deviceID(ctx, api, "service-ip-connector")
+		Eventually(func() ([]string, error) {
+			r, err := api.Devices().SubnetRoutes(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return r.Advertised, nil
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ConsistOf(route.String()))
+		Expect(api.Devices().SetSubnetRoutes(ctx, id, []string{route.String()})).To(Succeed())
+		svc := netip.AddrPortFrom(route.Addr(), 80)
+		Eventually(func() (string, error) {
+			return routesClient.getVia(ctx, svc, 5*time.Second)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainSubstring(`"pod":"conn-echo-`))
+	}, SpecTimeout(3*time.Minute))
+
 	It("runs the seed's exit node: two devices <prefix>-0 and -1; a client using one reaches outside the tailnet; scaling to 1 deletes a device", func(ctx SpecContext) {
 		applySeed("05-connector-exit-node.yaml")
 		devices := waitConnectorReady(ctx, "exit-node", 2)

@@ -56,7 +56,9 @@ spec:
 			return out, err
 		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).ShouldNot(BeEmpty())
 		Eventually(func() (string, error) {
-			resp, err := http.Get("http://" + clusterIP + ":9002/metrics")
+			// A bounded wait: a connection begun before kube-proxy routes
+			// the new ClusterIP would wait for the kernel's SYN retries.
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + clusterIP + ":9002/metrics")
 			if err != nil {
 				return "", err
 			}

@@ -4,6 +4,14 @@
 // deploy/manifests/devinstall), applies the seed's exposed Service and
 // Ingress with echo backends, and reaches both through the tailnet with
 // `devcluster curl`.
+//
+// TAILPLANE_E2E_NODE=real runs it on devcluster's real node (docs/e2e.md):
+// the suite first builds the operator and proxy images with deploy/images
+// (linux/amd64, into .cache/e2e-images), `go tool task dev` starts
+// `devcluster up --node real --import` with them, and the chart installs
+// with its real image references; the operator's namespace and default are
+// labelled with the restricted Pod Security Standard. Unset or "process":
+// the process node.
 package operator
 
 import (
@@ -24,17 +32,35 @@ import (
 
 func TestOperator(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "operator on devcluster")
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	if os.Getenv("TAILPLANE_E2E_NODE") != "real" {
+		// Specs labelled realNodeOnly need containers, kube-proxy's
+		// ClusterIPs or CoreDNS; they run with TAILPLANE_E2E_NODE=real
+		// (go tool task e2e:real), not on the process node.
+		filter := "!" + realNodeOnly
+		if suiteConfig.LabelFilter != "" {
+			filter = "(" + suiteConfig.LabelFilter + ") && " + filter
+		}
+		suiteConfig.LabelFilter = filter
+	}
+	RunSpecs(t, "operator on devcluster", suiteConfig, reporterConfig)
 }
+
+// realNodeOnly labels the specs that only the real node can run.
+const realNodeOnly = "real-node"
 
 // suite is the running devcluster with the operator.
 var suite = &suiteState{}
 
 type suiteState struct {
 	root, dir, devcluster string
-	cmd                   *exec.Cmd
-	exited                chan struct{}
-	exitErr               error // what `go tool task dev` ended with
+	// real is true on the real node (TAILPLANE_E2E_NODE=real); images is
+	// then the folder of the image layouts imported into containerd.
+	real    bool
+	images  string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error // what `go tool task dev` ended with
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -55,8 +81,49 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "devcluster-operator-")
 	Expect(err).NotTo(HaveOccurred())
 	suite.dir = dir
+	switch node := os.Getenv("TAILPLANE_E2E_NODE"); node {
+	case "", "process":
+	case "real":
+		suite.real = true
+		suite.buildImages(ctx)
+	default:
+		Fail(fmt.Sprintf("TAILPLANE_E2E_NODE=%q: want process or real", node))
+	}
 	suite.startDev(ctx)
-}, NodeTimeout(6*time.Minute))
+	if suite.real {
+		// The suite's own tailnet clients (tsnet) may dial the control
+		// server over TLS on the bridge address's port 443 (docs/e2e.md).
+		Expect(os.Setenv("SSL_CERT_FILE", filepath.Join(dir, "cluster", "acme-ca.pem"))).To(Succeed())
+		// Workloads of the specs run under the restricted standard too.
+		out, err := devcluster("kubectl", "label", "namespace", "default", "--overwrite",
+			"pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/warn=restricted")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+}, NodeTimeout(30*time.Minute))
+
+// buildImages builds the operator and proxy images (linux/amd64) with
+// deploy/images, as `go tool task images PLATFORMS=linux/amd64` does, into
+// .cache/e2e-images; `up --import` names them ghcr.io/tailplane/<image>:latest,
+// the chart's references.
+func (sc *suiteState) buildImages(ctx context.Context) {
+	GinkgoHelper()
+	sc.images = filepath.Join(sc.root, ".cache", "e2e-images")
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "run", "./deploy/images", "build", "-out", sc.images, "-platforms", "linux/amd64", "-tag", "latest")
+	cmd.Dir = sc.root
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	AddReportEntry("image build", fmt.Sprintf("go run ./deploy/images build (linux/amd64): %s", time.Since(start).Round(time.Second)))
+	GinkgoWriter.Printf("TIME image build (linux/amd64): %s\n", time.Since(start).Round(time.Second))
+}
+
+// skipOnRealNode skips a spec that needs the process node, saying why.
+func skipOnRealNode(why string) {
+	if suite.real {
+		Skip("process node only: " + why)
+	}
+}
+
 
 // startDev runs `go tool task dev` on the suite's folder and waits until
 // the operator is installed. Its output is appended to the suite's log.
@@ -66,7 +133,11 @@ func (sc *suiteState) startDev(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred())
 	// Exactly the README's main command, so that CI proves it works, with
 	// a second tailnet for the Tailnet specs (tailnet_test.go).
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"), "DEV_ARGS=--tailnets=2")
+	devArgs := "DEV_ARGS=--tailnets=2"
+	if sc.real {
+		devArgs += " --node real --import " + sc.images
+	}
+	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"), devArgs)
 	cmd.Dir = sc.root
 	// Its own process group: SIGINT reaches task, devinstall and
 	// devcluster alike, as Ctrl-C in a terminal would.

@@ -32,7 +32,9 @@ var _ = Describe("the seed's examples", Ordered, func() {
 		}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"my-app-`))
 	})
 
-	It("still serves both after Ctrl-C and go tool task dev again: the same tailnet and CA", func(ctx SpecContext) {
+	It("still serves both after Ctrl-C and go tool task dev again: the same tailnet, devices and CA", func(ctx SpecContext) {
+		api := tailnetAPI()
+		ingressID, serviceID := deviceID(ctx, api, "my-app"), deviceID(ctx, api, "default-postgres")
 		Expect(suite.stopDev()).To(BeTrue(), "`go tool task dev` did not stop within a minute of Ctrl-C")
 		Expect(suite.exitErr).NotTo(HaveOccurred(), "`go tool task dev` after Ctrl-C")
 		suite.startDev(ctx)
@@ -45,5 +47,8 @@ var _ = Describe("the seed's examples", Ordered, func() {
 		Eventually(func() (string, error) {
 			return devcluster("curl", "http://default-postgres.devcluster.ts.net:5432/")
 		}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"postgres-`))
-	}, SpecTimeout(5*time.Minute))
+		api = tailnetAPI() // the API's address may have changed
+		Expect(deviceID(ctx, api, "my-app")).To(Equal(ingressID), "the Ingress proxy's device")
+		Expect(deviceID(ctx, api, "default-postgres")).To(Equal(serviceID), "the exposed Service proxy's device")
+	}, SpecTimeout(8*time.Minute))
 })

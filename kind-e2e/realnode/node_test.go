@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ const (
 	serviceCIDR = "198.19.128.0/20"
 	dnsIP       = "198.19.128.10"
 	bridge      = "dcbr0"
+	nodeIP      = "198.19.0.1"
 )
 
 var _ = Describe("The real node", Ordered, func() {
@@ -163,6 +165,30 @@ var _ = Describe("The real node", Ordered, func() {
 		out, err := c.kubectl(ctx, "logs", "writes-ro")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("read-only file system"))
+	})
+
+	It("hands out tailnet URLs a pod reaches: control server, API and ACME directory on the bridge address", func(ctx SpecContext) {
+		env, err := os.ReadFile(filepath.Join(c.dir, "tailnet.env"))
+		Expect(err).NotTo(HaveOccurred())
+		vars := map[string]string{}
+		for line := range strings.Lines(string(env)) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+				vars[k] = v
+			}
+		}
+		for _, k := range []string{"TS_CONTROL_URL", "TS_API_URL"} {
+			Expect(vars[k]).To(HavePrefix("http://"+nodeIP+":"), k)
+		}
+		// Pebble speaks HTTPS only; pods trust it through their service
+		// account's CA bundle, to which devcluster adds its CA.
+		Expect(vars["TS_DEBUG_ACME_DIRECTORY_URL"]).To(HavePrefix("https://"+nodeIP+":"), "TS_DEBUG_ACME_DIRECTORY_URL")
+		// From inside the client pod (the previous specs' echo pod): the
+		// control server's public keys.
+		for _, u := range []string{vars["TS_CONTROL_URL"] + "/key?v=100"} {
+			out, err := c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "get", u)
+			Expect(err).NotTo(HaveOccurred(), "GET %s from a pod: %s", u, out)
+			Expect(out).To(HavePrefix("{"), u)
+		}
 	})
 
 	It("down stops everything: no node process, container, mount, cgroup, Service rule or bridge is left", func(ctx SpecContext) {

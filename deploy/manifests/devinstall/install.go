@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +12,12 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -31,7 +36,16 @@ const ProxyClassName = "devcluster"
 // with devcluster's OAuth client and login server would; then it applies the
 // devcluster ProxyClass. The wait ends when the operator's Deployment is ready
 // (devcluster runs a deployment controller).
-func Install(ctx context.Context, dir string, logger *log.Logger) error {
+//
+// A non-empty podSecurity labels the namespace first with
+// pod-security.kubernetes.io/enforce=<podSecurity> (go tool task dev:
+// restricted), so that the API server refuses any operator or proxy pod that
+// does not meet that Pod Security Standard.
+//
+// The ProxyClass's SSL_CERT_FILE is TS_POD_ACME_CA_FILE of tailnet.env: on
+// the real node (devcluster up --node real) a container reads no host file,
+// and devcluster puts its CA into the pods' service-account CA bundle.
+func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) error {
 	env, err := readEnv(filepath.Join(dir, "tailnet.env"))
 	if err != nil {
 		return err
@@ -59,6 +73,19 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 		"operatorConfig": map[string]any{"logging": "dev"},
 		"proxyConfig":    map[string]any{"defaultProxyClass": ProxyClassName},
 	}
+	if pod := env["TS_POD_ACME_CA_FILE"]; pod != "" && pod != env["TS_ACME_CA_FILE"] {
+		// The real node: its tailnet also serves control over TLS on port
+		// 443 of the bridge address (Tailscale's Noise client falls back
+		// there), with a certificate of the CA in the pods' bundle.
+		values["operatorConfig"].(map[string]any)["extraEnv"] = []any{map[string]any{"name": "SSL_CERT_FILE", "value": pod}}
+	}
+	if podSecurity != "" {
+		if err := labelNamespace(ctx, kube, chart.Namespace, map[string]string{
+			"pod-security.kubernetes.io/enforce": podSecurity, "pod-security.kubernetes.io/warn": podSecurity,
+		}); err != nil {
+			return err
+		}
+	}
 	helmLog := logger.WithPrefix("dev helm")
 	helmLog.SetLevel(log.WarnLevel)
 	logger.Info("installing the Helm chart; waiting for the operator", "chart", chart.Name, "release", chart.ReleaseName, "namespace", chart.Namespace)
@@ -76,9 +103,13 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	// The default ProxyClass: proxies request certificates from devcluster's
 	// ACME server (Pebble) and trust its CA, as a user would point them at a
 	// staging directory. TS_ env vars draw a CustomTSEnvVar Warning: expected.
+	// The ACME server's CA as a pod reads it: the host file on the process
+	// node, the service account's CA bundle (to which devcluster adds it)
+	// on the real node; older devclusters wrote only TS_ACME_CA_FILE. A
+	// plain-HTTP directory (e2e:kind's) needs none.
 	proxyEnv := []any{map[string]any{"name": "TS_DEBUG_ACME_DIRECTORY_URL", "value": env["TS_DEBUG_ACME_DIRECTORY_URL"]}}
 	if strings.HasPrefix(env["TS_DEBUG_ACME_DIRECTORY_URL"], "https:") {
-		proxyEnv = append(proxyEnv, map[string]any{"name": "SSL_CERT_FILE", "value": env["TS_ACME_CA_FILE"]})
+		proxyEnv = append(proxyEnv, map[string]any{"name": "SSL_CERT_FILE", "value": cmp.Or(env["TS_POD_ACME_CA_FILE"], env["TS_ACME_CA_FILE"])})
 	}
 	proxyClass := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyClass",
@@ -89,6 +120,25 @@ func Install(ctx context.Context, dir string, logger *log.Logger) error {
 	}}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	return apply(ctx, dyn, mapper, proxyClass)
+}
+
+// labelNamespace creates namespace ns with labels, or adds them to it.
+func labelNamespace(ctx context.Context, kube kubernetes.Interface, ns string, labels map[string]string) error {
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("namespace %s: %w", ns, err)
+		}
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	if _, err := kube.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 func apply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) error {

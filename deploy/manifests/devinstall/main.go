@@ -56,7 +56,11 @@ func main() {
 // given after "--".
 type options struct {
 	Dir, Up, Bin string
-	UpArgs       []string
+	// PodSecurity is the Pod Security Standard enforced in the operator's
+	// namespace (pod-security.kubernetes.io/enforce); "" leaves the
+	// namespace unlabelled.
+	PodSecurity string
+	UpArgs      []string
 }
 
 func parseArgs(args []string) (options, error) {
@@ -65,12 +69,18 @@ func parseArgs(args []string) (options, error) {
 	fs.StringVar(&o.Dir, "dir", ".devcluster", "devcluster folder (kubeconfig, tailnet.env)")
 	fs.StringVar(&o.Up, "up", "", "devcluster binary: start \"devcluster up --dir DIR --bin BIN [options after --]\" first and keep it running")
 	fs.StringVar(&o.Bin, "bin", "bin", "folder with tailplane-operator and tailplane-proxy (for --up)")
+	fs.StringVar(&o.PodSecurity, "pod-security", "restricted", `Pod Security Standard enforced in the operator's namespace (label pod-security.kubernetes.io/enforce): restricted, baseline, privileged, or "" for no label`)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: devinstall [--dir D] [--up DEVCLUSTER [--bin B]] [-- devcluster up options, e.g. --image 'GLOB=BINARY']")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	switch o.PodSecurity {
+	case "", "restricted", "baseline", "privileged":
+	default:
+		return o, fmt.Errorf("--pod-security %q: want restricted, baseline, privileged or \"\"", o.PodSecurity)
 	}
 	o.UpArgs = fs.Args()
 	if len(o.UpArgs) > 0 && o.Up == "" {
@@ -106,7 +116,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 	}
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := Install(ictx, o.Dir, logger); err != nil {
+	if err := Install(ictx, o.Dir, o.PodSecurity, logger); err != nil {
 		if ctx.Err() != nil && wait != nil {
 			return wait()
 		}

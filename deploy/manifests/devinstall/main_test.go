@@ -46,6 +46,9 @@ func TestParseArgs(t *testing.T) {
 	if got := upCommand(o); !slices.Equal(got, want) {
 		t.Fatalf("devcluster command = %q, want %q", got, want)
 	}
+	if o.PodSecurity != "restricted" {
+		t.Errorf("default --pod-security = %q, want restricted", o.PodSecurity)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -54,6 +57,7 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--up", "dc", "--", "--dir=elsewhere"}, "use --dir"},
 		{[]string{"--up", "dc", "--", "-bin", "x"}, "use --bin"},
 		{[]string{"--nope"}, "not defined"},
+		{[]string{"--pod-security", "strict"}, "want restricted"},
 	} {
 		_, err := parseArgs(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

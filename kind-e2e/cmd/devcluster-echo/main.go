@@ -12,9 +12,10 @@
 // It stops on SIGTERM. Two subcommands make it useful to `kubectl exec` and
 // to one-shot containers in images that hold nothing else (the real node's
 // echo image): "devcluster-echo cat PATH" prints a file, "devcluster-echo
-// write PATH TEXT" writes one and "devcluster-echo get URL" prints an HTTP
-// response body (a client inside a pod); each exits 1 with the error on
-// stderr.
+// write PATH TEXT" writes one, "devcluster-echo get URL" prints an HTTP
+// response body (a client inside a pod; SSL_CERT_FILE adds roots) and
+// "devcluster-echo lookup NAME" prints the addresses the pod's resolver
+// gives NAME; each exits 1 with the error on stderr.
 package main
 
 import (
@@ -145,6 +146,13 @@ func runTool(args []string) (code int, ok bool) {
 		err = os.WriteFile(args[1], []byte(args[2]), 0o644)
 	case args[0] == "get" && len(args) == 2:
 		err = get(args[1])
+	case args[0] == "lookup" && len(args) == 2:
+		// Through the pod's /etc/resolv.conf (Go's resolver): the
+		// cluster DNS and its stub domains.
+		var addrs []string
+		if addrs, err = net.LookupHost(args[1]); err == nil {
+			_, err = os.Stdout.WriteString(strings.Join(addrs, "\n") + "\n")
+		}
 	default:
 		return 0, false
 	}

@@ -159,6 +159,12 @@ func runCurl(args []string) error {
 		return err
 	}
 	netns.SetEnabled(false)
+	// Off loopback (the real node) Tailscale's Noise client may dial the
+	// control server over TLS on port 443 (tailnet.Config.TLSAddr), with a
+	// certificate of devcluster's local CA.
+	if os.Getenv("SSL_CERT_FILE") == "" && env["TS_ACME_CA_FILE"] != "" && !strings.Contains(env["TS_CONTROL_URL"], "//127.0.0.1:") {
+		_ = os.Setenv("SSL_CERT_FILE", env["TS_ACME_CA_FILE"])
+	}
 	// No log upload: it is Tailscale's service, not devcluster's, and its
 	// DNS fallback dials Tailscale's public DERP servers (and logs that it
 	// cannot verify them, offline).

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/charmbracelet/log"
 	"k8s.io/client-go/kubernetes"
@@ -20,13 +22,13 @@ type realNode struct {
 	stopScheduler context.CancelFunc
 }
 
-func startRealNode(ctx context.Context, dir, self string, cp *controlplane.Cluster, client kubernetes.Interface, logger *log.Logger) (*realNode, error) {
+func startRealNode(ctx context.Context, dir, self string, imports []realnode.Import, cp *controlplane.Cluster, client kubernetes.Interface, logger *log.Logger) (*realNode, error) {
 	schedCtx, stopScheduler := context.WithCancel(context.Background())
 	go node.RunScheduler(schedCtx, client, nodeName, logger.WithPrefix("scheduler"))
 	n, err := realnode.Start(ctx, realnode.Config{
 		Name: nodeName, Dir: dir, Assets: filepath.Dir(self),
 		API:     realnode.APIServer{URL: cp.URL, CA: cp.CA, Token: cp.Token},
-		LocalCA: cp.LocalCA, Client: client, Logger: logger.WithPrefix("node"),
+		LocalCA: cp.LocalCA, Client: client, Logger: logger.WithPrefix("node"), Imports: imports,
 	})
 	if err != nil {
 		stopScheduler()
@@ -52,7 +54,48 @@ func startControlPlane(ctx context.Context, dir, self, nodeKind string) (*contro
 	if err := realnode.PrepareNetwork(); err != nil {
 		return nil, err
 	}
-	return controlplane.StartWith(ctx, dir, self, controlplane.Options{ServiceCIDR: realnode.ServiceCIDR, AdvertiseAddress: realnode.NodeIP})
+	return controlplane.StartWith(ctx, dir, self, controlplane.Options{ServiceCIDR: realnode.ServiceCIDR, AdvertiseAddress: realnode.NodeIP, PodTrustsLocalCA: true})
+}
+
+// importFlags are `up --import` values: PATH or REPO=PATH.
+type importFlags []realnode.Import
+
+func (f *importFlags) String() string { return fmt.Sprint(*f) }
+func (f *importFlags) Set(s string) error {
+	repo, path, ok := strings.Cut(s, "=")
+	if !ok {
+		repo, path = "", s
+	}
+	if path == "" {
+		return fmt.Errorf("--import %q: want PATH or REPO=PATH", s)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, realnode.Import{Path: abs, Repo: repo})
+	return nil
+}
+
+// tailnetHost is where the tailnet (control server, API, DERP, STUN) and the
+// ACME server listen: loopback for the process node, whose pods are host
+// processes; the bridge address for the real node, the one address of the
+// host that pods' network namespaces reach.
+func tailnetHost(nodeKind string) string {
+	if nodeKind == "real" {
+		return realnode.NodeIP
+	}
+	return "127.0.0.1"
+}
+
+// podCAFile is where the real node's pods read devcluster's local CA (see
+// controlplane.Options.PodTrustsLocalCA); "" for the process node, whose
+// pods read the host's file.
+func podCAFile(nodeKind string) string {
+	if nodeKind == "real" {
+		return controlplane.PodCAFile
+	}
+	return ""
 }
 
 // assetsDir is the folder of the devcluster binary, where the real node's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -50,12 +51,23 @@ func (s *tailnetStack) close() {
 // OAuth client, for Tailnet objects), then writes D/ca.pem (Pebble's root),
 // D/acme-ca.pem (the ACME server's CA) and D/tailnet.env. A non-empty
 // o.policy replaces the tailnets' policy files.
-func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
+//
+// Everything a node or the operator talks to (control server, API, DERP,
+// STUN, ACME) listens on host: 127.0.0.1 for the process node, whose pods
+// are host processes; the bridge address for the real node, whose pods'
+// network namespaces reach the host there and not on loopback.
+//
+// podCAFile is where a pod reads the ACME server's CA (devcluster's local
+// CA): the host file for the process node, whose pods are host processes;
+// for the real node, controlplane.PodCAFile (the control plane adds the
+// local CA to every pod's service-account CA bundle). tailnet.env has it as
+// TS_POD_ACME_CA_FILE.
+func startTailnet(ctx context.Context, dir, host, podCAFile string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("dns-01 server: %w", err)
 	}
-	serving, err := localCA.Issue(filepath.Join(dir, "pki"), "acme-serving", "devcluster ACME", false, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	serving, err := localCA.Issue(filepath.Join(dir, "pki"), "acme-serving", "devcluster ACME", false, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(host)}, []string{"localhost"})
 	if err != nil {
 		dns.Close()
 		return nil, err
@@ -67,16 +79,23 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 	}
 	// Both listen where they did before, when they can: pods and clients
 	// started earlier keep the URLs they were given.
-	ca, err := onSameAddr(filepath.Join(dir, "acme.addr"), func(addr string) (*acme.CA, error) {
+	ca, err := onSameAddr(filepath.Join(dir, "acme.addr"), host, func(addr string) (*acme.CA, error) {
 		return acme.Start(ctx, acme.Config{Addr: addr, Cert: cert, Resolver: dns.Addr, StateDir: filepath.Join(dir, "pebble"), Logger: logger.WithPrefix("pebble")})
 	}, func(ca *acme.CA) string { return hostPort(ca.DirectoryURL) })
 	if err != nil {
 		dns.Close()
 		return nil, err
 	}
-	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), func(addr string) (*tailnet.Tailnet, error) {
+	// Off loopback, Tailscale's clients may dial the control server's host
+	// on port 443 over TLS (tailnet.Config.TLSAddr); the serving certificate
+	// of the ACME server (the local CA's, for host) serves there too.
+	var tlsAddr string
+	if host != "127.0.0.1" {
+		tlsAddr = net.JoinHostPort(host, "443")
+	}
+	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
 		return tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, RelayHost: host, TLSAddr: tlsAddr, TLSCert: &cert, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
 			ClientTags: o.clientTags, Groups: o.groups,
 			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
 		})
@@ -89,9 +108,9 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
 	if o.tailnets > 1 {
 		start := time.Now()
-		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), func(addr string) (*tailnet.Tailnet, error) {
+		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
 			return tailnet.Start(ctx, tailnet.Config{
-				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
+				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, RelayHost: host, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
 				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
 			})
 		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
@@ -113,6 +132,8 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 		"# must trust the ACME server: SSL_CERT_FILE=$TS_ACME_CA_FILE.",
 		"TS_DEBUG_ACME_DIRECTORY_URL=" + ca.DirectoryURL,
 		"TS_ACME_CA_FILE=" + acmeCA,
+		"# The same CA as a pod reads it (the real node's containers see no host file).",
+		"TS_POD_ACME_CA_FILE=" + cmp.Or(podCAFile, acmeCA),
 		"# Root of issued certificates: clients verify tailnet HTTPS with it.",
 		"TS_CA_FILE=" + s.root,
 	}
@@ -141,17 +162,20 @@ func startTailnet(ctx context.Context, dir string, o tailnetOptions, localCA *pk
 	return s, nil
 }
 
-// onSameAddr starts a server on the address saved in file (any loopback
-// port the first time, or when that one is taken) and saves the address it
-// got.
-func onSameAddr[T any](file string, start func(addr string) (T, error), addrOf func(T) string) (T, error) {
-	addr := "127.0.0.1:0"
+// onSameAddr starts a server on the address saved in file (any port of
+// host the first time, when that one is taken, or when the saved address is
+// another host's) and saves the address it got.
+func onSameAddr[T any](file, host string, start func(addr string) (T, error), addrOf func(T) string) (T, error) {
+	anyPort := net.JoinHostPort(host, "0")
+	addr := anyPort
 	if b, err := os.ReadFile(file); err == nil {
-		addr = strings.TrimSpace(string(b))
+		if h, _, err := net.SplitHostPort(strings.TrimSpace(string(b))); err == nil && h == host {
+			addr = strings.TrimSpace(string(b))
+		}
 	}
 	v, err := start(addr)
-	if err != nil && addr != "127.0.0.1:0" {
-		v, err = start("127.0.0.1:0")
+	if err != nil && addr != anyPort {
+		v, err = start(anyPort)
 	}
 	if err != nil {
 		return v, err

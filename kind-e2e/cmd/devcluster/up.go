@@ -22,6 +22,7 @@ import (
 	"github.com/tailplane/tailplane/kind-e2e/internal/clusterdns"
 	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
 	"github.com/tailplane/tailplane/kind-e2e/internal/node"
+	"github.com/tailplane/tailplane/kind-e2e/internal/realnode"
 	"github.com/tailplane/tailplane/kind-e2e/internal/registry"
 	"github.com/tailplane/tailplane/kind-e2e/internal/svcproxy"
 )
@@ -65,6 +66,8 @@ func runUp(args []string) error {
 	var images imageFlags
 	fs.Var(&images, "image", "extra image map entry GLOB=BINARY (repeatable; tried before the defaults)")
 	nodeKind := fs.String("node", "process", `node kind: "process" (pods as host processes, fast) or "real" (kubelet, containerd, runc, CNI; needs go tool task test:node)`)
+	var imports importFlags
+	fs.Var(&imports, "import", "with --node real: images to import into containerd at start (repeatable): an image archive, an OCI layout folder, or a folder of layouts such as `go run ./deploy/images build -out DIR` writes, named "+realnode.DefaultImportRepo+"/<folder>:<tag>; REPO=PATH names them REPO/<folder>:<tag>")
 	var tnOpts tailnetOptions
 	parsedTailnet := tnOpts.addFlags(fs)
 	_ = fs.Parse(args)
@@ -76,6 +79,9 @@ func runUp(args []string) error {
 	}
 	if *nodeKind != "process" && *nodeKind != "real" {
 		return fmt.Errorf("up: --node %q: want process or real", *nodeKind)
+	}
+	if len(imports) > 0 && *nodeKind != "real" {
+		return errors.New("up: --import needs --node real (the process node runs binaries, mapped with --image)")
 	}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -121,7 +127,7 @@ func runUp(args []string) error {
 	var nodeDone <-chan error
 	var waitFor []chan struct{}
 	if *nodeKind == "real" {
-		rn, err := startRealNode(ctx, abs, self, cp, client, logger)
+		rn, err := startRealNode(ctx, abs, self, imports, cp, client, logger)
 		if err != nil {
 			return err
 		}
@@ -136,7 +142,7 @@ func runUp(args []string) error {
 		nodeDone, waitFor = done, ready
 	}
 
-	tn, err := startTailnet(ctx, abs, tnOpts, cp.LocalCA, logger)
+	tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), podCAFile(*nodeKind), tnOpts, cp.LocalCA, logger)
 	if err != nil {
 		return fmt.Errorf("tailnet: %w", err)
 	}

@@ -76,7 +76,16 @@ type Options struct {
 	// publishes as the kubernetes Service's endpoint: pods in their own
 	// network namespaces (the real node's) reach it there.
 	AdvertiseAddress string
+	// PodTrustsLocalCA adds LocalCA to the root CA bundle every pod gets
+	// (ca.crt of its service-account volume, ConfigMap kube-root-ca.crt)
+	// after the apiserver's own CA. The real node's containers read no
+	// host file, and this is how they trust what LocalCA signs: the
+	// tailnet's ACME server (SSL_CERT_FILE=PodCAFile).
+	PodTrustsLocalCA bool
 }
+
+// PodCAFile is where a pod reads its service account's CA bundle.
+const PodCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 // Start brings up etcd and kube-apiserver for dir and returns once /readyz
 // answers ok. self is the devcluster binary, re-executed as the apiserver.

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -61,7 +62,11 @@ func (c *Cluster) StartControllerManager(ctx context.Context, self string) error
 		return fmt.Errorf("controller-manager: the apiserver is not ready yet")
 	}
 	caFile := filepath.Join(pkiDir(c.Dir), "apiserver-ca.crt")
-	if err := os.WriteFile(caFile, c.CA, 0o644); err != nil {
+	bundle := c.CA
+	if c.opts.PodTrustsLocalCA {
+		bundle = append(append(bytes.TrimRight(bytes.Clone(c.CA), "\n"), '\n'), c.LocalCA.CertPEM...)
+	}
+	if err := os.WriteFile(caFile, bundle, 0o644); err != nil {
 		return err
 	}
 	args := []string{

@@ -24,8 +24,12 @@ const (
 // corefile serves cluster.local from the API and nothing else: the machine
 // has no upstream resolver a pod may use (the host's resolver is not
 // reachable from the pod range), so other names fail fast instead of
-// timing out.
-const corefile = `.:53 {
+// timing out. Like k3s's, it imports the server blocks (*.server) of the
+// optional ConfigMap coredns-custom, which `up` never touches: stub domains
+// such as ts.net for the operator's DNSConfig nameserver go there and
+// survive a restart that applies this Corefile again.
+const corefile = `import /etc/coredns/custom/*.server
+.:53 {
     errors
     health :8080
     ready :8181
@@ -48,6 +52,8 @@ const corefile = `.:53 {
 // unprivileged ports) and the RuntimeDefault seccomp profile.
 func applyCoreDNS(ctx context.Context, client kubernetes.Interface) error {
 	const ns, name = "kube-system", "coredns"
+	// CustomConfigMap is the ConfigMap of extra server blocks.
+	const custom = "coredns-custom"
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	role := &rbacv1.ClusterRole{
@@ -85,7 +91,10 @@ func applyCoreDNS(ctx context.Context, client kubernetes.Interface) error {
 							{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
 							{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "config", MountPath: "/etc/coredns", ReadOnly: true},
+							{Name: "custom", MountPath: "/etc/coredns/custom", ReadOnly: true},
+						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}},
 							PeriodSeconds: 2,
@@ -96,9 +105,14 @@ func applyCoreDNS(ctx context.Context, client kubernetes.Interface) error {
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
-					}}},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{
+							ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
+						}},
+						{Name: "custom", VolumeSource: corev1.VolumeSource{
+							ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: custom}, Optional: ptr.To(true)},
+						}},
+					},
 				},
 			},
 		},

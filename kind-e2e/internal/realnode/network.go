@@ -51,7 +51,18 @@ func ensureBridge() error {
 		!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
 		return err
 	}
-	return ipCmd("link", "set", Bridge, "up")
+	if err := ipCmd("link", "set", Bridge, "up"); err != nil {
+		return err
+	}
+	// The host is the node: it reaches ClusterIPs through kube-proxy's
+	// OUTPUT rules, as a kind node does. Without this route a connection
+	// begun before kube-proxy has a Service's rules would leave through the
+	// default route; with it, it stays on the bridge. Removed with the
+	// bridge.
+	if err := ipCmd("route", "replace", ServiceCIDR, "dev", Bridge, "src", NodeIP); err != nil {
+		return err
+	}
+	return nil
 }
 
 // removeBridge deletes the bridge (and with it the pods' route).

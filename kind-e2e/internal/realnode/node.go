@@ -38,6 +38,10 @@ type Config struct {
 	LocalCA *pki.CA
 	Client  kubernetes.Interface
 	Logger  *log.Logger
+	// Imports are images to import into containerd at start, besides the
+	// node's own (pause, echo, CoreDNS): the project's images built by
+	// deploy/images, so that pods run them without a registry.
+	Imports []Import
 }
 
 // Node is a running real node.
@@ -113,6 +117,19 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 		}
 	}
 	logger.Info("images imported", "took", time.Since(start).Round(time.Millisecond))
+	if len(n.cfg.Imports) > 0 {
+		start = time.Now()
+		archives, names, err := importArchives(n.cfg.Imports, filepath.Join(dir, "images", "import"))
+		if err != nil {
+			return err
+		}
+		for _, a := range archives {
+			if err := importImage(ctx, bins.Ctr, n.socket, a); err != nil {
+				return err
+			}
+		}
+		logger.Info("images imported (--import)", "archives", len(archives), "names", names, "took", time.Since(start).Round(time.Millisecond))
+	}
 
 	args, ports, err := writeKubeletFiles(dir, n.cfg.Name, n.cfg.API, n.cfg.LocalCA, n.socket)
 	if err != nil {

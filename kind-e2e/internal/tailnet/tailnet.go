@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,14 @@ type Config struct {
 	// DERP map names; empty: 127.0.0.1. A real node's pods cannot reach
 	// loopback: devcluster gives them the node's bridge address.
 	RelayHost string
+	// TLSAddr, when set, serves the control server and API over TLS
+	// (TLSCert) there too, e.g. "198.19.0.1:443". Tailscale's Noise
+	// client falls back to port 443 of a control URL's host, and dials
+	// only that port when it dialled control less than 2 minutes before,
+	// unless the host is a private or loopback address: the real node's
+	// bridge address (198.19.0.0/15, benchmarking) is neither.
+	TLSAddr string
+	TLSCert *tls.Certificate
 	// MagicDNSDomain is the tailnet's DNS suffix; certificates are issued
 	// for <host>.<MagicDNSDomain>.
 	MagicDNSDomain string
@@ -72,8 +81,11 @@ type Tailnet struct {
 	relay   *relay
 	srv     *http.Server
 	conns   *connTracker
-	fields  *controlFields
-	logger  *log.Logger
+	// tlsSrv and tlsConns serve Config.TLSAddr; nil without it.
+	tlsSrv   *http.Server
+	tlsConns *connTracker
+	fields   *controlFields
+	logger   *log.Logger
 	// regMu makes registrations and renames one at a time: each takes a
 	// free ID and name.
 	regMu sync.Mutex
@@ -169,6 +181,19 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	})
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	t.conns = &connTracker{Listener: ln, conns: map[*trackedConn]struct{}{}}
+	if cfg.TLSAddr != "" {
+		tln, err := lc.Listen(ctx, "tcp", cfg.TLSAddr)
+		if err != nil {
+			ln.Close()
+			rl.close()
+			return nil, fmt.Errorf("tailnet listen %s (TLS): %w", cfg.TLSAddr, err)
+		}
+		t.tlsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+			TLSConfig:    &tls.Config{Certificates: []tls.Certificate{*cfg.TLSCert}},
+			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
+		t.tlsConns = &connTracker{Listener: tln, conns: map[*trackedConn]struct{}{}}
+		go func() { _ = t.tlsSrv.ServeTLS(t.tlsConns, "", "") }()
+	}
 	go func() { _ = t.srv.Serve(t.conns) }()
 	return t, nil
 }
@@ -179,6 +204,10 @@ func (t *Tailnet) Close() {
 	t.stop()
 	_ = t.srv.Close()
 	t.conns.closeAll()
+	if t.tlsSrv != nil {
+		_ = t.tlsSrv.Close()
+		t.tlsConns.closeAll()
+	}
 	t.relay.close()
 	t.saveNodes()
 }
