@@ -140,7 +140,9 @@ spec:
 		out, err := devclusterStdin("apiVersion: v1\nkind: Service\nmetadata: {name: conn-echo}\nspec:\n  selector: {app: conn-echo}\n  ports: [{port: 80, targetPort: 8080}]\n",
 			"kubectl", "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
-		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "service", "conn-echo") })
+		DeferCleanup(func() {
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "service", "conn-echo")
+		})
 		ip, err := devcluster("kubectl", "get", "service", "conn-echo", "-o", "jsonpath={.spec.clusterIP}")
 		Expect(err).NotTo(HaveOccurred(), ip)
 		route := netip.PrefixFrom(netip.MustParseAddr(ip), 32)
@@ -153,7 +155,9 @@ spec:
     advertiseRoutes: [%q]
 `, route), "kubectl", "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
-		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "connector", "service-ip") })
+		DeferCleanup(func() {
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "--wait=false", "connector", "service-ip")
+		})
 		waitConnectorReady(ctx, "service-ip", 1)
 		id := deviceID(ctx, api, "service-ip-connector")
 		Eventually(func() ([]string, error) {

@@ -124,7 +124,6 @@ func skipOnRealNode(why string) {
 	}
 }
 
-
 // startDev runs `go tool task dev` on the suite's folder and waits until
 // the operator is installed. Its output is appended to the suite's log.
 func (sc *suiteState) startDev(ctx context.Context) {

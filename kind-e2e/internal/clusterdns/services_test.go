@@ -47,7 +47,10 @@ func TestServiceLister(t *testing.T) {
 		if addrs, _, _ = l.Lookup("a", "db"); len(addrs) > 0 {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	if !slices.Equal(addrs, []netip.Addr{netip.MustParseAddr("198.18.0.7")}) {
 		t.Fatalf("headless db: %v", addrs)

@@ -48,7 +48,7 @@ func TestAppConnectorLearnsRoutesFromDNS(t *testing.T) {
 	resolvConf := os.Getenv(resolvConfEnv)
 	if resolvConf == "" {
 		if os.Geteuid() != 0 {
-			t.Skip("needs root: a mount namespace with its own /etc/resolv.conf")
+			t.Fatal("needs root (as the process node does): a mount namespace with its own /etc/resolv.conf")
 		}
 		dir := t.TempDir()
 		// A loopback address of its own: port 53 of it is free whatever
