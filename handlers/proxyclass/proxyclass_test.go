@@ -294,3 +294,35 @@ func TestMetricsServiceAndServiceMonitor(t *testing.T) {
 		t.Errorf("ServiceMonitor spec %v", spec)
 	}
 }
+
+// The proxy's pod meets the restricted Pod Security Standard (non-root,
+// RuntimeDefault seccomp at pod level; no escalation, no capabilities, a
+// read-only root in the container), and a ProxyClass with a pod section but
+// no securityContext keeps that; one that sets a securityContext replaces it.
+func TestApplyKeepsTheRestrictedPodSecurityContext(t *testing.T) {
+	base := proxyStatefulSet(t)
+	restricted := func(ps corev1.PodSpec) bool {
+		sc, c := ps.SecurityContext, ps.Containers[0].SecurityContext
+		return sc != nil && sc.RunAsNonRoot != nil && *sc.RunAsNonRoot && sc.SeccompProfile != nil &&
+			sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault &&
+			c != nil && c.AllowPrivilegeEscalation != nil && !*c.AllowPrivilegeEscalation &&
+			c.ReadOnlyRootFilesystem != nil && *c.ReadOnlyRootFilesystem &&
+			c.Capabilities != nil && len(c.Capabilities.Drop) == 1 && c.Capabilities.Drop[0] == "ALL"
+	}
+	if !restricted(base.Spec.Template.Spec) {
+		t.Fatalf("rendered proxy pod is not restricted: %+v", base.Spec.Template.Spec.SecurityContext)
+	}
+	envOnly := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{
+		TailscaleContainer: &v1alpha1.Container{Env: []v1alpha1.Env{{Name: "X", Value: "1"}}},
+	}}}}
+	if got := proxyclass.Apply(base, envOnly, proxyclass.L7); !restricted(got.Spec.Template.Spec) {
+		t.Errorf("a ProxyClass without a securityContext dropped the pod's: %+v", got.Spec.Template.Spec.SecurityContext)
+	}
+	user := int64(1000)
+	own := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{
+		SecurityContext: &corev1.PodSecurityContext{RunAsUser: &user},
+	}}}}
+	if sc := proxyclass.Apply(base, own, proxyclass.L7).Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000 || sc.RunAsNonRoot != nil {
+		t.Errorf("the ProxyClass's securityContext was not used as it is: %+v", sc)
+	}
+}
