@@ -74,7 +74,7 @@ var _ = Describe("the operator on the real node", Ordered, Label(realNodeOnly), 
 		out, err = devcluster("kubectl", "-n", "kube-system", "rollout", "restart", "deployment", "coredns")
 		Expect(err).NotTo(HaveOccurred(), out)
 
-		By("a pod trusting Pebble's root resolves the Ingress's MagicDNS name and gets its page over HTTPS")
+		By("a pod that is not on the tailnet resolves the Ingress's MagicDNS name to the Ingress proxy")
 		root, err := os.ReadFile(filepath.Join(suite.dir, "cluster", "ca.pem"))
 		Expect(err).NotTo(HaveOccurred())
 		out, err = devclusterStdin(clientPod(string(root)), "kubectl", "apply", "-f", "-")
@@ -91,11 +91,37 @@ var _ = Describe("the operator on the real node", Ordered, Label(realNodeOnly), 
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).ShouldNot(BeEmpty())
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "exec", "dns-client", "--", "devcluster-echo", "lookup", "my-app.devcluster.ts.net")
-		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Equal(ingressIP+"\n"), "the Ingress proxy's pod IP")
+		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(Equal(ingressIP+"\n"), "the Ingress proxy's pod IP")
+
+		By("an egress Service's tailnet name resolves to its proxy, which forwards to the tailnet device")
+		// The Ingress proxy serves tailnet clients only: its pod IP takes
+		// no connection (docs/e2e.md). An egress proxy's pod IP is where
+		// cluster workloads connect.
+		out, err = devclusterStdin(`apiVersion: v1
+kind: Service
+metadata:
+  name: postgres-egress
+  annotations: {tailscale.com/tailnet-fqdn: default-postgres.devcluster.ts.net}
+spec:
+  type: ExternalName
+  externalName: placeholder
+  ports: [{name: pg, port: 5432, protocol: TCP}]
+`, "kubectl", "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var egressIP string
 		Eventually(func() (string, error) {
-			return devcluster("kubectl", "exec", "dns-client", "--", "devcluster-echo", "get", "https://my-app.devcluster.ts.net/")
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"my-app-`))
-	}, SpecTimeout(6*time.Minute))
+			out, err := devcluster("kubectl", "-n", "tailscale", "get", "pods", "-l", "tailscale.com/parent-resource=postgres-egress,tailscale.com/parent-resource-ns=default",
+				"-o", `jsonpath={.items[?(@.status.containerStatuses[0].ready==true)].status.podIP}`)
+			egressIP = out
+			return out, err
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).ShouldNot(BeEmpty())
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "exec", "dns-client", "--", "devcluster-echo", "lookup", "default-postgres.devcluster.ts.net")
+		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(Equal(egressIP+"\n"), "the egress proxy's pod IP")
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "exec", "dns-client", "--", "devcluster-echo", "get", "http://default-postgres.devcluster.ts.net:5432/")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(ContainSubstring(`"pod":"postgres-`))
+	}, SpecTimeout(9*time.Minute))
 })
 
 // clientPod is an echo pod (restricted) with Pebble's root in SSL_CERT_FILE:
