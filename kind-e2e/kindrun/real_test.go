@@ -9,11 +9,12 @@ import (
 )
 
 // The real Host's background command: ready once its line is printed,
-// stopped by SIGINT, its output in the log.
+// stopped by SIGINT, its output in the log. The trap is set before the
+// ready line: SIGINT may come as soon as that line is read.
 func TestStartAndStop(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
-	script := `echo starting; echo "ready tailnet=x"; trap 'echo stopped; exit 0' INT; while :; do sleep 0.05; done`
+	script := `trap 'echo stopped; exit 0' INT; echo starting; echo "ready tailnet=x"; while :; do sleep 0.05; done`
 	stop, err := dockerHost{}.Start(context.Background(), Command{Dir: dir, Log: log, Args: []string{"sh", "-c", script}}, "ready ")
 	if err != nil {
 		t.Fatal(err)
