@@ -33,21 +33,28 @@ import (
 func TestOperator(t *testing.T) {
 	RegisterFailHandler(Fail)
 	suiteConfig, reporterConfig := GinkgoConfiguration()
-	if os.Getenv("TAILPLANE_E2E_NODE") != "real" {
-		// Specs labelled realNodeOnly need containers, kube-proxy's
-		// ClusterIPs or CoreDNS; they run with TAILPLANE_E2E_NODE=real
-		// (go tool task e2e:real), not on the process node.
-		filter := "!" + realNodeOnly
-		if suiteConfig.LabelFilter != "" {
-			filter = "(" + suiteConfig.LabelFilter + ") && " + filter
-		}
-		suiteConfig.LabelFilter = filter
+	// Specs labelled with the other node's label cannot run on this one;
+	// go tool task e2e runs the suite on the real node, then the
+	// process-node specs on the process node.
+	filter := "!" + realNodeOnly
+	if os.Getenv("TAILPLANE_E2E_NODE") == "real" {
+		filter = "!" + processNodeOnly
 	}
+	if suiteConfig.LabelFilter != "" {
+		filter = "(" + suiteConfig.LabelFilter + ") && " + filter
+	}
+	suiteConfig.LabelFilter = filter
 	RunSpecs(t, "operator on devcluster", suiteConfig, reporterConfig)
 }
 
-// realNodeOnly labels the specs that only the real node can run.
+// realNodeOnly labels the specs that need containers, kube-proxy's
+// ClusterIPs or CoreDNS: only the real node runs them.
 const realNodeOnly = "real-node"
+
+// processNodeOnly labels the specs that need the process node: they use
+// something of devcluster's that only host processes reach, such as its OCI
+// registry on 127.0.0.1.
+const processNodeOnly = "process-node"
 
 // suite is the running devcluster with the operator.
 var suite = &suiteState{}
@@ -115,13 +122,6 @@ func (sc *suiteState) buildImages(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred(), string(out))
 	AddReportEntry("image build", fmt.Sprintf("go run ./deploy/images build (linux/amd64): %s", time.Since(start).Round(time.Second)))
 	GinkgoWriter.Printf("TIME image build (linux/amd64): %s\n", time.Since(start).Round(time.Second))
-}
-
-// skipOnRealNode skips a spec that needs the process node, saying why.
-func skipOnRealNode(why string) {
-	if suite.real {
-		Skip("process node only: " + why)
-	}
 }
 
 // startDev runs `go tool task dev` on the suite's folder and waits until

@@ -114,6 +114,16 @@ var _ = Describe("The real node", Ordered, func() {
 		out, err := c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "cat", "/etc/resolv.conf")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("nameserver " + dnsIP))
+
+		By("a name written into D/dns-records, as on the process node")
+		out, err = c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "lookup", "app.e2e.test")
+		Expect(err).To(HaveOccurred(), "app.e2e.test resolved before it was written: %s", out)
+		records := filepath.Join(c.dir, "dns-records")
+		Expect(os.WriteFile(records, []byte("192.0.2.7 app.e2e.test\n"), 0o644)).To(Succeed())
+		DeferCleanup(func() { _ = os.Remove(records) })
+		Eventually(func() (string, error) {
+			return c.kubectl(ctx, "exec", "client", "--", "devcluster-echo", "lookup", "app.e2e.test")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal("192.0.2.7\n"))
 	})
 
 	It("runs a pod of the restricted Pod Security Standard, with its seccomp profile in force", func(ctx SpecContext) {

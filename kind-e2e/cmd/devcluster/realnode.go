@@ -29,6 +29,7 @@ func startRealNode(ctx context.Context, dir, self string, imports []realnode.Imp
 		Name: nodeName, Dir: dir, Assets: filepath.Dir(self),
 		API:     realnode.APIServer{URL: cp.URL, CA: cp.CA, Token: cp.Token},
 		LocalCA: cp.LocalCA, Client: client, Logger: logger.WithPrefix("node"), Imports: imports,
+		RecordsFile: filepath.Join(dir, dnsRecordsFile),
 	})
 	if err != nil {
 		stopScheduler()
@@ -84,6 +85,17 @@ func (f *importFlags) Set(s string) error {
 func tailnetHost(nodeKind string) string {
 	if nodeKind == "real" {
 		return realnode.NodeIP
+	}
+	return "127.0.0.1"
+}
+
+// secondTailnetHost is where the second tailnet (--tailnets 2) listens: on
+// the real node another address of the bridge, since Tailscale's clients
+// dial port 443 of their control server's host (startTailnet) and the
+// first tailnet's control server has port 443 of tailnetHost.
+func secondTailnetHost(nodeKind string) string {
+	if nodeKind == "real" {
+		return realnode.SecondHostIP
 	}
 	return "127.0.0.1"
 }

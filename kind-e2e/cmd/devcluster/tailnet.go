@@ -57,17 +57,23 @@ func (s *tailnetStack) close() {
 // are host processes; the bridge address for the real node, whose pods'
 // network namespaces reach the host there and not on loopback.
 //
+// secondHost is where the second tailnet listens. Off loopback it must be
+// another address than host: a Tailscale client that dialled its control
+// server less than 2 minutes before dials port 443 of the control URL's
+// host over TLS (tailscale.com/control/ts2021), and on host that port is
+// the first tailnet's.
+//
 // podCAFile is where a pod reads the ACME server's CA (devcluster's local
 // CA): the host file for the process node, whose pods are host processes;
 // for the real node, controlplane.PodCAFile (the control plane adds the
 // local CA to every pod's service-account CA bundle). tailnet.env has it as
 // TS_POD_ACME_CA_FILE.
-func startTailnet(ctx context.Context, dir, host, podCAFile string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
+func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("dns-01 server: %w", err)
 	}
-	serving, err := localCA.Issue(filepath.Join(dir, "pki"), "acme-serving", "devcluster ACME", false, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(host)}, []string{"localhost"})
+	serving, err := localCA.Issue(filepath.Join(dir, "pki"), "acme-serving", "devcluster ACME", false, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(host), net.ParseIP(secondHost)}, []string{"localhost"})
 	if err != nil {
 		dns.Close()
 		return nil, err
@@ -89,13 +95,15 @@ func startTailnet(ctx context.Context, dir, host, podCAFile string, o tailnetOpt
 	// Off loopback, Tailscale's clients may dial the control server's host
 	// on port 443 over TLS (tailnet.Config.TLSAddr); the serving certificate
 	// of the ACME server (the local CA's, for host) serves there too.
-	var tlsAddr string
-	if host != "127.0.0.1" {
-		tlsAddr = net.JoinHostPort(host, "443")
+	tlsAddr := func(host string) string {
+		if host == "127.0.0.1" {
+			return ""
+		}
+		return net.JoinHostPort(host, "443")
 	}
 	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
 		return tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, RelayHost: host, TLSAddr: tlsAddr, TLSCert: &cert, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, RelayHost: host, TLSAddr: tlsAddr(host), TLSCert: &cert, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
 			ClientTags: o.clientTags, Groups: o.groups,
 			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
 		})
@@ -108,9 +116,10 @@ func startTailnet(ctx context.Context, dir, host, podCAFile string, o tailnetOpt
 	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
 	if o.tailnets > 1 {
 		start := time.Now()
-		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
+		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), secondHost, func(addr string) (*tailnet.Tailnet, error) {
 			return tailnet.Start(ctx, tailnet.Config{
-				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, RelayHost: host, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
+				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, RelayHost: secondHost, TLSAddr: tlsAddr(secondHost), TLSCert: &cert,
+				MagicDNSDomain: secondDNSDomain, Policy: o.policy,
 				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
 			})
 		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })

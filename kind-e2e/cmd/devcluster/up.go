@@ -142,7 +142,7 @@ func runUp(args []string) error {
 		nodeDone, waitFor = done, ready
 	}
 
-	tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), podCAFile(*nodeKind), tnOpts, cp.LocalCA, logger)
+	tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), secondTailnetHost(*nodeKind), podCAFile(*nodeKind), tnOpts, cp.LocalCA, logger)
 	if err != nil {
 		return fmt.Errorf("tailnet: %w", err)
 	}
@@ -208,6 +208,11 @@ func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface)
 	}
 }
 
+// dnsRecordsFile is the cluster folder's hosts-style file of extra names the
+// cluster DNS answers (clusterdns on the process node, CoreDNS on the real
+// node); it is the user's and optional.
+const dnsRecordsFile = "dns-records"
+
 // startProcessNode starts the process node and the userspace service proxy;
 // ready holds what to wait for, stop ends both.
 func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlplane.Cluster, client kubernetes.Interface, logger *log.Logger) (done <-chan error, ready []chan struct{}, stop func(), err error) {
@@ -223,7 +228,7 @@ func startProcessNode(abs, self, binDir string, images imageFlags, cp *controlpl
 	dnsIP := podSubnet.Addr().Next()
 	dns, err := clusterdns.Start(dnsCtx, clusterdns.Config{
 		Addr: dnsIP.String(), Services: clusterdns.WatchServices(dnsCtx, client),
-		RecordsFile: filepath.Join(abs, "dns-records"), Logger: logger.WithPrefix("dns"),
+		RecordsFile: filepath.Join(abs, dnsRecordsFile), Logger: logger.WithPrefix("dns"),
 	})
 	if err != nil {
 		stopDNS()

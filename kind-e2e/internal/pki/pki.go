@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -82,14 +83,36 @@ func LoadOrCreateCA(dir, name string) (*CA, error) {
 	return &CA{Cert: cert, CertPEM: certPEM, CertFile: certFile, key: key}, nil
 }
 
+// sameNames reports whether cert names exactly ips and dnsNames, in any
+// order.
+func sameNames(cert *x509.Certificate, ips []net.IP, dnsNames []string) bool {
+	if cert == nil || len(cert.IPAddresses) != len(ips) || len(cert.DNSNames) != len(dnsNames) {
+		return false
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	for _, n := range dnsNames {
+		if !slices.Contains(cert.DNSNames, n) {
+			return false
+		}
+	}
+	return true
+}
+
 // Pair is a certificate and key written as PEM files.
 type Pair struct{ CertFile, KeyFile string }
 
 // Issue returns dir/name.crt and dir/name.key, signed by the CA for the given
-// IPs and DNS names (server) or common name (client), creating them once.
+// IPs and DNS names (server) or common name (client), creating them once:
+// a pair already there is kept while it names the same IPs and DNS names
+// (a resumed cluster folder keeps its certificates), and issued again when
+// a newer devcluster asks for others.
 func (ca *CA) Issue(dir, name, commonName string, client bool, ips []net.IP, dnsNames []string) (Pair, error) {
 	p := Pair{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
-	if _, err := tls.LoadX509KeyPair(p.CertFile, p.KeyFile); err == nil {
+	if pair, err := tls.LoadX509KeyPair(p.CertFile, p.KeyFile); err == nil && sameNames(pair.Leaf, ips, dnsNames) {
 		return p, nil
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

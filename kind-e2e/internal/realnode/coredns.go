@@ -21,7 +21,9 @@ const (
 	CoreDNSImage = "devcluster.local/coredns:v1.15.0"
 )
 
-// corefile serves cluster.local from the API and nothing else: the machine
+// corefile serves cluster.local from the API and the names of devcluster's
+// records file (D/dns-records, mirrored into recordsConfigMap by
+// syncRecords and re-read by the hosts plugin), and nothing else: the machine
 // has no upstream resolver a pod may use (the host's resolver is not
 // reachable from the pod range), so other names fail fast instead of
 // timing out. Like k3s's, it imports the server blocks (*.server) of the
@@ -33,6 +35,11 @@ const corefile = `import /etc/coredns/custom/*.server
     errors
     health :8080
     ready :8181
+    hosts /etc/coredns/records/hosts {
+        ttl 5
+        reload 2s
+        fallthrough
+    }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
@@ -94,6 +101,7 @@ func applyCoreDNS(ctx context.Context, client kubernetes.Interface) error {
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "config", MountPath: "/etc/coredns", ReadOnly: true},
 							{Name: "custom", MountPath: "/etc/coredns/custom", ReadOnly: true},
+							{Name: "records", MountPath: "/etc/coredns/records", ReadOnly: true},
 						},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}},
@@ -111,6 +119,9 @@ func applyCoreDNS(ctx context.Context, client kubernetes.Interface) error {
 						}},
 						{Name: "custom", VolumeSource: corev1.VolumeSource{
 							ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: custom}, Optional: ptr.To(true)},
+						}},
+						{Name: "records", VolumeSource: corev1.VolumeSource{
+							ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: recordsConfigMap}, Optional: ptr.To(true)},
 						}},
 					},
 				},

@@ -21,6 +21,13 @@ const (
 	// kube-apiserver reaches the kubelet and pods reach the host. The
 	// kubelet refuses a loopback node address, so it cannot be 127.0.0.1.
 	NodeIP = "198.19.0.1"
+	// SecondHostIP is a second address of the bridge, outside the pods'
+	// address range (podRangeEnd): devcluster's second tailnet listens
+	// there, so that it has a port 443 of its own (see cmd/devcluster's
+	// startTailnet).
+	SecondHostIP = "198.19.0.254"
+	// podRangeEnd is the last address host-local hands to a pod.
+	podRangeEnd = "198.19.0.250"
 )
 
 // PrepareNetwork creates the bridge with NodeIP, before the kube-apiserver
@@ -47,9 +54,11 @@ func ensureBridge() error {
 	if err := ipCmd("link", "add", Bridge, "type", "bridge"); err != nil && !strings.Contains(err.Error(), "File exists") {
 		return err
 	}
-	if err := ipCmd("addr", "add", NodeIP+"/24", "dev", Bridge); err != nil &&
-		!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
-		return err
+	for _, ip := range []string{NodeIP, SecondHostIP} {
+		if err := ipCmd("addr", "add", ip+"/24", "dev", Bridge); err != nil &&
+			!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
+			return err
+		}
 	}
 	if err := ipCmd("link", "set", Bridge, "up"); err != nil {
 		return err
@@ -95,7 +104,7 @@ func writeCNIConfig(confDir, ipamDir string) error {
 				"ipam": map[string]any{
 					"type":    "host-local",
 					"dataDir": ipamDir,
-					"ranges":  [][]map[string]string{{{"subnet": PodCIDR, "gateway": NodeIP}}},
+					"ranges":  [][]map[string]string{{{"subnet": PodCIDR, "gateway": NodeIP, "rangeEnd": podRangeEnd}}},
 					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
 				},
 			},

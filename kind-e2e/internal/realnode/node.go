@@ -42,6 +42,9 @@ type Config struct {
 	// node's own (pause, echo, CoreDNS): the project's images built by
 	// deploy/images, so that pods run them without a registry.
 	Imports []Import
+	// RecordsFile is the hosts-style file of extra names CoreDNS answers
+	// ("ADDRESS NAME..."; "": none), read again when it changes.
+	RecordsFile string
 }
 
 // Node is a running real node.
@@ -54,6 +57,9 @@ type Node struct {
 	bins       Binaries
 	socket     string
 	done       chan error
+	// stopSync ends syncRecords; synced is closed once it has.
+	stopSync context.CancelFunc
+	synced   chan struct{}
 }
 
 // Start brings up containerd, imports the node's images and starts the
@@ -158,7 +164,15 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	n.kubeProxy = kp
 	go func() { <-kp.exited; n.done <- kp.err }()
 	// The suites wait for DNS where they need it; up does not.
-	return applyCoreDNS(ctx, n.cfg.Client)
+	if err := applyCoreDNS(ctx, n.cfg.Client); err != nil {
+		return err
+	}
+	if n.cfg.RecordsFile != "" {
+		syncCtx, stop := context.WithCancel(context.Background())
+		n.stopSync, n.synced = stop, make(chan struct{})
+		go func() { defer close(n.synced); syncRecords(syncCtx, n.cfg.Client, n.cfg.RecordsFile, logger) }()
+	}
+	return nil
 }
 
 // pickSnapshotter is overlayfs where an overlay mount works in dir (it does
@@ -223,6 +237,10 @@ func (n *Node) Done() <-chan error { return n.done }
 // container processes, mounts, cgroups, the bridge).
 func (n *Node) Stop() {
 	start := time.Now()
+	if n.stopSync != nil {
+		n.stopSync()
+		<-n.synced
+	}
 	n.kubeProxy.stop(10 * time.Second)
 	n.kubelet.stop(10 * time.Second)
 	if n.containerd != nil {

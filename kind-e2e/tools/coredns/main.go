@@ -11,6 +11,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
@@ -21,7 +22,7 @@ import (
 
 // directives are the plugins in the order CoreDNS runs them (its
 // plugin.cfg order, restricted to the ones imported above).
-var directives = []string{"reload", "health", "ready", "errors", "log", "loadbalance", "cache", "kubernetes", "loop", "forward"}
+var directives = []string{"reload", "health", "ready", "errors", "log", "loadbalance", "cache", "hosts", "kubernetes", "loop", "forward"}
 
 func main() {
 	dnsserver.Directives = directives
