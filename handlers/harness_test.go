@@ -65,6 +65,9 @@ type harness struct {
 	asOperator bool
 	// dns answers the operator's lookups of ExternalNames.
 	dns *fakeDNS
+	// control, when set, wraps the operator's backend (a control server
+	// lacking features); set it before the operator (re)starts.
+	control func(tailnet.Backend) tailnet.Backend
 	// hardStop makes stop a kill rather than a graceful stop: handlers in
 	// flight are cancelled at once instead of finishing their cycle. Set
 	// it before the operator (re)starts.
@@ -120,6 +123,10 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	var be tailnet.Backend = backend
+	if h.control != nil {
+		be = h.control(backend)
+	}
 	cfg := env.Config(h.t)
 	cfg.QPS, cfg.Burst = 200, 400
 	if h.asOperator {
@@ -140,7 +147,7 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), backend, h.settings, runtime.NewLogger(testLogWriter(), false))
+	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), be, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
 	d.OperatorNodeID = operatorNodeID
 	d.CertRefresh = 500 * time.Millisecond

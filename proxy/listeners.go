@@ -164,13 +164,15 @@ func (e *Engine) specs(cfg *config.Config) []listenerSpec {
 	switch cfg.Role {
 	case config.RoleIngressL7:
 		l := cfg.L7
-		out = append(out, listenerSpec{key: "l7/tailnet/tcp/443", open: func() (*listenerHandle, error) {
-			ln, err := e.node.Listen("tcp", ":443")
-			if err != nil {
-				return nil, err
-			}
-			return e.serveHTTP(tls.NewListener(e.filter(ln), e.tlsConfig()), e.l7.Listener(false)), nil
-		}})
+		if l.TLS.EffectiveMode() != config.TLSNone {
+			out = append(out, listenerSpec{key: "l7/tailnet/tcp/443", open: func() (*listenerHandle, error) {
+				ln, err := e.node.Listen("tcp", ":443")
+				if err != nil {
+					return nil, err
+				}
+				return e.serveHTTP(tls.NewListener(e.filter(ln), e.tlsConfig()), e.l7.Listener(false)), nil
+			}})
+		}
 		// One :80 listener whatever its mode, so switching between
 		// redirect and plain HTTP never needs a second listener on the port.
 		if l.HTTPRedirect || l.PlainHTTP {

@@ -38,6 +38,10 @@ func (e *Engine) loadCertSource(ctx context.Context, t config.TLS) (certSource, 
 			return nil, fmt.Errorf("l7.tls.secretName: Secret %s/%s holds no usable key pair: %w", e.opts.Namespace, t.SecretName, err)
 		}
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+	case config.TLSNone:
+		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return nil, fmt.Errorf("l7.tls: mode %q serves no HTTPS", config.TLSNone)
+		}, nil
 	case config.TLSFiles:
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {

@@ -48,6 +48,41 @@ const (
 	verifyTimeout = 30 * time.Second
 )
 
+// verifiedBackend is a tailnet backend with the startup check.
+type verifiedBackend interface {
+	tailnet.Backend
+	Verify(ctx context.Context) error
+}
+
+// newBackend returns the backend the settings choose (Headscale's API when
+// HEADSCALE_URL is set, else the Tailscale API with the OAuth client) once
+// its credentials passed the startup check.
+func newBackend(ctx context.Context, s settings.Settings) (tailnet.Backend, error) {
+	var backend verifiedBackend
+	var creds string
+	var err error
+	if s.HeadscaleURL != "" {
+		backend, err = tailnet.NewHeadscaleFromFile(s.HeadscaleURL, s.HeadscaleAPIKeyFile, s.HeadscaleUser)
+		creds = "the Headscale API key (" + s.HeadscaleAPIKeyFile + ")"
+	} else {
+		backend, err = tailnet.NewTailscaleFromFiles(s.LoginServer, s.ClientIDFile, s.ClientSecretFile)
+		creds = "the OAuth client credentials (" + s.ClientIDFile + ", " + s.ClientSecretFile + ")"
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tailnet credentials: %w", err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	err = backend.Verify(vctx)
+	cancel()
+	if err != nil {
+		if tailnet.IsUnauthorized(err) {
+			return nil, fmt.Errorf("the tailnet API at %s rejected %s: %w", backend.LoginServer(), creds, err)
+		}
+		return nil, fmt.Errorf("startup check against the tailnet API at %s failed: %w", backend.LoginServer(), err)
+	}
+	return backend, nil
+}
+
 // run reads the settings, checks the credentials, brings up the operator's
 // own tailnet device and runs the operator until ctx ends. Every startup
 // failure is one line.
@@ -57,18 +92,9 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		return fmt.Errorf("invalid settings: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	logger := newLogger(stderr, s.Logging)
-	backend, err := tailnet.NewTailscaleFromFiles(s.LoginServer, s.ClientIDFile, s.ClientSecretFile)
+	backend, err := newBackend(ctx, s)
 	if err != nil {
-		return fmt.Errorf("tailnet credentials: %w", err)
-	}
-	vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
-	err = backend.Verify(vctx)
-	cancel()
-	if err != nil {
-		if tailnet.IsUnauthorized(err) {
-			return fmt.Errorf("the tailnet API at %s rejected the OAuth client credentials (%s, %s): %w", backend.LoginServer(), s.ClientIDFile, s.ClientSecretFile, err)
-		}
-		return fmt.Errorf("startup check against the tailnet API at %s failed: %w", backend.LoginServer(), err)
+		return err
 	}
 	cfg, err := kubeConfig(getenv(envKubeconfig))
 	if err != nil {

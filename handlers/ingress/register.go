@@ -129,6 +129,14 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
+	be, err := m.d.Tailnets.For(pipeline.AnnotatedTailnet(obj))
+	if err != nil {
+		return nil, err // the pipeline checked it already: a race with the Tailnet's handler
+	}
+	plain, refused := Certificates(ing, be)
+	if refused != "" {
+		return &pipeline.Plan{Invalid: refused}, nil
+	}
 	lookup := Lookup(ctx, m.d.Kube, ing.Namespace)
 	// Render once without a key to learn what is servable before minting.
 	_, problems, err := Config(ing, s, lookup, "", "")
@@ -152,6 +160,9 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 				return nil, err
 			}
 			cfg.Plugins = plugins
+			if plain {
+				servePlainHTTP(cfg.L7)
+			}
 			return cfg, nil
 		},
 	}
@@ -279,6 +290,11 @@ func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ 
 // changed.
 func (m *module) setStatus(ctx context.Context, ing *networkingv1.Ingress, dev proxyset.Device) error {
 	lb := LoadBalancerIngress(ing, dev)
+	if be, err := m.d.Tailnets.For(ing.Annotations[pipeline.AnnotationTailnet]); err == nil && len(lb) > 0 {
+		if plain, _ := Certificates(ing, be); plain {
+			lb[0].Ports = []networkingv1.IngressPortStatus{{Port: 80, Protocol: corev1.ProtocolTCP}}
+		}
+	}
 	if reflect.DeepEqual(lb, ing.Status.LoadBalancer.Ingress) || (len(lb) == 0 && len(ing.Status.LoadBalancer.Ingress) == 0) {
 		return nil
 	}

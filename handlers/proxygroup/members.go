@@ -24,8 +24,8 @@ import (
 const (
 	AnnotationProxyGroup = "tailscale.com/proxy-group"
 	// AnnotationHTTPEndpoint "enabled" also serves plain HTTP on port 80
-	// (ProxyGroup Ingresses only).
-	AnnotationHTTPEndpoint = "tailscale.com/http-endpoint"
+	// (ProxyGroup Ingresses; dedicated ones only on Headscale, see ingress).
+	AnnotationHTTPEndpoint = ingress.AnnotationHTTPEndpoint
 	// AnnotationOwnerReferences, on a Tailscale Service, names the
 	// operators (and here, always, the object) it belongs to.
 	AnnotationOwnerReferences = "tailscale.com/owner-references"

@@ -103,6 +103,9 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 	if err != nil {
 		return err
 	}
+	if msg := tailnet.Unsupported(be, fmt.Sprintf("this %s, served by ProxyGroup %q,", m.Kind, m.Group), tailnet.FeatureServices); msg != "" {
+		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, msg)
+	}
 	if err := g.addFinalizer(ctx, k, obj); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/handlers/service"
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -123,6 +124,9 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	}
 	if err := Validate(pg, g.d.Settings.ProxyTags); err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
+	}
+	if msg := g.unsupported(pg); msg != "" {
+		return &pipeline.Plan{Invalid: msg}, nil
 	}
 	tags, _ := Tags(pg, g.d.Settings.ProxyTags)
 	plan := &pipeline.Plan{Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass)}
@@ -243,6 +247,21 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	}
 	return g.d.PatchStatus(ctx, resources.ProxyGroups, "", pg.Name, map[string]any{
 		"conditions": st.Conditions, "devices": orNil(len(st.Devices) == 0, st.Devices), "url": orNil(st.URL == "", st.URL)})
+}
+
+// unsupported says why pg cannot run on its tailnet's control server: the
+// ingress and kube-apiserver types host Tailscale Services, which Headscale
+// lacks (egress groups need none). "" when it can, or when the tailnet is
+// not usable yet (the pipeline reports that itself).
+func (g *groups) unsupported(pg *v1alpha1.ProxyGroup) string {
+	if pg.Spec.Type == v1alpha1.ProxyGroupTypeEgress {
+		return ""
+	}
+	be, err := g.d.Tailnets.For(pg.Spec.Tailnet)
+	if err != nil {
+		return ""
+	}
+	return tailnet.Unsupported(be, fmt.Sprintf("a ProxyGroup of type %s (high availability through Tailscale Services)", pg.Spec.Type), tailnet.FeatureServices)
 }
 
 // memberKeys are the group's members of every kind.

@@ -34,6 +34,10 @@ const (
 	EnvOperatorInitialTags = "OPERATOR_INITIAL_TAGS"
 	EnvOperatorSecret      = "OPERATOR_SECRET"
 	EnvOperatorPort        = "TS_PORT"
+	// Tailplane's own: Headscale as the control server.
+	EnvHeadscaleURL        = "HEADSCALE_URL"
+	EnvHeadscaleAPIKeyFile = "HEADSCALE_API_KEY_FILE"
+	EnvHeadscaleUser       = "HEADSCALE_USER"
 )
 
 // Defaults.
@@ -46,6 +50,8 @@ const (
 	DefaultLogging          = "info"
 	DefaultOperatorHostname = "tailscale-operator"
 	DefaultOperatorTags     = "tag:k8s-operator"
+	DefaultHeadscaleKeyFile = "/headscale/api_key"
+	DefaultHeadscaleUser    = "tailplane"
 	// namespaceFile is where Kubernetes mounts the Pod's namespace.
 	namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -61,6 +67,12 @@ type Settings struct {
 	// ClientIDFile and ClientSecretFile hold the OAuth client credentials
 	// (CLIENT_ID_FILE, CLIENT_SECRET_FILE).
 	ClientIDFile, ClientSecretFile string
+	// HeadscaleURL, when set (HEADSCALE_URL), makes the control server a
+	// Headscale one: the operator uses its REST API with the API key in
+	// HeadscaleAPIKeyFile (HEADSCALE_API_KEY_FILE) instead of the OAuth
+	// client, minting pre-auth keys owned by HeadscaleUser
+	// (HEADSCALE_USER). LoginServer is then HeadscaleURL.
+	HeadscaleURL, HeadscaleAPIKeyFile, HeadscaleUser string
 	// ProxyImage is the tailplane-proxy image (PROXY_IMAGE).
 	ProxyImage string
 	// ProxyTags are the default proxy tags (PROXY_TAGS, comma-separated,
@@ -109,6 +121,9 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		OperatorSecret:    strings.TrimSpace(getenv(EnvOperatorSecret)),
 	}
 	var errs []error
+	if err := s.readHeadscale(getenv); err != nil {
+		errs = append(errs, err)
+	}
 	if s.Namespace == "" {
 		if b, err := os.ReadFile(namespaceFile); err == nil {
 			s.Namespace = strings.TrimSpace(string(b))
@@ -150,6 +165,23 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		errs = append(errs, fmt.Errorf("%s: %q is not one of info, debug, dev", EnvLogging, s.Logging))
 	}
 	return s, errors.Join(errs...)
+}
+
+// readHeadscale reads the Headscale settings; with a Headscale URL the login
+// server is that URL, and OPERATOR_LOGIN_SERVER may only repeat it.
+func (s *Settings) readHeadscale(getenv func(string) string) error {
+	s.HeadscaleURL = strings.TrimRight(strings.TrimSpace(getenv(EnvHeadscaleURL)), "/")
+	if s.HeadscaleURL == "" {
+		return nil
+	}
+	s.HeadscaleAPIKeyFile = orDefault(getenv(EnvHeadscaleAPIKeyFile), DefaultHeadscaleKeyFile)
+	s.HeadscaleUser = orDefault(getenv(EnvHeadscaleUser), DefaultHeadscaleUser)
+	if s.LoginServer != "" && s.LoginServer != s.HeadscaleURL {
+		return fmt.Errorf("%s (%s) and %s (%s) differ: with Headscale, proxies log in to %s; leave %s empty",
+			EnvLoginServer, s.LoginServer, EnvHeadscaleURL, s.HeadscaleURL, EnvHeadscaleURL, EnvLoginServer)
+	}
+	s.LoginServer = s.HeadscaleURL
+	return nil
 }
 
 func orDefault(v, def string) string {

@@ -68,3 +68,25 @@ func TestBadValuesAreAllReported(t *testing.T) {
 		}
 	}
 }
+
+// HEADSCALE_URL selects Headscale: it is the login server, the key file and
+// user have defaults, and OPERATOR_LOGIN_SERVER may only repeat it.
+func TestHeadscaleSettings(t *testing.T) {
+	s, err := settings.FromEnv(env(map[string]string{"OPERATOR_NAMESPACE": "ts", "HEADSCALE_URL": "https://hs.example.com/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.HeadscaleURL != "https://hs.example.com" || s.LoginServer != s.HeadscaleURL || s.HeadscaleAPIKeyFile != "/headscale/api_key" || s.HeadscaleUser != "tailplane" {
+		t.Fatalf("got %+v", s)
+	}
+	s, err = settings.FromEnv(env(map[string]string{"OPERATOR_NAMESPACE": "ts", "HEADSCALE_URL": "https://hs.example.com",
+		"OPERATOR_LOGIN_SERVER": "https://hs.example.com/", "HEADSCALE_API_KEY_FILE": "/k", "HEADSCALE_USER": "ops"}))
+	if err != nil || s.HeadscaleAPIKeyFile != "/k" || s.HeadscaleUser != "ops" {
+		t.Fatalf("got %+v %v", s, err)
+	}
+	_, err = settings.FromEnv(env(map[string]string{"OPERATOR_NAMESPACE": "ts", "HEADSCALE_URL": "https://hs.example.com",
+		"OPERATOR_LOGIN_SERVER": "https://controlplane.tailscale.com"}))
+	if err == nil || !strings.Contains(err.Error(), "OPERATOR_LOGIN_SERVER (https://controlplane.tailscale.com) and HEADSCALE_URL (https://hs.example.com) differ") {
+		t.Fatalf("error %v", err)
+	}
+}

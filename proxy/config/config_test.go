@@ -123,3 +123,20 @@ func TestGroupSectionIsValidated(t *testing.T) {
 		t.Errorf("missing group section: %v", err)
 	}
 }
+
+// TLS mode none serves port 80 only: it needs plainHTTP and cannot go with
+// Funnel, which serves HTTPS.
+func TestTLSModeNone(t *testing.T) {
+	b := Backend{Service: "default/web:80", Address: "127.0.0.1:80"}
+	c := &Config{Version: Version, Hostname: "web", Role: RoleIngressL7, L7: &L7{TLS: TLS{Mode: TLSNone}, PlainHTTP: true, DefaultBackend: &b}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("plain HTTP without TLS refused: %v", err)
+	}
+	c.L7.PlainHTTP, c.L7.Funnel = false, true
+	err := c.Validate()
+	for _, want := range []string{`l7.tls.mode: "none" serves nothing without plainHTTP`, "l7.funnel: Funnel serves HTTPS"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}

@@ -42,11 +42,16 @@ const (
 	// through the control server and writes it there; the others read
 	// it, so that one certificate is issued per name, not per replica.
 	TLSShared TLSMode = "shared"
+	// TLSNone serves no HTTPS: the routes are served on port 80 only
+	// (PlainHTTP is required), for an Ingress without a certificate of its
+	// own on a control server that issues none (Headscale).
+	TLSNone TLSMode = "none"
 )
 
 // TLS is the L7 certificate source.
 type TLS struct {
-	// Mode is tailscale-cert (default when empty), secret or files.
+	// Mode is tailscale-cert (default when empty), secret, files, shared
+	// or none.
 	Mode TLSMode `json:"mode,omitempty"`
 	// SecretName is the kubernetes.io/tls Secret for Modes secret and
 	// shared.

@@ -122,8 +122,15 @@ func (l *L7) validate(add addFunc) {
 		if l.TLS.CertFile == "" || l.TLS.KeyFile == "" {
 			add("l7.tls", "certFile and keyFile are required for mode %q", TLSFiles)
 		}
+	case TLSNone:
+		if !l.PlainHTTP {
+			add("l7.tls.mode", "%q serves nothing without plainHTTP", TLSNone)
+		}
+		if l.Funnel {
+			add("l7.funnel", "Funnel serves HTTPS and needs a certificate; it cannot go with TLS mode %q", TLSNone)
+		}
 	default:
-		add("l7.tls.mode", "unknown TLS mode %q (want tailscale-cert, secret, files or shared)", l.TLS.Mode)
+		add("l7.tls.mode", "unknown TLS mode %q (want tailscale-cert, secret, files, shared or none)", l.TLS.Mode)
 	}
 	if l.HTTPRedirect && l.PlainHTTP {
 		add("l7", "httpRedirect and plainHTTP both claim port 80; set one")

@@ -73,6 +73,13 @@ func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) e
 		"operatorConfig": map[string]any{"logging": "dev"},
 		"proxyConfig":    map[string]any{"defaultProxyClass": ProxyClassName},
 	}
+	if env["TS_CONTROL"] == "headscale" {
+		// devcluster up --control headscale: Headscale's API key instead
+		// of an OAuth client; proxies log in to Headscale.
+		delete(values, "oauth")
+		values["loginServer"] = ""
+		values["headscale"] = map[string]any{"url": env["HEADSCALE_URL"], "apiKey": env["HEADSCALE_API_KEY"]}
+	}
 	if pod := env["TS_POD_ACME_CA_FILE"]; pod != "" && pod != env["TS_ACME_CA_FILE"] {
 		// The real node: its tailnet also serves control over TLS on port
 		// 443 of the bridge address (Tailscale's Noise client falls back

@@ -22,6 +22,8 @@ import (
 	"tailscale.com/logtail"
 	"tailscale.com/net/netns"
 	"tailscale.com/tsnet"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/headscale"
 )
 
 // readEnvFile reads KEY=VALUE lines (comments and blanks skipped).
@@ -48,6 +50,7 @@ func readEnvFile(path string) (map[string]string, error) {
 // curlOptions are devcluster curl's flags: a small subset of curl's.
 type curlOptions struct {
 	dir, method, data string
+	caCerts           headerFlags // --cacert files, trusted besides D/ca.pem
 	headers           headerFlags
 	include, noFollow bool
 	verbose           bool
@@ -56,7 +59,7 @@ type curlOptions struct {
 	url               *url.URL
 }
 
-// headerFlags collects repeated -H "Name: value" flags.
+// headerFlags collects a repeated flag: -H "Name: value", --cacert FILE.
 type headerFlags []string
 
 func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
@@ -71,6 +74,7 @@ func parseCurl(args []string) (*curlOptions, error) {
 	fs.StringVar(&o.method, "X", "", "request method (default GET, or POST with -d)")
 	fs.StringVar(&o.data, "d", "", "request body (sets the method to POST unless -X is given)")
 	fs.Var(&o.headers, "H", `request header "Name: value" (repeatable)`)
+	fs.Var(&o.caCerts, "cacert", "PEM file of a CA to trust besides D/ca.pem (repeatable): an Ingress's own certificate (tls.secretName)")
 	fs.BoolVar(&o.include, "i", false, "print the response status line and headers before the body")
 	fs.BoolVar(&o.noFollow, "no-follow", false, "do not follow redirects (print the redirect itself)")
 	fs.BoolVar(&o.verbose, "v", false, "print the tailnet node's log and the request to stderr")
@@ -151,6 +155,11 @@ func runCurl(args []string) error {
 	if err != nil || !roots.AppendCertsFromPEM(pem) {
 		return fmt.Errorf("curl: cannot read the tailnet CA %q: %v", env["TS_CA_FILE"], err)
 	}
+	for _, f := range o.caCerts {
+		if pem, err := os.ReadFile(f); err != nil || !roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("curl: --cacert %s: no PEM certificate there (%v)", f, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
@@ -226,8 +235,16 @@ func runCurl(args []string) error {
 }
 
 // mintKey creates a pre-authorized auth key through the tailnet's API with
-// the official client, as the operator does.
+// the official client, as the operator does; on Headscale (TS_CONTROL
+// headscale), a pre-auth key through Headscale's API.
 func mintKey(ctx context.Context, env map[string]string, desc string, ephemeral bool, tags []string) (string, error) {
+	if env["TS_CONTROL"] == controlHeadscale {
+		k, err := headscale.MintKey(ctx, env["HEADSCALE_URL"], env["HEADSCALE_API_KEY"], ephemeral, tags, 10*time.Minute)
+		if err != nil {
+			return "", fmt.Errorf("mint auth key for %s: %w", desc, err)
+		}
+		return k, nil
+	}
 	base, err := url.Parse(env["TS_API_URL"])
 	if err != nil {
 		return "", fmt.Errorf("TS_API_URL: %w", err)

@@ -7,7 +7,9 @@
 //	                               OCI registry (D/registry.env)
 //	                               (--node real: kubelet, containerd, runc,
 //	                               CNI, kube-proxy, CoreDNS instead of the
-//	                               process node and service proxy)
+//	                               process node and service proxy;
+//	                               --control headscale: Headscale as the
+//	                               tailnet's control server)
 //	devcluster down --dir D        stop what up started, leave nothing running
 //	devcluster kubectl ARGS...     kubectl against D/kubeconfig
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
@@ -40,13 +42,15 @@ const usage = `usage: devcluster <command> [flags]
 
 commands:
   apiserver --dir D   start etcd and kube-apiserver on loopback, write D/kubeconfig
-  up --dir D [--node process|real]
+  up --dir D [--node process|real] [--control devcluster|headscale]
                       start the local cluster (control plane, process node,
                       service proxy, tailnet, OCI registry for plugins: its
                       address is in D/registry.env; or with --node real a
                       kubelet, containerd, runc, CNI, kube-proxy and CoreDNS
-                      instead of the process node and proxy); Ctrl-C or
-                      "down" stops it
+                      instead of the process node and proxy; with --control
+                      headscale the tailnet's control server is Headscale,
+                      from go tool task test:headscale); Ctrl-C or "down"
+                      stops it
   down --dir D        stop a running "up" and everything it started
   kubectl ARGS...     kubectl against D/kubeconfig (--dir D or $DEVCLUSTER_DIR)
   curl [--dir D] [-X METHOD] [-H "Name: value"]... [-d BODY] [-i] [--no-follow] [-v] URL

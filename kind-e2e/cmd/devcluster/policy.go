@@ -12,8 +12,6 @@ import (
 
 	"github.com/charmbracelet/log"
 	"tailscale.com/tailcfg"
-
-	"github.com/tailplane/tailplane/kind-e2e/internal/tailnet"
 )
 
 // tailnetOptions are the tailnet settings of `devcluster up`.
@@ -27,6 +25,15 @@ type tailnetOptions struct {
 	groups groupFlags
 	// tailnets is 1, or 2 for a second tailnet that Tailnet objects can name.
 	tailnets int
+	// control is the control server: devcluster's own (controlDevcluster)
+	// or Headscale (controlHeadscale, its binary headscaleBin).
+	control, headscaleBin string
+}
+
+// policySetter is a control server whose policy can be replaced while it
+// runs.
+type policySetter interface {
+	SetPolicy(policy string) error
 }
 
 // addFlags registers the tailnet's flags of `devcluster up` on fs.
@@ -34,10 +41,15 @@ func (o *tailnetOptions) addFlags(fs *flag.FlagSet) func() error {
 	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: acls, grants, tagOwners, autoApprovers, nodeAttrs); replaces the saved one and is re-read when it changes (default: the saved one, else allow everything and approve every advertised route and exit node)")
 	tags := fs.String("oauth-tags", "tag:k8s-operator", "comma-separated tags of the OAuth client: it may mint auth keys with these tags and the tags they own in the policy's tagOwners (empty: all tags)")
 	fs.IntVar(&o.tailnets, "tailnets", 1, "number of tailnets: 1, or 2 for a second tailnet (its own control server, API and OAuth client, in tailnet.env as SECOND_TS_*) that Tailnet objects can name")
+	fs.StringVar(&o.control, "control", controlDevcluster, "control server: devcluster (its own, with the Tailscale API: OAuth client, Tailscale Services, certificates) or headscale (Headscale v0.27.1 from go tool task test:headscale, with devcluster's DERP; HEADSCALE_URL and HEADSCALE_API_KEY in tailnet.env)")
+	fs.StringVar(&o.headscaleBin, "headscale", "", "with --control headscale: the headscale binary (default: headscale next to devcluster)")
 	fs.Var(&o.groups, "group", "group of the tailnet's user directory, group:name=user@domain,... (repeatable); the policy may use it without defining it")
 	return func() error {
 		if o.tailnets != 1 && o.tailnets != 2 {
 			return fmt.Errorf("--tailnets %d: want 1 or 2", o.tailnets)
+		}
+		if err := o.checkControl(); err != nil {
+			return err
 		}
 		for _, t := range strings.Split(*tags, ",") {
 			if t = strings.TrimSpace(t); t == "" {
@@ -87,7 +99,7 @@ func (g *groupFlags) Set(s string) error {
 // console would: packet filters, node attributes and approvals follow at
 // once. A file that is not a valid policy is reported and the tailnet
 // keeps the policy it has.
-func watchPolicy(ctx context.Context, o tailnetOptions, tn *tailnet.Tailnet, logger *log.Logger) {
+func watchPolicy(ctx context.Context, o tailnetOptions, tn policySetter, logger *log.Logger) {
 	if o.policyPath == "" {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/tailplane/tailplane/kind-e2e/internal/acme"
+	"github.com/tailplane/tailplane/kind-e2e/internal/headscale"
 	"github.com/tailplane/tailplane/kind-e2e/internal/pki"
 	"github.com/tailplane/tailplane/kind-e2e/internal/tailnet"
 )
@@ -29,21 +30,46 @@ const (
 // tailnetStack is the tailnet plus its certificate authority, and the
 // second tailnet when asked for.
 type tailnetStack struct {
-	net    *tailnet.Tailnet
+	net    *tailnet.Tailnet // nil with --control headscale
 	second *tailnet.Tailnet // nil unless --tailnets 2
-	ca     *acme.CA
-	dns    *acme.DNS
-	env    string
-	root   string
+	// hs and relay replace net with --control headscale.
+	hs    *headscale.Server
+	relay *tailnet.Relay
+	ca    *acme.CA
+	dns   *acme.DNS
+	env   string
+	root  string
 }
 
 func (s *tailnetStack) close() {
 	if s.second != nil {
 		s.second.Close()
 	}
-	s.net.Close()
+	if s.net != nil {
+		s.net.Close()
+	}
+	if s.hs != nil {
+		s.hs.Close()
+		s.relay.Close()
+	}
 	s.ca.Close()
 	s.dns.Close()
+}
+
+// policyTarget is the control server whose policy --policy edits.
+func (s *tailnetStack) policyTarget() policySetter {
+	if s.hs != nil {
+		return s.hs
+	}
+	return s.net
+}
+
+// controlURL is where nodes log in.
+func (s *tailnetStack) controlURL() string {
+	if s.hs != nil {
+		return s.hs.URL
+	}
+	return s.net.URL
 }
 
 // startTailnet starts the DNS-01 responder, Pebble and the tailnet (and,
@@ -101,62 +127,30 @@ func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, 
 		}
 		return net.JoinHostPort(host, "443")
 	}
-	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
-		return tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, RelayHost: host, TLSAddr: tlsAddr(host), TLSCert: &cert, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
-			ClientTags: o.clientTags, Groups: o.groups,
-			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
-		})
-	}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
+	var s *tailnetStack
+	var lines []string
+	if o.control == controlHeadscale {
+		s, lines, err = startHeadscale(ctx, dir, host, o, logger)
+	} else {
+		s, lines, err = startTestcontrol(ctx, dir, host, secondHost, tlsAddr, &cert, o, dns, logger)
+	}
 	if err != nil {
 		ca.Close()
 		dns.Close()
 		return nil, err
 	}
-	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
-	if o.tailnets > 1 {
-		start := time.Now()
-		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), secondHost, func(addr string) (*tailnet.Tailnet, error) {
-			return tailnet.Start(ctx, tailnet.Config{
-				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, RelayHost: secondHost, TLSAddr: tlsAddr(secondHost), TLSCert: &cert,
-				MagicDNSDomain: secondDNSDomain, Policy: o.policy,
-				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
-			})
-		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("second tailnet: %w", err)
-		}
-		logger.Info("second tailnet up", "url", s.second.URL, "took", time.Since(start).Round(time.Millisecond))
-	}
+	s.ca, s.dns, s.env, s.root = ca, dns, filepath.Join(dir, "tailnet.env"), filepath.Join(dir, "ca.pem")
 	acmeCA := filepath.Join(dir, "acme-ca.pem")
-	lines := []string{
-		"# devcluster tailnet; source this file or read it as KEY=VALUE lines.",
-		"TS_CONTROL_URL=" + tn.URL,
-		"TS_API_URL=" + tn.URL,
-		"TS_API_CLIENT_ID=" + tn.ClientID,
-		"TS_API_CLIENT_SECRET=" + tn.ClientSecret,
-		"TS_MAGICDNS_DOMAIN=" + tn.MagicDNSDomain,
+	lines = append(lines,
 		"# ACME directory for certificates (Pebble); processes requesting certificates",
 		"# must trust the ACME server: SSL_CERT_FILE=$TS_ACME_CA_FILE.",
-		"TS_DEBUG_ACME_DIRECTORY_URL=" + ca.DirectoryURL,
-		"TS_ACME_CA_FILE=" + acmeCA,
+		"TS_DEBUG_ACME_DIRECTORY_URL="+ca.DirectoryURL,
+		"TS_ACME_CA_FILE="+acmeCA,
 		"# The same CA as a pod reads it (the real node's containers see no host file).",
-		"TS_POD_ACME_CA_FILE=" + cmp.Or(podCAFile, acmeCA),
+		"TS_POD_ACME_CA_FILE="+cmp.Or(podCAFile, acmeCA),
 		"# Root of issued certificates: clients verify tailnet HTTPS with it.",
-		"TS_CA_FILE=" + s.root,
-	}
-	if s.second != nil {
-		lines = append(lines,
-			"# The second tailnet (--tailnets 2): put its OAuth client in a Secret of the",
-			"# operator namespace (client_id, client_secret) and name it in a Tailnet",
-			"# (spec.loginUrl: SECOND_TS_CONTROL_URL); devcluster curl --tailnet 2 joins it.",
-			"SECOND_TS_CONTROL_URL="+s.second.URL,
-			"SECOND_TS_API_URL="+s.second.URL,
-			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
-			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
-			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
-	}
+		"TS_CA_FILE="+s.root,
+	)
 	env := strings.Join(lines, "\n") + "\n"
 	for _, f := range []struct {
 		path string
@@ -169,6 +163,59 @@ func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, 
 		}
 	}
 	return s, nil
+}
+
+// startTestcontrol starts devcluster's own tailnet (and the second one of
+// --tailnets 2) and returns the first lines of tailnet.env for it: the
+// control server, the API and its OAuth client. tlsAddr gives the TLS
+// address of a host ("" for none).
+func startTestcontrol(ctx context.Context, dir, host, secondHost string, tlsAddr func(host string) string, cert *tls.Certificate, o tailnetOptions, dns *acme.DNS, logger *log.Logger) (*tailnetStack, []string, error) {
+	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
+		return tailnet.Start(ctx, tailnet.Config{
+			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, RelayHost: host, TLSAddr: tlsAddr(host), TLSCert: cert, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+			ClientTags: o.clientTags, Groups: o.groups,
+			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
+		})
+	}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &tailnetStack{net: tn}
+	if o.tailnets > 1 {
+		start := time.Now()
+		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), secondHost, func(addr string) (*tailnet.Tailnet, error) {
+			return tailnet.Start(ctx, tailnet.Config{
+				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, RelayHost: secondHost, TLSAddr: tlsAddr(secondHost), TLSCert: cert,
+				MagicDNSDomain: secondDNSDomain, Policy: o.policy,
+				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
+			})
+		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
+		if err != nil {
+			tn.Close()
+			return nil, nil, fmt.Errorf("second tailnet: %w", err)
+		}
+		logger.Info("second tailnet up", "url", s.second.URL, "took", time.Since(start).Round(time.Millisecond))
+	}
+	lines := []string{
+		"# devcluster tailnet; source this file or read it as KEY=VALUE lines.",
+		"TS_CONTROL_URL=" + tn.URL,
+		"TS_API_URL=" + tn.URL,
+		"TS_API_CLIENT_ID=" + tn.ClientID,
+		"TS_API_CLIENT_SECRET=" + tn.ClientSecret,
+		"TS_MAGICDNS_DOMAIN=" + tn.MagicDNSDomain,
+	}
+	if s.second != nil {
+		lines = append(lines,
+			"# The second tailnet (--tailnets 2): put its OAuth client in a Secret of the",
+			"# operator namespace (client_id, client_secret) and name it in a Tailnet",
+			"# (spec.loginUrl: SECOND_TS_CONTROL_URL); devcluster curl --tailnet 2 joins it.",
+			"SECOND_TS_CONTROL_URL="+s.second.URL,
+			"SECOND_TS_API_URL="+s.second.URL,
+			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
+			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
+			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
+	}
+	return s, lines, nil
 }
 
 // onSameAddr starts a server on the address saved in file (any port of

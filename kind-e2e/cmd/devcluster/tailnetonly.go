@@ -82,8 +82,8 @@ func runTailnetOnly(args []string) error {
 		return fmt.Errorf("tailnet: %w", err)
 	}
 	defer tn.close()
-	go watchPolicy(ctx, o.tailnetOptions, tn.net, logger.WithPrefix("tailnet"))
-	logger.Info("tailnet ready", "control", tn.net.URL, "acme", tn.ca.DirectoryURL)
+	go watchPolicy(ctx, o.tailnetOptions, tn.policyTarget(), logger.WithPrefix("tailnet"))
+	logger.Info("tailnet ready", "control", tn.controlURL(), "acme", tn.ca.DirectoryURL)
 	fmt.Printf("ready tailnet=%s\n", tn.env)
 	<-ctx.Done()
 	logger.Info("stopping")
@@ -131,47 +131,27 @@ func startHostTailnet(ctx context.Context, dir, host string, o hostTailnetOption
 		dns.Close()
 		return nil, err
 	}
-	tn, err := tailnet.Start(ctx, tailnet.Config{
-		StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: anyPort, RelayHost: host, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
-		ClientTags: o.clientTags, Groups: o.groups,
-		OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
-	})
+	var s *tailnetStack
+	var lines []string
+	if o.control == controlHeadscale {
+		s, lines, err = startHeadscale(ctx, dir, host, o.tailnetOptions, logger)
+	} else {
+		s, lines, err = startHostTestcontrol(ctx, dir, host, o.tailnetOptions, dns, logger)
+	}
 	if err != nil {
 		ca.Close()
 		dns.Close()
 		return nil, err
 	}
-	s := &tailnetStack{net: tn, ca: ca, dns: dns, env: filepath.Join(dir, "tailnet.env"), root: filepath.Join(dir, "ca.pem")}
-	if o.tailnets > 1 {
-		if s.second, err = tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: anyPort, RelayHost: host, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
-			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
-		}); err != nil {
-			s.close()
-			return nil, fmt.Errorf("second tailnet: %w", err)
-		}
-	}
-	lines := []string{
-		"# devcluster tailnet (devcluster tailnet --host " + host + "); source this file or read it as KEY=VALUE lines.",
-		"TS_CONTROL_URL=" + tn.URL,
-		"TS_API_URL=" + tn.URL,
-		"TS_API_CLIENT_ID=" + tn.ClientID,
-		"TS_API_CLIENT_SECRET=" + tn.ClientSecret,
-		"TS_MAGICDNS_DOMAIN=" + tn.MagicDNSDomain,
+	s.ca, s.dns, s.env, s.root = ca, dns, filepath.Join(dir, "tailnet.env"), filepath.Join(dir, "ca.pem")
+	lines = append(lines,
 		"# ACME directory for certificates (Pebble); its TLS certificate is signed by the CA",
 		"# in acme-ca.pem, which the cluster's pods find at TS_ACME_CA_FILE: SSL_CERT_FILE=$TS_ACME_CA_FILE.",
-		"TS_DEBUG_ACME_DIRECTORY_URL=" + ca.DirectoryURL,
-		"TS_ACME_CA_FILE=" + caInPods,
+		"TS_DEBUG_ACME_DIRECTORY_URL="+ca.DirectoryURL,
+		"TS_ACME_CA_FILE="+caInPods,
 		"# Root of issued certificates: clients verify tailnet HTTPS with it.",
-		"TS_CA_FILE=" + s.root,
-	}
-	if s.second != nil {
-		lines = append(lines,
-			"SECOND_TS_CONTROL_URL="+s.second.URL,
-			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
-			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
-			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
-	}
+		"TS_CA_FILE="+s.root,
+	)
 	for _, f := range []struct {
 		path string
 		data []byte
@@ -183,6 +163,47 @@ func startHostTailnet(ctx context.Context, dir, host string, o hostTailnetOption
 		}
 	}
 	return s, nil
+}
+
+// startHostTestcontrol starts devcluster's own tailnet (and the second of
+// --tailnets 2) on host for startHostTailnet, and returns the first lines of
+// tailnet.env for it.
+func startHostTestcontrol(ctx context.Context, dir, host string, o tailnetOptions, dns *acme.DNS, logger *log.Logger) (*tailnetStack, []string, error) {
+	anyPort := net.JoinHostPort(host, "0")
+	tn, err := tailnet.Start(ctx, tailnet.Config{
+		StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: anyPort, RelayHost: host, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+		ClientTags: o.clientTags, Groups: o.groups,
+		OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &tailnetStack{net: tn}
+	if o.tailnets > 1 {
+		if s.second, err = tailnet.Start(ctx, tailnet.Config{
+			StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: anyPort, RelayHost: host, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
+			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
+		}); err != nil {
+			tn.Close()
+			return nil, nil, fmt.Errorf("second tailnet: %w", err)
+		}
+	}
+	lines := []string{
+		"# devcluster tailnet (devcluster tailnet --host " + host + "); source this file or read it as KEY=VALUE lines.",
+		"TS_CONTROL_URL=" + tn.URL,
+		"TS_API_URL=" + tn.URL,
+		"TS_API_CLIENT_ID=" + tn.ClientID,
+		"TS_API_CLIENT_SECRET=" + tn.ClientSecret,
+		"TS_MAGICDNS_DOMAIN=" + tn.MagicDNSDomain,
+	}
+	if s.second != nil {
+		lines = append(lines,
+			"SECOND_TS_CONTROL_URL="+s.second.URL,
+			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
+			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
+			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
+	}
+	return s, lines, nil
 }
 
 // issuerCA signs the ACME server's certificate.

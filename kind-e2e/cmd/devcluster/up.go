@@ -147,7 +147,7 @@ func runUp(args []string) error {
 		return fmt.Errorf("tailnet: %w", err)
 	}
 	defer tn.close()
-	go watchPolicy(ctx, tnOpts, tn.net, logger.WithPrefix("tailnet"))
+	go watchPolicy(ctx, tnOpts, tn.policyTarget(), logger.WithPrefix("tailnet"))
 
 	// Plugin authors push modules here (docs/plugins.md); the operator's
 	// pod runs on the host, so loopback reaches it.

@@ -56,6 +56,23 @@ func startRelay(ctx context.Context, host string, logf logger.Logf) (*relay, *ta
 	return &relay{derp: d, http: hs, stun: pc}, m, nil
 }
 
+// Relay is a DERP and STUN relay running for another control server
+// (devcluster's Headscale).
+type Relay struct{ r *relay }
+
+// StartRelay starts a relay on host, as Start does for its own control
+// server, and returns the DERP map that names it.
+func StartRelay(ctx context.Context, host string, logf logger.Logf) (*Relay, *tailcfg.DERPMap, error) {
+	r, m, err := startRelay(ctx, host, logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Relay{r: r}, m, nil
+}
+
+// Close stops the relay.
+func (r *Relay) Close() { r.r.close() }
+
 func (r *relay) close() {
 	r.http.CloseClientConnections()
 	r.http.Close()

@@ -29,9 +29,29 @@ each with a message naming the value and what to do instead.
 {{- if and .Values.oauthSecretVolume (or (.Values.oauth).clientId (.Values.oauth).clientSecret) -}}
 {{- fail "both oauth.clientId/clientSecret and oauthSecretVolume are set: set one of them (the chart creates Secret operator-oauth from the first, and mounts the second instead)" -}}
 {{- end -}}
+{{- if .Values.headscale.url -}}
+{{- if and .Values.headscale.apiKey .Values.headscale.apiKeySecret -}}
+{{- fail "both headscale.apiKey and headscale.apiKeySecret are set: set one of them (the chart creates Secret operator-headscale from the first, and mounts the second instead)" -}}
+{{- end -}}
+{{- if not (or .Values.headscale.apiKey .Values.headscale.apiKeySecret) -}}
+{{- fail "headscale.url is set but no API key: set headscale.apiKey (from `headscale apikeys create`) or headscale.apiKeySecret (a Secret with the key api_key)" -}}
+{{- end -}}
+{{- if and .Values.loginServer (ne (trimSuffix "/" .Values.loginServer) (trimSuffix "/" .Values.headscale.url)) -}}
+{{- fail (printf "loginServer (%s) and headscale.url (%s) differ: with Headscale, proxies log in to headscale.url; leave loginServer empty" .Values.loginServer .Values.headscale.url) -}}
+{{- end -}}
+{{- end -}}
 {{- if (.Values.oauth).audience -}}
 {{- fail "oauth.audience is set: Tailplane's operator does not support workload identity federation; set oauth.clientId and oauth.clientSecret, or oauthSecretVolume" -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+tailplane.oauth is "true" when the operator uses the Tailscale API's OAuth
+client: always, unless headscale.url is set (then only when oauth values or
+oauthSecretVolume are given anyway).
+*/}}
+{{- define "tailplane.oauth" -}}
+{{- if or (not .Values.headscale.url) .Values.oauthSecretVolume (.Values.oauth).clientId (.Values.oauth).clientSecret -}}true{{- end -}}
 {{- end -}}
 
 {{/*
@@ -63,6 +83,14 @@ operatorConfig.extraEnv is merged in.
   value: operator
 - name: OPERATOR_LOGIN_SERVER
   value: {{ .Values.loginServer | default "" | quote }}
+{{- if .Values.headscale.url }}
+- name: HEADSCALE_URL
+  value: {{ .Values.headscale.url | quote }}
+- name: HEADSCALE_API_KEY_FILE
+  value: /headscale/api_key
+- name: HEADSCALE_USER
+  value: {{ .Values.headscale.user | default "tailplane" | quote }}
+{{- end }}
 - name: OPERATOR_LOGGING
   value: {{ .Values.operatorConfig.logging | quote }}
 - name: PROXY_IMAGE
