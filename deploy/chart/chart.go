@@ -72,6 +72,12 @@ func Render(ctx context.Context, namespace string, vals map[string]any) (*releas
 	if err != nil {
 		return nil, err
 	}
+	return RenderChart(ctx, c, ReleaseName, namespace, vals)
+}
+
+// RenderChart is Render for any chart c, as release releaseName (bench/official
+// renders the official operator's chart with it).
+func RenderChart(ctx context.Context, c *helmchart.Chart, releaseName, namespace string, vals map[string]any) (*release.Release, error) {
 	cfg := &action.Configuration{
 		Releases:     storage.Init(driver.NewMemory()),
 		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
@@ -80,12 +86,12 @@ func Render(ctx context.Context, namespace string, vals map[string]any) (*releas
 	}
 	install := action.NewInstall(cfg)
 	install.DryRun, install.ClientOnly = true, true
-	install.ReleaseName = ReleaseName
+	install.ReleaseName = releaseName
 	install.Namespace = namespace
 	install.Replace = true
 	r, err := install.RunWithContext(ctx, c, vals)
 	if err != nil {
-		return nil, fmt.Errorf("render chart %s: %w", Name, err)
+		return nil, fmt.Errorf("render chart %s: %w", c.Name(), err)
 	}
 	return r, nil
 }

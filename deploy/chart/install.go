@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,6 +49,12 @@ func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Optio
 	if err != nil {
 		return nil, err
 	}
+	return InstallChart(ctx, cfg, c, ReleaseName, namespace, opts)
+}
+
+// InstallChart is Install for any chart c, as release releaseName
+// (bench/official installs the official operator's chart with it).
+func InstallChart(ctx context.Context, cfg *rest.Config, c *helmchart.Chart, releaseName, namespace string, opts Options) (*release.Release, error) {
 	logs := opts.Log
 	if logs == nil {
 		logs = slog.NewTextHandler(io.Discard, nil)
@@ -66,24 +73,24 @@ func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Optio
 	history := action.NewHistory(ac)
 	history.Max = 1
 	var r *release.Release
-	switch _, err := history.Run(ReleaseName); {
+	switch _, err := history.Run(releaseName); {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		in := action.NewInstall(ac)
-		in.ReleaseName, in.Namespace, in.CreateNamespace = ReleaseName, namespace, true
+		in.ReleaseName, in.Namespace, in.CreateNamespace = releaseName, namespace, true
 		in.Wait, in.Timeout, in.TakeOwnership = opts.Wait, timeout, opts.TakeOwnership
 		r, err = in.RunWithContext(ctx, c, opts.Values)
 		if err != nil {
-			return nil, fmt.Errorf("helm install %s: %w", ReleaseName, err)
+			return nil, fmt.Errorf("helm install %s: %w", releaseName, err)
 		}
 	case err != nil:
-		return nil, fmt.Errorf("helm history %s: %w", ReleaseName, err)
+		return nil, fmt.Errorf("helm history %s: %w", releaseName, err)
 	default:
 		up := action.NewUpgrade(ac)
 		up.Namespace = namespace
 		up.Wait, up.Timeout, up.TakeOwnership = opts.Wait, timeout, opts.TakeOwnership
-		r, err = up.RunWithContext(ctx, ReleaseName, c, opts.Values)
+		r, err = up.RunWithContext(ctx, releaseName, c, opts.Values)
 		if err != nil {
-			return nil, fmt.Errorf("helm upgrade %s: %w", ReleaseName, err)
+			return nil, fmt.Errorf("helm upgrade %s: %w", releaseName, err)
 		}
 	}
 	return r, nil

@@ -3,11 +3,15 @@
 //
 //	images build [-out .cache/images] [-platforms linux/amd64,linux/arm64] [-tag latest]
 //	images push -registry ghcr.io/me [-tag latest] [-in .cache/images] [-insecure]
+//	images layout -out DIR -name NAME -bin PATH [-bin PATH ...] [-entrypoint PATH] [-user U] [-platform linux/amd64] [-tag latest]
 //
 // build writes one OCI image layout per binary (tailplane-operator,
 // tailplane-proxy), each holding a multi-platform image index; push sends
 // those indexes to <registry>/<name>:<tag> with the Docker config's
-// credentials and prints each pushed reference with its digest.
+// credentials and prints each pushed reference with its digest. layout wraps
+// binaries built elsewhere (bench/official's official Tailscale binaries) in
+// one image of the same shape, written as an OCI layout in DIR/NAME; the
+// product's images are not affected by it.
 //
 // It imports deploy/images/internal/imagebuild and charmbracelet/log.
 package main
@@ -20,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,7 +43,7 @@ func main() {
 	}
 }
 
-const usage = "usage: images build [-out dir] [-platforms linux/amd64,linux/arm64] [-tag t] | images push -registry host/prefix [-tag t] [-in dir] [-insecure]"
+const usage = "usage: images build [-out dir] [-platforms linux/amd64,linux/arm64] [-tag t] | images push -registry host/prefix [-tag t] [-in dir] [-insecure] | images layout -out dir -name n -bin path [-bin path ...] [-entrypoint path] [-user u] [-platform p] [-tag t]"
 
 func run(ctx context.Context, args []string, stdout io.Writer, logger *log.Logger) error {
 	if len(args) == 0 {
@@ -49,6 +54,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, logger *log.Logge
 		return build(ctx, args[1:], stdout, logger)
 	case "push":
 		return push(ctx, args[1:], stdout)
+	case "layout":
+		return layout(args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown subcommand %q; %s", args[0], usage)
 	}
@@ -125,5 +132,62 @@ func push(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s:%s@%s\n", ref.Context().Name(), *tag, ref.DigestStr())
 	}
+	return nil
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func layout(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("layout", flag.ContinueOnError)
+	out := fs.String("out", ".cache/images", "folder of the OCI image layouts; this one goes to OUT/NAME")
+	name := fs.String("name", "", "image (and layout folder) name, e.g. k8s-operator")
+	var bins repeated
+	fs.Var(&bins, "bin", "a binary to put in "+imagebuild.BinDir+" (repeatable; the first is the default entrypoint)")
+	entrypoint := fs.String("entrypoint", "", "the image's entrypoint (default "+imagebuild.BinDir+"/<first binary>)")
+	user := fs.String("user", imagebuild.User, "user:group the image runs as")
+	platform := fs.String("platform", "linux/amd64", "the binaries' platform")
+	tag := fs.String("tag", "latest", "version label and layout ref name")
+	description := fs.String("description", "", "description label")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || len(bins) == 0 {
+		return fmt.Errorf("layout needs -name and at least one -bin; %s", usage)
+	}
+	ps, err := imagebuild.ParsePlatforms(*platform)
+	if err != nil {
+		return err
+	}
+	if len(ps) != 1 {
+		return fmt.Errorf("layout: -platform %q: give exactly one (the binaries are built for one)", *platform)
+	}
+	var ep []string
+	if *entrypoint != "" {
+		ep = []string{*entrypoint}
+	}
+	date, err := imagebuild.SourceDateFrom(context.Background(), ".", os.Getenv)
+	if err != nil {
+		return err
+	}
+	idx, err := imagebuild.BuildPrebuilt(imagebuild.Prebuilt{
+		Name: *name, Binaries: bins, Entrypoint: ep, User: *user, Platform: ps[0],
+		Version: *tag, Description: *description, SourceDate: date,
+	})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(*out, *name)
+	if err := imagebuild.WriteLayout(dir, idx, *tag); err != nil {
+		return err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return fmt.Errorf("%s: %w", *name, err)
+	}
+	fmt.Fprintf(stdout, "%s %s %s\n", dir, *tag, digest)
 	return nil
 }

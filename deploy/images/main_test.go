@@ -23,6 +23,9 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"push", "-registry", "Bad Registry"}, `registry "Bad Registry" is not a valid registry/prefix`},
 		{[]string{"push", "-registry", "127.0.0.1:1/x", "-in", t.TempDir()}, "no OCI image layout in " + "%s" + " (build the images first: go tool task images)"},
 		{[]string{"build", "-platforms", "windows/amd64"}, `platform "windows/amd64": want linux/<arch>`},
+		{[]string{"layout", "-name", "x"}, "layout needs -name and at least one -bin"},
+		{[]string{"layout", "-bin", "/bin/true"}, "layout needs -name and at least one -bin"},
+		{[]string{"layout", "-name", "x", "-bin", "/bin/true", "-platform", "linux/amd64,linux/arm64"}, "give exactly one"},
 	} {
 		// %s stands for the layout folder of the last argument.
 		want := strings.Replace(tc.want, "%s", tc.args[len(tc.args)-1]+"/tailplane-operator", 1)

@@ -291,5 +291,5 @@ func (g *groups) isServiceMember(obj *unstructured.Unstructured) bool {
 		return true
 	}
 	svc, err := kit.DecodeService(obj)
-	return err == nil && service.IsTailscaleLoadBalancer(svc, g.d.Settings.DefaultLoadBalancer)
+	return err == nil && service.IsTailscaleLoadBalancer(svc, service.ClaimOf(g.d.Settings))
 }

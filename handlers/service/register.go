@@ -43,7 +43,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
 	svc, err := kit.DecodeService(obj)
-	return err == nil && Classify(svc, m.d.Settings.DefaultLoadBalancer) != NotOurs
+	return err == nil && Classify(svc, ClaimOf(m.d.Settings)) != NotOurs
 }
 
 // plan is one L4 replica forwarding every port to the ClusterIP (or the
@@ -134,7 +134,7 @@ func (m *module) setStatus(ctx context.Context, svc *corev1.Service, cond metav1
 	if !reflect.DeepEqual(conds, svc.Status.Conditions) {
 		status["conditions"] = conds
 	}
-	if Classify(svc, m.d.Settings.DefaultLoadBalancer) == LoadBalancer {
+	if Classify(svc, ClaimOf(m.d.Settings)) == LoadBalancer {
 		lb, err := LoadBalancerIngress(svc, dev)
 		if err != nil {
 			return runtime.Permanent(err)

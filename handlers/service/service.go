@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -23,9 +24,24 @@ const (
 	// AnnotationProxyGroup moves a Service to a ProxyGroup: the dedicated
 	// proxy handler then leaves it alone.
 	AnnotationProxyGroup = "tailscale.com/proxy-group"
-	// LoadBalancerClass is hard-coded in the official operator too.
-	LoadBalancerClass = "tailscale"
+	// LoadBalancerClass is the default class, hard-coded in the official
+	// operator (Claim.Class can name another).
+	LoadBalancerClass = settings.DefaultLoadBalancerClass
 )
+
+// Claim says which LoadBalancer Services the operator owns.
+type Claim struct {
+	// Class is the loadBalancerClass served; LoadBalancerClass when empty.
+	Class string
+	// Default also claims LoadBalancers with no class
+	// (OPERATOR_DEFAULT_LOAD_BALANCER).
+	Default bool
+}
+
+// ClaimOf is the claim of the operator's settings.
+func ClaimOf(s settings.Settings) Claim {
+	return Claim{Class: s.LoadBalancerClass, Default: s.DefaultLoadBalancer}
+}
 
 // Condition type and reasons on the Service, the official names
 // (pipeline.ForService).
@@ -54,15 +70,16 @@ const (
 )
 
 // IsTailscaleLoadBalancer reports whether svc is a LoadBalancer the operator
-// owns: class tailscale, or no class when defaultLoadBalancer is set.
-func IsTailscaleLoadBalancer(svc *corev1.Service, defaultLoadBalancer bool) bool {
+// owns: of the claimed class (tailscale by default), or of no class when the
+// claim says Default.
+func IsTailscaleLoadBalancer(svc *corev1.Service, claim Claim) bool {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return false
 	}
 	if c := svc.Spec.LoadBalancerClass; c != nil {
-		return *c == LoadBalancerClass
+		return *c == cmp.Or(claim.Class, LoadBalancerClass)
 	}
-	return defaultLoadBalancer
+	return claim.Default
 }
 
 // Classify says whether svc gets a dedicated ingress proxy. A tailscale
@@ -70,7 +87,7 @@ func IsTailscaleLoadBalancer(svc *corev1.Service, defaultLoadBalancer bool) bool
 // annotation (the status is then still written). Services with
 // tailscale.com/proxy-group are served by ProxyGroups, and Services with a
 // tailnet target (tailnet-fqdn, tailnet-ip) by the egress handler.
-func Classify(svc *corev1.Service, defaultLoadBalancer bool) Kind {
+func Classify(svc *corev1.Service, claim Claim) Kind {
 	if _, pg := svc.Annotations[AnnotationProxyGroup]; pg {
 		return NotOurs
 	}
@@ -80,7 +97,7 @@ func Classify(svc *corev1.Service, defaultLoadBalancer bool) Kind {
 		}
 	}
 	switch {
-	case IsTailscaleLoadBalancer(svc, defaultLoadBalancer):
+	case IsTailscaleLoadBalancer(svc, claim):
 		return LoadBalancer
 	case svc.Annotations[AnnotationExpose] == "true":
 		return Expose

@@ -70,9 +70,26 @@ func TestClassify(t *testing.T) {
 		{"class on a non-LoadBalancer", svc(func(s *corev1.Service) { s.Spec.LoadBalancerClass = &ts }), false, service.NotOurs},
 	}
 	for _, tc := range cases {
-		if got := service.Classify(tc.svc, tc.defaultLB); got != tc.want {
+		if got := service.Classify(tc.svc, service.Claim{Default: tc.defaultLB}); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// OPERATOR_LOAD_BALANCER_CLASS moves the operator to another class, so that
+// it runs beside the official operator (which keeps tailscale): the
+// official class is then not ours.
+func TestClassifyWithAnotherClass(t *testing.T) {
+	ts, tp := "tailscale", "tailplane"
+	claim := service.ClaimOf(settings.Settings{LoadBalancerClass: tp})
+	if got := service.Classify(svc(loadBalancer(&tp)), claim); got != service.LoadBalancer {
+		t.Errorf("class tailplane: got %v, want LoadBalancer", got)
+	}
+	if got := service.Classify(svc(loadBalancer(&ts)), claim); got != service.NotOurs {
+		t.Errorf("class tailscale while serving tailplane: got %v, want NotOurs", got)
+	}
+	if got := service.Classify(svc(loadBalancer(&tp)), service.Claim{}); got != service.NotOurs {
+		t.Errorf("class tailplane with the default claim: got %v, want NotOurs", got)
 	}
 }
 

@@ -20,13 +20,16 @@ import (
 
 // Environment variable names (the official operator's where it has one).
 const (
-	EnvNamespace           = "OPERATOR_NAMESPACE"
-	EnvLoginServer         = "OPERATOR_LOGIN_SERVER"
-	EnvClientIDFile        = "CLIENT_ID_FILE"
-	EnvClientSecretFile    = "CLIENT_SECRET_FILE"
-	EnvProxyImage          = "PROXY_IMAGE"
-	EnvProxyTags           = "PROXY_TAGS"
-	EnvIngressClassName    = "OPERATOR_INGRESS_CLASS_NAME"
+	EnvNamespace        = "OPERATOR_NAMESPACE"
+	EnvLoginServer      = "OPERATOR_LOGIN_SERVER"
+	EnvClientIDFile     = "CLIENT_ID_FILE"
+	EnvClientSecretFile = "CLIENT_SECRET_FILE"
+	EnvProxyImage       = "PROXY_IMAGE"
+	EnvProxyTags        = "PROXY_TAGS"
+	EnvIngressClassName = "OPERATOR_INGRESS_CLASS_NAME"
+	// EnvLoadBalancerClass is Tailplane's own: the official operator
+	// hard-codes the class tailscale.
+	EnvLoadBalancerClass   = "OPERATOR_LOAD_BALANCER_CLASS"
 	EnvDefaultProxyClass   = "PROXY_DEFAULT_CLASS"
 	EnvDefaultLoadBalancer = "OPERATOR_DEFAULT_LOAD_BALANCER"
 	EnvLogging             = "OPERATOR_LOGGING"
@@ -45,13 +48,15 @@ const (
 	DefaultProxyImage       = "ghcr.io/tailplane/tailplane-proxy:latest"
 	DefaultProxyTags        = "tag:k8s"
 	DefaultIngressClassName = "tailscale"
-	DefaultClientIDFile     = "/oauth/client_id"
-	DefaultClientSecretFile = "/oauth/client_secret"
-	DefaultLogging          = "info"
-	DefaultOperatorHostname = "tailscale-operator"
-	DefaultOperatorTags     = "tag:k8s-operator"
-	DefaultHeadscaleKeyFile = "/headscale/api_key"
-	DefaultHeadscaleUser    = "tailplane"
+	// DefaultLoadBalancerClass is the official operator's (hard-coded there).
+	DefaultLoadBalancerClass = "tailscale"
+	DefaultClientIDFile      = "/oauth/client_id"
+	DefaultClientSecretFile  = "/oauth/client_secret"
+	DefaultLogging           = "info"
+	DefaultOperatorHostname  = "tailscale-operator"
+	DefaultOperatorTags      = "tag:k8s-operator"
+	DefaultHeadscaleKeyFile  = "/headscale/api_key"
+	DefaultHeadscaleUser     = "tailplane"
 	// namespaceFile is where Kubernetes mounts the Pod's namespace.
 	namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -81,6 +86,11 @@ type Settings struct {
 	// IngressClassName is the IngressClass served
 	// (OPERATOR_INGRESS_CLASS_NAME, default tailscale).
 	IngressClassName string
+	// LoadBalancerClass is the loadBalancerClass of the LoadBalancer
+	// Services served (OPERATOR_LOAD_BALANCER_CLASS, default tailscale).
+	// Another class lets Tailplane run beside the official operator, which
+	// serves tailscale (bench/official).
+	LoadBalancerClass string
 	// DefaultProxyClass applies to Services, Ingresses and ProxyGroups that
 	// name none (PROXY_DEFAULT_CLASS).
 	DefaultProxyClass string
@@ -115,6 +125,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		ClientSecretFile:  orDefault(getenv(EnvClientSecretFile), DefaultClientSecretFile),
 		ProxyImage:        orDefault(getenv(EnvProxyImage), DefaultProxyImage),
 		IngressClassName:  orDefault(getenv(EnvIngressClassName), DefaultIngressClassName),
+		LoadBalancerClass: orDefault(getenv(EnvLoadBalancerClass), DefaultLoadBalancerClass),
 		DefaultProxyClass: strings.TrimSpace(getenv(EnvDefaultProxyClass)),
 		Logging:           orDefault(getenv(EnvLogging), DefaultLogging),
 		OperatorHostname:  orDefault(getenv(EnvOperatorHostname), DefaultOperatorHostname),

@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := settings.Settings{
 		Namespace: "tailscale", ClientIDFile: "/oauth/client_id", ClientSecretFile: "/oauth/client_secret",
-		ProxyImage: settings.DefaultProxyImage, ProxyTags: []string{"tag:k8s"}, IngressClassName: "tailscale", Logging: "info",
+		ProxyImage: settings.DefaultProxyImage, ProxyTags: []string{"tag:k8s"}, IngressClassName: "tailscale", LoadBalancerClass: "tailscale", Logging: "info",
 		OperatorHostname: "tailscale-operator", OperatorInitialTags: []string{"tag:k8s-operator"},
 	}
 	if !reflect.DeepEqual(s, want) {
@@ -31,6 +31,7 @@ func TestOfficialNames(t *testing.T) {
 		"PROXY_TAGS": "tag:a, tag:b,", "OPERATOR_INGRESS_CLASS_NAME": "tailnet", "PROXY_DEFAULT_CLASS": "default",
 		"OPERATOR_DEFAULT_LOAD_BALANCER": "true", "CLIENT_ID_FILE": "/x/id", "CLIENT_SECRET_FILE": "/x/secret", "OPERATOR_LOGGING": "debug",
 		"OPERATOR_HOSTNAME": "ts-op", "OPERATOR_INITIAL_TAGS": "tag:op,tag:infra", "OPERATOR_SECRET": "operator", "TS_PORT": "41641",
+		"OPERATOR_LOAD_BALANCER_CLASS": "tailplane",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestOfficialNames(t *testing.T) {
 	want := settings.Settings{
 		Namespace: "ts", LoginServer: "https://hs.example.com", ClientIDFile: "/x/id", ClientSecretFile: "/x/secret",
 		ProxyImage: "reg/proxy:v1", ProxyTags: []string{"tag:a", "tag:b"}, IngressClassName: "tailnet",
-		DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
+		LoadBalancerClass: "tailplane", DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
 		OperatorHostname: "ts-op", OperatorInitialTags: []string{"tag:op", "tag:infra"}, OperatorSecret: "operator", OperatorPort: 41641,
 	}
 	if !reflect.DeepEqual(s, want) {

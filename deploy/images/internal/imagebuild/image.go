@@ -40,7 +40,41 @@ type platformImage struct {
 
 // platformImageOf wraps one binary in a single-layer OCI image.
 func platformImageOf(c Command, p v1.Platform, binary string, opts Options) (v1.Image, error) {
-	tarBytes, err := layerTar(c.Name, binary, opts.SourceDate)
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, fmt.Errorf("read binary: %w", err)
+	}
+	return singleLayerImage(imageSpec{
+		files:      []layerFile{{name: c.Name, body: bin}},
+		platform:   p,
+		entrypoint: []string{BinDir + "/" + c.Name},
+		user:       User,
+		createdBy:  "go build -trimpath -ldflags='-s -w' " + c.Package + " (CGO_ENABLED=0, tailplane deploy/images)",
+		labels:     labels(c, opts),
+		date:       opts.SourceDate,
+	})
+}
+
+// layerFile is one executable of an image, placed in BinDir.
+type layerFile struct {
+	name string
+	body []byte
+}
+
+// imageSpec is what singleLayerImage puts in an image.
+type imageSpec struct {
+	files      []layerFile
+	platform   v1.Platform
+	entrypoint []string
+	user       string
+	createdBy  string
+	labels     map[string]string
+	date       time.Time
+}
+
+// singleLayerImage is an image of one layer (layerTar) on an empty base.
+func singleLayerImage(spec imageSpec) (v1.Image, error) {
+	tarBytes, err := layerTar(spec.files, spec.date)
 	if err != nil {
 		return nil, err
 	}
@@ -50,15 +84,12 @@ func platformImageOf(c Command, p v1.Platform, binary string, opts Options) (v1.
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
-	created := v1.Time{Time: opts.SourceDate}
+	created := v1.Time{Time: spec.date}
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:     layer,
 		MediaType: types.OCILayer,
-		History: v1.History{
-			Created:   created,
-			CreatedBy: "go build -trimpath -ldflags='-s -w' " + c.Package + " (CGO_ENABLED=0, tailplane deploy/images)",
-		},
+		History:   v1.History{Created: created, CreatedBy: spec.createdBy},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append layer: %w", err)
@@ -68,14 +99,15 @@ func platformImageOf(c Command, p v1.Platform, binary string, opts Options) (v1.
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	cf = cf.DeepCopy()
+	p := spec.platform
 	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
 	cf.Created = created
 	cf.Config = v1.Config{
-		Entrypoint: []string{BinDir + "/" + c.Name},
-		User:       User,
+		Entrypoint: spec.entrypoint,
+		User:       spec.user,
 		WorkingDir: "/",
 		Env:        []string{"PATH=" + BinDir},
-		Labels:     labels(c, opts),
+		Labels:     spec.labels,
 	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
@@ -84,23 +116,20 @@ func platformImageOf(c Command, p v1.Platform, binary string, opts Options) (v1.
 	return img, nil
 }
 
-// layerTar is the image's only layer: the binary, a world-writable /tmp (the
-// proxy keeps tsnet's scratch folder there; the root is not writable by the
-// non-root user) and passwd/group entries. Owners, modes and times are fixed
-// so that the same binary always gives the same bytes.
-func layerTar(name, binary string, date time.Time) ([]byte, error) {
-	bin, err := os.ReadFile(binary)
-	if err != nil {
-		return nil, fmt.Errorf("read binary: %w", err)
-	}
+// layerTar is the image's only layer: the binaries, a world-writable /tmp
+// (the proxy keeps tsnet's scratch folder there; the root is not writable by
+// the non-root user) and passwd/group entries. Owners, modes and times are
+// fixed so that the same binaries always give the same bytes.
+func layerTar(files []layerFile, date time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	entries := []struct {
+	type entry struct {
 		name string
 		mode int64
 		body []byte
 		dir  bool
-	}{
+	}
+	entries := []entry{
 		{name: "etc/", mode: 0o755, dir: true},
 		{name: "etc/group", mode: 0o644, body: []byte(group)},
 		{name: "etc/passwd", mode: 0o644, body: []byte(passwd)},
@@ -108,7 +137,9 @@ func layerTar(name, binary string, date time.Time) ([]byte, error) {
 		{name: "usr/", mode: 0o755, dir: true},
 		{name: "usr/local/", mode: 0o755, dir: true},
 		{name: "usr/local/bin/", mode: 0o755, dir: true},
-		{name: "usr/local/bin/" + name, mode: 0o755, body: bin},
+	}
+	for _, f := range files {
+		entries = append(entries, entry{name: "usr/local/bin/" + f.name, mode: 0o755, body: f.body})
 	}
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: date, Format: tar.FormatUSTAR, Typeflag: tar.TypeReg, Size: int64(len(e.body))}

@@ -1,0 +1,99 @@
+// Command bench-official runs Tailplane side by side with the official
+// Tailscale operator on devcluster's real node and prints the compatibility
+// and performance tables (go tool task bench:official; see
+// bench/official's package comment and docs/performance.md).
+//
+// It imports bench/official and charmbracelet/log.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+
+	official "github.com/tailplane/tailplane/bench/official"
+)
+
+func main() {
+	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "bench:official"})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], logger); err != nil {
+		logger.Error(err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, logger *log.Logger) error {
+	var cfg official.Config
+	fs := flag.NewFlagSet("bench-official", flag.ContinueOnError)
+	fs.StringVar(&cfg.Root, "root", "../..", "the repository")
+	fs.StringVar(&cfg.Assets, "assets", "", "folder of devcluster, tailscaled and tailscale (default ROOT/.cache/assets)")
+	fs.StringVar(&cfg.Work, "work", "", "the run's folder (default ROOT/.cache/bench-official)")
+	fs.IntVar(&cfg.Runs, "runs", 20, "timed exposures per case and operator")
+	fs.IntVar(&cfg.Services, "services", 100, "LoadBalancer Services exposed at once for the memory and clean-up lines (0: leave out)")
+	fs.DurationVar(&cfg.LoadFor, "load", 10*time.Second, "L7 load duration per proxy")
+	fs.IntVar(&cfg.LoadWorkers, "clients", 8, "concurrent L7 clients")
+	fs.StringVar(&cfg.SocksAddr, "socks", "127.0.0.1:1056", "address of the devcluster join SOCKS5 proxy")
+	out := fs.String("out", "", "also write the report to this file (default WORK/report.md)")
+	skipBuild := fs.Bool("skip-build", false, "use the images of the last run")
+	buildOnly := fs.Bool("build-only", false, "build the images, then stop")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return err
+	}
+	cfg.Root = root
+	if cfg.Assets == "" {
+		cfg.Assets = filepath.Join(root, ".cache", "assets")
+	}
+	if cfg.Work == "" {
+		cfg.Work = filepath.Join(root, ".cache", "bench-official")
+	}
+	if *out == "" {
+		*out = filepath.Join(cfg.Work, "report.md")
+	}
+	if cfg.Runs < 1 {
+		return fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
+	}
+	if err := os.MkdirAll(cfg.Work, 0o755); err != nil {
+		return err
+	}
+	if !*skipBuild {
+		if err := official.Build(ctx, cfg, logger); err != nil {
+			return err
+		}
+	}
+	if *buildOnly {
+		return nil
+	}
+	env, err := official.Up(ctx, cfg, logger)
+	defer env.Stop(logger)
+	if err != nil {
+		return err
+	}
+	// What was measured before a failure is printed too.
+	report, runErr := official.Run(ctx, env, logger)
+	if err := report.Write(os.Stdout, cfg); err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := report.Write(f, cfg); err != nil {
+		return err
+	}
+	logger.Info("report written", "file", *out)
+	return runErr
+}

@@ -1,0 +1,180 @@
+package official
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Side is one of the two operators and the classes it serves.
+type Side struct {
+	// Name is "official" or "Tailplane".
+	Name string
+	// Namespace is the operator's (and its proxies') namespace.
+	Namespace string
+	// IngressClass and LoadBalancerClass are the classes it serves.
+	IngressClass, LoadBalancerClass string
+}
+
+// Sides are the two operators of the run.
+func Sides() [2]Side {
+	return [2]Side{
+		{Name: "official", Namespace: OfficialNamespace, IngressClass: OfficialClass, LoadBalancerClass: OfficialClass},
+		{Name: "Tailplane", Namespace: TailplaneNamespace, IngressClass: TailplaneClass, LoadBalancerClass: TailplaneClass},
+	}
+}
+
+// ForSide is a copy of a seed manifest's object that side serves: the same
+// object with the side's IngressClass or loadBalancerClass (the one edit);
+// objects of neither kind are unchanged.
+func ForSide(o *unstructured.Unstructured, side Side) *unstructured.Unstructured {
+	c := o.DeepCopy()
+	switch c.GetKind() {
+	case "Ingress":
+		if _, ok, _ := unstructured.NestedString(c.Object, "spec", "ingressClassName"); ok {
+			_ = unstructured.SetNestedField(c.Object, side.IngressClass, "spec", "ingressClassName")
+		}
+	case "Service":
+		if _, ok, _ := unstructured.NestedString(c.Object, "spec", "loadBalancerClass"); ok {
+			_ = unstructured.SetNestedField(c.Object, side.LoadBalancerClass, "spec", "loadBalancerClass")
+		}
+	}
+	return c
+}
+
+// FirstSuccess applies parent and measures the time until probe first
+// succeeds: the time from `kubectl apply` to the first working connection
+// through the tailnet.
+func (c *Cluster) FirstSuccess(ctx context.Context, parent *unstructured.Unstructured, probe func(context.Context) error, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	if _, err := c.Apply(ctx, parent); err != nil {
+		return 0, err
+	}
+	var last error
+	err := Poll(ctx, timeout, 250*time.Millisecond, func() (bool, error) {
+		last = probe(ctx)
+		return last == nil, last
+	}, fmt.Sprintf("the first successful request through %s %s", parent.GetKind(), parent.GetName()))
+	if err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// HTTPProbe is a probe that wants status want from url.
+func HTTPProbe(client *http.Client, url string, want int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			return fmt.Errorf("GET %s: %s, want %d", url, resp.Status, want)
+		}
+		return nil
+	}
+}
+
+// DevicesGone waits until the tailnet has no device whose MagicDNS name
+// starts with one of hosts' labels (host.) and returns how long that took
+// from start.
+func DevicesGone(ctx context.Context, env TailnetEnv, hosts []string, start time.Time, timeout time.Duration) (time.Duration, error) {
+	err := Poll(ctx, timeout, 500*time.Millisecond, func() (bool, error) {
+		devices, err := env.Devices(ctx)
+		if err != nil {
+			return false, err
+		}
+		left := 0
+		for _, d := range devices {
+			for _, h := range hosts {
+				if strings.HasPrefix(d.Name, h+".") || d.Hostname == h {
+					left++
+				}
+			}
+		}
+		if left > 0 {
+			return false, fmt.Errorf("%d devices left", left)
+		}
+		return true, nil
+	}, fmt.Sprintf("the devices of %d hosts to leave the tailnet", len(hosts)))
+	return time.Since(start), err
+}
+
+// DevicesPresent waits until the tailnet has a device for each of hosts.
+func DevicesPresent(ctx context.Context, env TailnetEnv, hosts []string, timeout time.Duration) error {
+	return Poll(ctx, timeout, time.Second, func() (bool, error) {
+		devices, err := env.Devices(ctx)
+		if err != nil {
+			return false, err
+		}
+		have := map[string]bool{}
+		for _, d := range devices {
+			have[strings.SplitN(d.Name, ".", 2)[0]] = true
+		}
+		missing := 0
+		for _, h := range hosts {
+			if !have[h] {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return false, fmt.Errorf("%d of %d devices missing", missing, len(hosts))
+		}
+		return true, nil
+	}, fmt.Sprintf("%d devices", len(hosts)))
+}
+
+// LoadResult is what Load measured.
+type LoadResult struct {
+	Requests, Failures int
+	PerSecond          float64
+	P50, P99           time.Duration
+}
+
+// Load sends GET url from workers goroutines, each on keep-alive
+// connections, for d, and reports successful requests per second and the
+// latency percentiles of the successful ones.
+func Load(ctx context.Context, client *http.Client, url string, workers int, d time.Duration) LoadResult {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var lat []float64
+	failures := 0
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				err := HTTPProbe(client, url, http.StatusOK)(ctx)
+				took := time.Since(t0)
+				mu.Lock()
+				if err == nil {
+					lat = append(lat, took.Seconds())
+				} else if ctx.Err() == nil {
+					failures++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	return LoadResult{
+		Requests: len(lat), Failures: failures, PerSecond: float64(len(lat)) / elapsed,
+		P50: time.Duration(Percentile(lat, 50) * float64(time.Second)),
+		P99: time.Duration(Percentile(lat, 99) * float64(time.Second)),
+	}
+}

@@ -1,0 +1,181 @@
+package official
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/log"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// Config says where the run finds and keeps things, and how much it measures.
+type Config struct {
+	// Root is the repository; Assets the folder of devcluster, tailscaled
+	// and the tailscale CLI (go tool task test:assets test:tailscale
+	// test:node); Work the run's folder (binaries, images, the cluster, logs).
+	Root, Assets, Work string
+	// Runs is how many times each exposure is timed per operator.
+	Runs int
+	// Services is how many LoadBalancer Services the memory and clean-up
+	// lines expose at once per operator; 0 leaves those lines out.
+	Services int
+	// LoadFor is how long the L7 load runs per proxy, with LoadWorkers
+	// concurrent clients.
+	LoadFor     time.Duration
+	LoadWorkers int
+	// SocksAddr is where `devcluster join` serves its SOCKS5 proxy.
+	SocksAddr string
+}
+
+// Env is the running side-by-side setup.
+type Env struct {
+	Cfg     Config
+	Cluster *Cluster
+	Tailnet TailnetEnv
+	// Probe (fresh connection per request) and Keep (keep-alive) reach
+	// the tailnet through the join proxy.
+	Probe, Keep *http.Client
+	dev, join   *Background
+	dir         string
+}
+
+func (c Config) clusterDir() string { return filepath.Join(c.Work, "cluster") }
+
+// Build builds the official binaries and images and Tailplane's images.
+func Build(ctx context.Context, cfg Config, logger *log.Logger) error {
+	start := time.Now()
+	if err := BuildOfficial(ctx, cfg.Root, filepath.Join(cfg.Work, "bin"), filepath.Join(cfg.Work, "images-official")); err != nil {
+		return err
+	}
+	logger.Info("built the official operator and proxy images", "version", OfficialVersion, "took", time.Since(start).Round(time.Second))
+	start = time.Now()
+	if err := BuildTailplaneImages(ctx, cfg.Root, filepath.Join(cfg.Work, "images-tailplane")); err != nil {
+		return fmt.Errorf("Tailplane's images: %w", err)
+	}
+	logger.Info("built Tailplane's images", "took", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// Up starts devcluster's real node with both operators' images, installs
+// Tailplane the way `go tool task dev` does (devinstall, with the tailplane
+// classes), the official chart with the Helm SDK and its ProxyClass, and
+// joins the tailnet for the probes. Stop undoes it.
+func Up(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error) {
+	dir := cfg.clusterDir()
+	_ = exec.Command(filepath.Join(cfg.Assets, "devcluster"), "down", "--dir", dir).Run()
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	e := &Env{Cfg: cfg, dir: dir}
+	var err error
+	e.dev, err = StartBackground(ctx, filepath.Join(cfg.Work, "devcluster.log"), "ready kubeconfig=", 10*time.Minute,
+		filepath.Join(cfg.Assets, "devcluster"), "up", "--dir", dir, "--node", "real", "--bin", filepath.Join(cfg.Root, "bin"),
+		"--import", filepath.Join(cfg.Work, "images-tailplane"),
+		"--import", OfficialImageRepo+"="+filepath.Join(cfg.Work, "images-official"))
+	if err != nil {
+		return nil, fmt.Errorf("devcluster up --node real: %w", err)
+	}
+	logger.Info("devcluster's real node is up", "dir", dir)
+	if err := e.install(ctx, logger); err != nil {
+		return e, err
+	}
+	// Joined and serving the proxy before anything is timed.
+	e.join, err = StartBackground(ctx, filepath.Join(cfg.Work, "join.log"), "ready proxy=", 3*time.Minute,
+		filepath.Join(cfg.Assets, "devcluster"), "join", "--dir", dir, "--tailscaled", filepath.Join(cfg.Assets, "tailscaled"),
+		"--tailscale", filepath.Join(cfg.Assets, "tailscale"), "--proxy", cfg.SocksAddr, "--hostname", "bench-official")
+	if err != nil {
+		return e, fmt.Errorf("devcluster join: %w", err)
+	}
+	if e.Probe, err = e.Tailnet.TailnetClient(cfg.SocksAddr, false); err != nil {
+		return e, err
+	}
+	if e.Keep, err = e.Tailnet.TailnetClient(cfg.SocksAddr, true); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+func (e *Env) install(ctx context.Context, logger *log.Logger) error {
+	var err error
+	if e.Tailnet, err = ReadTailnetEnv(filepath.Join(e.dir, "tailnet.env")); err != nil {
+		return err
+	}
+	if e.Cluster, err = NewCluster(filepath.Join(e.dir, "kubeconfig")); err != nil {
+		return err
+	}
+	values, err := yaml.Marshal(TailplaneValues(e.Tailnet))
+	if err != nil {
+		return err
+	}
+	// devinstall adds the folder's values.yaml to its own values.
+	if err := os.WriteFile(filepath.Join(e.dir, "values.yaml"), values, 0o644); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := goCommand(ctx, e.Cfg.Root, nil, "run", "./deploy/manifests/devinstall", "--dir", e.dir); err != nil {
+		return fmt.Errorf("install Tailplane: %w", err)
+	}
+	logger.Info("Tailplane installed", "namespace", TailplaneNamespace, "classes", TailplaneClass, "took", time.Since(start).Round(time.Second))
+	chartDir, err := ChartDir(ctx, filepath.Join(e.Cfg.Root, "bench", "official", "tools"))
+	if err != nil {
+		return err
+	}
+	start = time.Now()
+	helmLog := logger.WithPrefix("helm")
+	helmLog.SetLevel(log.WarnLevel)
+	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, OfficialNamespace, OfficialRelease,
+		OfficialValues(e.Tailnet), 5*time.Minute, helmLog); err != nil {
+		return fmt.Errorf("install the official chart: %w (its pods: %s)", err, e.podSummary(ctx, OfficialNamespace))
+	}
+	if _, err := e.Cluster.Apply(ctx, &unstructured.Unstructured{Object: ProxyClass(e.Tailnet)}); err != nil {
+		return err
+	}
+	logger.Info("official operator installed", "namespace", OfficialNamespace, "chart", chartDir, "took", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// podSummary names each pod of ns with its phase, for error messages.
+func (e *Env) podSummary(ctx context.Context, ns string) string {
+	pods, err := e.Cluster.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		s := p.Name + " " + string(p.Status.Phase)
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil {
+				s += " " + cs.Name + ":" + w.Reason
+			}
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Stop leaves the tailnet and stops devcluster (its folder stays in Work).
+func (e *Env) Stop(logger *log.Logger) {
+	if e == nil {
+		return
+	}
+	if err := e.join.Stop(); err != nil {
+		logger.Warn("devcluster join", "err", err)
+	}
+	if err := e.dev.Stop(); err != nil {
+		logger.Warn("devcluster up", "err", err)
+	}
+	if out, err := exec.Command(filepath.Join(e.Cfg.Assets, "devcluster"), "down", "--dir", e.dir).CombinedOutput(); err != nil {
+		logger.Warn("devcluster down", "err", err, "output", string(out))
+	}
+}
