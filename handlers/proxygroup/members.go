@@ -95,9 +95,11 @@ func CertSecretName(hostname string) string { return "ts-svc-" + hostname + "-tl
 func IngressMember(ing *networkingv1.Ingress, s settings.Settings, lookup ingress.ServiceLookup) (*Member, error) {
 	m := &Member{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID, Group: ing.Annotations[AnnotationProxyGroup]}
 	if len(ing.Spec.TLS) > 1 {
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 		return nil, fmt.Errorf("Ingress contains invalid TLS block %v: only a single TLS entry is allowed", ing.Spec.TLS)
 	}
 	if len(ing.Spec.TLS) == 1 && len(ing.Spec.TLS[0].Hosts) > 1 {
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 		return nil, fmt.Errorf("Ingress contains invalid TLS block %v: only a single host is allowed", ing.Spec.TLS[0])
 	}
 	var err error
@@ -201,6 +203,7 @@ func Owners(svc *tailnet.Service) ([]OwnerRef, error) {
 	}
 	var o ownerRefs
 	if err := json.Unmarshal([]byte(raw), &o); err != nil {
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 		return nil, fmt.Errorf("Tailscale Service %s: annotation %s is not valid JSON: %w", svc.Name, AnnotationOwnerReferences, err)
 	}
 	return o.OwnerRefs, nil
@@ -221,6 +224,7 @@ func (m *Member) Desired(existing *tailnet.Service, operatorID string) (tailnet.
 			return want, err
 		}
 		if len(old) == 0 {
+			//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 			return want, fmt.Errorf("Tailscale Service %s already exists and is not managed by a Kubernetes operator; delete it or choose another hostname", want.Name)
 		}
 		for _, o := range old {
@@ -228,8 +232,10 @@ func (m *Member) Desired(existing *tailnet.Service, operatorID string) (tailnet.
 			case o.OperatorID == operatorID && o.Resource != nil && o.Resource.Kind == m.Kind && o.Resource.Namespace == m.Namespace && o.Resource.Name == m.Name:
 				// Ours, perhaps from an earlier object of the same name.
 			case o.OperatorID == operatorID:
+				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 				return want, fmt.Errorf("Tailscale Service %s is already used by %s; choose another hostname", want.Name, describe(o.Resource))
 			default:
+				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 				return want, fmt.Errorf("Tailscale Service %s is already used by another operator (device %s); choose another hostname", want.Name, o.OperatorID)
 			}
 		}

@@ -48,7 +48,7 @@ func (t *Tailscale) GetService(ctx context.Context, name string) (*Service, erro
 // empty Addrs keep (or, at creation, let control choose) its addresses.
 func (t *Tailscale) PutService(ctx context.Context, s Service) error {
 	if !strings.HasPrefix(s.Name, "svc:") {
-		return errors.New("tailnet: put Tailscale Service: name must start with svc:")
+		return errors.New(`tailnet: put Tailscale Service: name must start with "svc:"`)
 	}
 	err := t.client.Services().CreateOrUpdate(ctx, tsapi.Service{Name: s.Name, Addrs: s.Addrs, Comment: s.Comment,
 		Annotations: s.Annotations, Ports: s.Ports, Tags: s.Tags})
