@@ -68,6 +68,9 @@ type harness struct {
 	// control, when set, wraps the operator's backend (a control server
 	// lacking features); set it before the operator (re)starts.
 	control func(tailnet.Backend) tailnet.Backend
+	// adjustDeps, when set, changes the operator's Deps before its
+	// handlers register; set it before the operator (re)starts.
+	adjustDeps func(*kit.Deps)
 	// hardStop makes stop a kill rather than a graceful stop: handlers in
 	// flight are cancelled at once instead of finishing their cycle. Set
 	// it before the operator (re)starts.
@@ -152,6 +155,9 @@ func (h *harness) start() {
 	d.OperatorNodeID = operatorNodeID
 	d.CertRefresh = 500 * time.Millisecond
 	d.Resolver, d.ResolveRetry = h.dns, 300*time.Millisecond
+	if h.adjustDeps != nil {
+		h.adjustDeps(d)
+	}
 	handlers.Register(op, d)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

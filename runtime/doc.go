@@ -15,6 +15,7 @@
 //	op.On(gvr, "sync", sync, runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate,
 //		runtime.CauseResume, runtime.CauseEnqueue))  // one handler, several causes
 //	op.Watch(secrets, "owners", mapToOwners)        // a Secret's change re-handles its owners
+//	op.Every("sweep", 10*time.Minute, sweep)        // upkeep of no object, on the leader
 //	err := op.Run(ctx)
 //
 // Registration errors (bad ids, paths, selectors, options, duplicates, a

@@ -93,3 +93,49 @@ func TestStatusSubresourceAndHandlerPatch(t *testing.T) {
 	})
 	testpoll.AlwaysTrue(t, time.Second, "no update cause from own patch", func() bool { return updates.Load() == 0 })
 }
+
+// Every runs a job once the operator is ready, then at each interval; a
+// failing run is tried again at the next tick without stopping anything,
+// and no run starts once Run returned. Bad registrations are refused.
+func TestEveryRunsJobsPeriodically(t *testing.T) {
+	var runs, failures atomic.Int32
+	var readyAtFirst atomic.Bool
+	op := newOperator(t, testSettings())
+	if err := op.Every("sweep", 100*time.Millisecond, func(context.Context) error {
+		if runs.Add(1) == 1 {
+			readyAtFirst.Store(op.Ready())
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Every("flaky", 100*time.Millisecond, func(context.Context) error {
+		failures.Add(1)
+		return errors.New("the other system is down")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, op)
+	testpoll.UntilTrue(t, 20*time.Second, "three runs of each job", func() bool { return runs.Load() >= 3 && failures.Load() >= 3 })
+	if !readyAtFirst.Load() {
+		t.Error("the first run came before the informers had synced")
+	}
+	r.stop(t)
+	after := runs.Load()
+	testpoll.AlwaysTrue(t, 500*time.Millisecond, "no run after Run returned", func() bool { return runs.Load() == after })
+
+	bad := newOperator(t, testSettings())
+	for _, err := range []error{
+		bad.Every("not an id!", time.Second, func(context.Context) error { return nil }),
+		bad.Every("zero", 0, func(context.Context) error { return nil }),
+		bad.Every("nil", time.Second, nil),
+	} {
+		if err == nil {
+			t.Error("a bad job was accepted")
+		}
+	}
+	_ = bad.Every("twice", time.Second, func(context.Context) error { return nil })
+	if bad.Every("twice", time.Second, func(context.Context) error { return nil }) == nil {
+		t.Error("a job id registered twice was accepted")
+	}
+}

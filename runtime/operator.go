@@ -68,6 +68,7 @@ type Operator struct {
 	indexes    map[string]*Index
 	probes     map[string]ProbeFunc
 	startup    []Hook
+	jobs       []job
 	cleanup    []Hook
 	statusSub  map[schema.GroupVersionResource]bool
 	// storages are the resources' Store options; storageStarts the

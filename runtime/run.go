@@ -87,11 +87,14 @@ func (o *Operator) runActive(ctx, run context.Context) error {
 	for range o.settings.Workers {
 		workers.Go(func() { o.worker(work) })
 	}
+	waitJobs := o.startJobs(ctx)
 	<-ctx.Done()
 	grace := o.settings.ShutdownTimeout
 	if run.Err() == nil {
 		grace = 0
 	}
+	// Jobs stop with the term: no upkeep once another replica may lead.
+	waitJobs()
 	return o.shutdown(&workers, cancelWork, grace)
 }
 

@@ -57,6 +57,13 @@ type Deps struct {
 	// operator may read user Secrets by name but not watch them. Default
 	// DefaultCertRefresh; set it before Register.
 	CertRefresh time.Duration
+	// OrphanKeySweep is how often the operator's tailnet, when its keys
+	// carry no description (Headscale: tailnet.KeySweeper), is searched
+	// for keys no proxy's Secret holds; OrphanKeyGrace is how old such a
+	// key must be, so that one being written into its config right now is
+	// spared. Defaults DefaultOrphanKeySweep and DefaultOrphanKeyGrace;
+	// set them before Register.
+	OrphanKeySweep, OrphanKeyGrace time.Duration
 
 	stateStore *runtime.ConfigMapStorage
 	applied    appliedCache
@@ -65,10 +72,19 @@ type Deps struct {
 // DefaultCertRefresh is the default of Deps.CertRefresh.
 const DefaultCertRefresh = time.Minute
 
+// Defaults of Deps.OrphanKeySweep and Deps.OrphanKeyGrace. A key is
+// written into its config Secret within a handler cycle of being minted
+// (seconds), so five minutes spares every key in hand-over.
+const (
+	DefaultOrphanKeySweep = 10 * time.Minute
+	DefaultOrphanKeyGrace = 5 * time.Minute
+)
+
 // NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	return &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
+		OrphanKeySweep: DefaultOrphanKeySweep, OrphanKeyGrace: DefaultOrphanKeyGrace,
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
 			Legacy: LegacyStatePrefix}}
 }

@@ -37,11 +37,13 @@ type Pipeline struct {
 
 // New returns the pipeline of the modules that share d, and starts watching
 // the proxies' state Secrets (a parent is handled again when a replica
-// reports a device, a new name or a refused config).
+// reports a device, a new name or a refused config), and, on a tailnet
+// whose keys carry no description, sweeping its orphaned auth keys.
 func New(d *kit.Deps) *Pipeline {
 	p := &Pipeline{d: d, modules: map[string]*Module{}}
 	p.claims.wake = p.enqueueKey
 	p.watchState()
+	p.registerOrphanSweep()
 	return p
 }
 

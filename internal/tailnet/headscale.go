@@ -54,8 +54,8 @@ type HeadscaleOptions struct {
 //
 // Headscale keys carry no description, so the descriptions the operator
 // mints keys with are kept in memory: keys minted before an operator
-// restart and never used are listed without one, and stay valid until
-// they expire (KeyExpiry).
+// restart are listed without one. Those never used are found by
+// ExpireOrphanedKeys (KeySweeper) instead: no Secret holds them.
 type Headscale struct {
 	base   string
 	apiKey string
@@ -71,6 +71,7 @@ type Headscale struct {
 var (
 	_ Backend    = (*Headscale)(nil)
 	_ FeatureSet = (*Headscale)(nil)
+	_ KeySweeper = (*Headscale)(nil)
 )
 
 // NewHeadscale returns a backend for opts. It does not call the API; use

@@ -3,22 +3,16 @@
 // These tests run the Headscale backend against a real Headscale v0.27.1
 // (devcluster tailnet --control headscale, with the headscale binary of go
 // tool task test:headscale in TAILPLANE_TEST_ASSETS). They are built only
-// with -tags headscale (go tool task test:headscale-backend), so that go
+// with -tags headscale (go tool task e2e:headscale), so that go
 // tool task test does not need headscale's long cold build.
 package tailnet_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,78 +20,13 @@ import (
 	"tailscale.com/net/netns"
 	"tailscale.com/tsnet"
 
+	"github.com/tailplane/tailplane/internal/headscaletest"
 	"github.com/tailplane/tailplane/internal/tailnet"
-	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
-// realHeadscale starts `devcluster tailnet --control headscale` in a temp
-// folder and returns its tailnet.env.
-func realHeadscale(t *testing.T) map[string]string {
-	t.Helper()
-	bin, err := testenv.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := filepath.Join(filepath.Dir(bin), "headscale")
-	if _, err := os.Stat(hs); err != nil {
-		t.Fatalf("no headscale binary next to devcluster (%v): run go tool task test:headscale", err)
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "tailnet", "--dir", dir, "--control", "headscale", "--headscale", hs)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	logFile, err := os.Create(filepath.Join(dir, "devcluster.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		logFile.Close()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "ready tailnet="); ok {
-				ready <- rest
-			}
-		}
-	}()
-	var envFile string
-	select {
-	case envFile = <-ready:
-	case <-exited:
-		log, _ := os.ReadFile(logFile.Name())
-		t.Fatalf("devcluster tailnet --control headscale exited:\n%s", log)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("devcluster tailnet --control headscale not ready in 2 minutes")
-	}
-	b, err := os.ReadFile(envFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
-			env[k] = v
-		}
-	}
-	if env["HEADSCALE_URL"] == "" || env["HEADSCALE_API_KEY"] == "" {
-		t.Fatalf("tailnet.env has no Headscale URL or API key: %v", env)
-	}
-	return env
-}
+// realHeadscale starts a real Headscale and returns its tailnet.env.
+func realHeadscale(t *testing.T) map[string]string { return headscaletest.Start(t) }
 
 func headscaleBackend(t *testing.T, env map[string]string) *tailnet.Headscale {
 	t.Helper()
@@ -211,5 +140,70 @@ func TestHeadscaleBackendAgainstHeadscale(t *testing.T) {
 	var e *tailnet.Error
 	if err := b.DeleteDevice(ctx, "nNotANumber"); !errors.As(err, &e) || e.Status != http.StatusBadRequest {
 		t.Fatalf("a Tailscale-style ID: %v", err)
+	}
+}
+
+// Keys an operator minted and died before recording: ExpireOrphanedKeys
+// expires a tagged, unused key no Secret holds and that is older than the
+// cut-off, and leaves alone the key a Secret holds, an untagged key (not
+// the operator's kind), a key younger than the cut-off (without even asking
+// what is in use), and keys of another Headscale user.
+func TestHeadscaleExpiresOrphanedKeys(t *testing.T) {
+	env := realHeadscale(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The operator that died: its key descriptions died with it.
+	dead := headscaleBackend(t, env)
+	mint := func(b *tailnet.Headscale, tags ...string) tailnet.AuthKey {
+		k, err := b.MintAuthKey(ctx, tailnet.KeyRequest{Tags: tags, Preauthorized: true, Description: "tailplane ts-web-abcd1234-0"})
+		if err != nil {
+			t.Fatalf("mint: %v", err)
+		}
+		return k
+	}
+	orphan, recorded, untagged := mint(dead, "tag:k8s"), mint(dead, "tag:k8s"), mint(dead)
+	other, err := tailnet.NewHeadscale(tailnet.HeadscaleOptions{URL: env["HEADSCALE_URL"], APIKey: env["HEADSCALE_API_KEY"], User: "someone-else"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	othersKey := mint(other, "tag:k8s")
+
+	b := headscaleBackend(t, env) // the operator that started next
+	asked := 0
+	inUse := func(context.Context) (func(string) bool, error) {
+		asked++
+		return func(secret string) bool { return secret == recorded.Key }, nil
+	}
+	expired, err := b.ExpireOrphanedKeys(ctx, time.Now().Add(time.Minute), inUse)
+	if err != nil {
+		t.Fatalf("ExpireOrphanedKeys: %v", err)
+	}
+	if len(expired) != 1 || expired[0].ID != orphan.ID || expired[0].Key != "" || !slices.Equal(expired[0].Tags, []string{"tag:k8s"}) {
+		t.Fatalf("expired %+v, want only the orphan %s with its tags and no secret", expired, orphan.ID)
+	}
+	valid := func(b *tailnet.Headscale, id string) bool {
+		t.Helper()
+		keys, err := b.ListAuthKeys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(keys, func(k tailnet.AuthKey) bool { return k.ID == id })
+		if i < 0 {
+			t.Fatalf("key %s not listed: %+v", id, keys)
+		}
+		return !keys[i].Invalid
+	}
+	if valid(b, orphan.ID) || !valid(b, recorded.ID) || !valid(b, untagged.ID) || !valid(other, othersKey.ID) {
+		t.Fatalf("after the sweep: orphan valid %v (want false), recorded %v, untagged %v, another user's %v (want true)",
+			valid(b, orphan.ID), valid(b, recorded.ID), valid(b, untagged.ID), valid(other, othersKey.ID))
+	}
+
+	young := mint(dead, "tag:k8s")
+	asked = 0
+	if expired, err = b.ExpireOrphanedKeys(ctx, time.Now().Add(-time.Minute), inUse); err != nil || len(expired) != 0 {
+		t.Fatalf("a key younger than the grace period: expired %+v, err %v", expired, err)
+	}
+	if asked != 0 || !valid(b, young.ID) {
+		t.Fatalf("the young key: in-use check asked %d times (want 0), valid %v", asked, valid(b, young.ID))
 	}
 }

@@ -45,6 +45,24 @@ type Backend interface {
 	ListServices(ctx context.Context) ([]Service, error)
 }
 
+// KeySweeper is implemented by backends whose auth keys carry no
+// description (Headscale), so that a key minted by an operator that died
+// before recording it cannot be found by its owner's description: the
+// backend finds such keys by what refers to them instead.
+type KeySweeper interface {
+	// ExpireOrphanedKeys expires the operator's keys that can still create
+	// a device, carry ACL tags (the operator mints no other kind), were
+	// created before createdBefore, and whose secret inUse does not
+	// claim. inUse is asked after the keys were listed, so that a key
+	// recorded meanwhile is seen, and only when there is a candidate. It
+	// returns the keys it expired, without their secrets.
+	ExpireOrphanedKeys(ctx context.Context, createdBefore time.Time, inUse KeysInUse) ([]AuthKey, error)
+}
+
+// KeysInUse returns a test of whether an auth key's secret is recorded
+// anywhere a proxy could still use it.
+type KeysInUse func(ctx context.Context) (func(secret string) bool, error)
+
 // KeyRequest describes an auth key to mint.
 type KeyRequest struct {
 	// Tags are the ACL tags of the device the key creates.

@@ -5,7 +5,9 @@
 // as the control server, the operator installed from the chart with
 // headscale.url and headscale.apiKey), the seed's exposed Service and an
 // Ingress with its own certificate carrying real traffic from a tailnet
-// client on Headscale, and their nodes deleted from Headscale with them.
+// client on Headscale, their nodes deleted from Headscale with them, and
+// the seed's grants policy (translated by devcluster) enforced between
+// users' nodes and a proxy.
 //
 // Built only with -tags headscale (go tool task e2e:headscale): it needs
 // the headscale binary of go tool task test:headscale, whose cold build is
@@ -50,7 +52,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	suite.dir = GinkgoT().TempDir()
 	logFile, err := os.Create(filepath.Join(suite.dir, "dev.log"))
 	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(suite.dir, "cluster"), "DEV_ARGS=--control headscale")
+	// The policy file starts open; policy_test.go writes the seed's grant
+	// into it (devcluster re-reads it), with alice in group:dev.
+	Expect(os.WriteFile(policyFile(), []byte(openPolicy), 0o644)).To(Succeed())
+	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(suite.dir, "cluster"),
+		"DEV_ARGS=--control headscale --policy "+policyFile()+" --group group:dev=alice@example.com")
 	cmd.Dir = root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = logFile

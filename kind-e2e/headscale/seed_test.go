@@ -3,6 +3,7 @@
 package headscale
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -24,11 +25,13 @@ import (
 
 // node is what the headscale CLI lists of a node (nodes list -o json).
 type node struct {
-	GivenName  string   `json:"given_name"`
-	ForcedTags []string `json:"forced_tags"`
+	GivenName   string   `json:"given_name"`
+	ForcedTags  []string `json:"forced_tags"`
+	IPAddresses []string `json:"ip_addresses"`
 }
 
-func nodeNames(ctx SpecContext) ([]string, error) {
+// listNodes lists Headscale's nodes with the headscale CLI.
+func listNodes(ctx context.Context) ([]node, error) {
 	out, err := headscaleCLI(ctx, "nodes", "list", "-o", "json")
 	if err != nil {
 		return nil, err
@@ -36,6 +39,14 @@ func nodeNames(ctx SpecContext) ([]string, error) {
 	var nodes []node
 	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, out)
+	}
+	return nodes, nil
+}
+
+func nodeNames(ctx SpecContext) ([]string, error) {
+	nodes, err := listNodes(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var names []string
 	for _, n := range nodes {

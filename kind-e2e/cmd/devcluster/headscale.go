@@ -25,7 +25,8 @@ const headscaleDomain = "headscale.devcluster.test"
 
 // startHeadscale runs Headscale (--headscale, default the headscale binary
 // next to devcluster's, which go tool task test:headscale puts there) with
-// devcluster's DERP/STUN relay and the --policy file, and returns the first
+// devcluster's DERP/STUN relay and the --policy file (translated for
+// Headscale; the --group members become Headscale users), and returns the first
 // lines of tailnet.env for it: the control server, Headscale's API and an
 // API key (HEADSCALE_URL, HEADSCALE_API_KEY: the operator's
 // HEADSCALE_URL and the key of its HEADSCALE_API_KEY_FILE).
@@ -47,7 +48,7 @@ func startHeadscale(ctx context.Context, dir, host string, o tailnetOptions, log
 		return nil, nil, fmt.Errorf("DERP relay: %w", err)
 	}
 	hs, err := headscale.Start(ctx, headscale.Config{Binary: bin, Dir: filepath.Join(dir, "headscale"), Host: host,
-		BaseDomain: headscaleDomain, Policy: o.policy, DERPMap: derpMap, Logger: logger.WithPrefix("headscale")})
+		BaseDomain: headscaleDomain, Policy: o.policy, Groups: o.groups, DERPMap: derpMap, Logger: logger.WithPrefix("headscale")})
 	if err != nil {
 		relay.Close()
 		return nil, nil, err
@@ -78,9 +79,6 @@ func (o *tailnetOptions) checkControl() error {
 	case controlHeadscale:
 		if o.tailnets > 1 {
 			return errors.New("--tailnets 2 needs --control devcluster (Headscale runs one tailnet)")
-		}
-		if len(o.groups) > 0 {
-			return errors.New("--group needs --control devcluster: with Headscale, define groups in the --policy file")
 		}
 	default:
 		return fmt.Errorf("--control %q: want devcluster or headscale", o.control)

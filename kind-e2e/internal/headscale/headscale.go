@@ -2,14 +2,18 @@
 // tool task test:headscale builds from kind-e2e/tools/headscale) on
 // loopback for devcluster: its config, DERP map and policy file in a folder
 // of its own, an API key for the operator, and the few REST calls devcluster
-// makes itself (an ephemeral key for `devcluster curl`).
+// makes itself (an ephemeral key for `devcluster curl`). The policy file is
+// Tailscale's: TranslatePolicy rewrites what Headscale v0.27.1 cannot read
+// (grants as ACL rules) and drops, with a logged note, what it cannot do
+// (Funnel, node attributes, Tailscale Services).
 //
 // DERP is devcluster's own relay (a DERP map file Headscale serves as is):
 // Headscale's embedded DERP server would be named by the server URL and
 // dialled over TLS, which a plain-HTTP server on loopback cannot answer.
 //
-// It imports the standard library, charmbracelet/log and tailscale.com's
-// tailcfg (the DERP map), nothing of Tailplane's.
+// It imports the standard library, charmbracelet/log, tailscale.com's
+// tailcfg (the DERP map) and github.com/tailscale/hujson (policy files),
+// nothing of Tailplane's.
 package headscale
 
 import (
@@ -17,11 +21,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,9 +46,14 @@ type Config struct {
 	Host string
 	// BaseDomain is the MagicDNS suffix of its nodes.
 	BaseDomain string
-	// Policy is the policy file's text (HuJSON); empty allows everything.
-	// Headscale v0.27 refuses fields it does not know (grants, nodeAttrs).
+	// Policy is the policy file's text (HuJSON, Tailscale's format);
+	// empty allows everything. It is translated for Headscale v0.27.1
+	// (TranslatePolicy), which has no grants, nodeAttrs or services.
 	Policy string
+	// Groups is the user directory (devcluster up --group): groups the
+	// policy may use without defining them. Their members are created as
+	// Headscale users, so that keys can be minted for them.
+	Groups map[string][]string
 	// DERPMap is the relay its nodes use.
 	DERPMap *tailcfg.DERPMap
 	// Logger reports its start and exit.
@@ -100,8 +111,32 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("create a Headscale API key: %w", err)
 	}
 	s.APIKey = strings.TrimSpace(out)
+	c := &client{base: s.URL, key: s.APIKey}
+	for _, group := range slices.Sorted(maps.Keys(cfg.Groups)) {
+		for _, member := range cfg.Groups[group] {
+			if _, err := c.userID(ctx, member); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("create Headscale user %s of %s: %w", member, group, err)
+			}
+		}
+	}
 	cfg.Logger.Info("headscale ready", "url", s.URL, "log", s.logf.Name())
 	return s, nil
+}
+
+// translate translates policy for Headscale and logs what it changed.
+func (s *Server) translate(policy string) (string, error) {
+	p, err := TranslatePolicy(policy, s.cfg.Groups)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range p.Notes {
+		s.cfg.Logger.Warn("policy translated for Headscale: " + n)
+	}
+	if p.JSON == "" {
+		return allowAll, nil
+	}
+	return p.JSON, nil
 }
 
 // CLI runs the headscale CLI against the server (through its unix socket)
@@ -119,7 +154,11 @@ func (s *Server) CLI(ctx context.Context, args ...string) (string, error) {
 // SetPolicy replaces the policy file and has Headscale reload it (SIGHUP),
 // as devcluster's --policy watch does for its own control server.
 func (s *Server) SetPolicy(policy string) error {
-	if err := os.WriteFile(filepath.Join(s.cfg.Dir, "policy.hujson"), []byte(policy), 0o600); err != nil {
+	translated, err := s.translate(policy)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.cfg.Dir, "policy.hujson"), []byte(translated), 0o600); err != nil {
 		return err
 	}
 	return s.cmd.Process.Signal(syscall.SIGHUP)
@@ -200,9 +239,9 @@ const allowAll = `{"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}]}
 // policy.hujson.
 func (s *Server) writeFiles(ports []string) error {
 	d := s.cfg.Dir
-	policy := s.cfg.Policy
-	if strings.TrimSpace(policy) == "" {
-		policy = allowAll
+	policy, err := s.translate(s.cfg.Policy)
+	if err != nil {
+		return err
 	}
 	config := fmt.Sprintf(`# Written by devcluster for Headscale v0.27.1.
 server_url: %[1]s

@@ -19,28 +19,16 @@ const KeyUser = "devcluster"
 // MintKey mints a pre-auth key through Headscale's REST API at serverURL
 // with apiKey: owned by KeyUser, tagged with tags, valid for ttl.
 func MintKey(ctx context.Context, serverURL, apiKey string, ephemeral bool, tags []string, ttl time.Duration) (string, error) {
+	return MintUserKey(ctx, serverURL, apiKey, KeyUser, ephemeral, tags, ttl)
+}
+
+// MintUserKey mints a pre-auth key owned by user (created when missing):
+// untagged, its devices are that user's, as a user's laptop on a tailnet.
+func MintUserKey(ctx context.Context, serverURL, apiKey, user string, ephemeral bool, tags []string, ttl time.Duration) (string, error) {
 	c := &client{base: strings.TrimRight(serverURL, "/"), key: apiKey}
-	var users struct {
-		Users []struct {
-			ID string `json:"id"`
-		} `json:"users"`
-	}
-	if err := c.call(ctx, http.MethodGet, "/api/v1/user?name="+url.QueryEscape(KeyUser), nil, &users); err != nil {
+	userID, err := c.userID(ctx, user)
+	if err != nil {
 		return "", err
-	}
-	var userID string
-	if len(users.Users) > 0 {
-		userID = users.Users[0].ID
-	} else {
-		var created struct {
-			User struct {
-				ID string `json:"id"`
-			} `json:"user"`
-		}
-		if err := c.call(ctx, http.MethodPost, "/api/v1/user", map[string]string{"name": KeyUser}, &created); err != nil {
-			return "", err
-		}
-		userID = created.User.ID
 	}
 	var key struct {
 		PreAuthKey struct {
@@ -56,6 +44,30 @@ func MintKey(ctx context.Context, serverURL, apiKey string, ephemeral bool, tags
 		return "", fmt.Errorf("headscale: create pre-auth key: no key in the answer")
 	}
 	return key.PreAuthKey.Key, nil
+}
+
+// userID returns the ID of the user called name, creating it when missing.
+func (c *client) userID(ctx context.Context, name string) (string, error) {
+	var users struct {
+		Users []struct {
+			ID string `json:"id"`
+		} `json:"users"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/api/v1/user?name="+url.QueryEscape(name), nil, &users); err != nil {
+		return "", err
+	}
+	if len(users.Users) > 0 {
+		return users.Users[0].ID, nil
+	}
+	var created struct {
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	}
+	if err := c.call(ctx, http.MethodPost, "/api/v1/user", map[string]string{"name": name}, &created); err != nil {
+		return "", err
+	}
+	return created.User.ID, nil
 }
 
 // client makes Headscale REST calls with an API key.

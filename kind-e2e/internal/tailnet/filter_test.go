@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,48 +21,24 @@ import (
 	"tailscale.com/tsnet"
 )
 
-// The four policy blocks of the seed (the k3s operator guide), verbatim.
+// The four policy blocks of the seed (the k3s operator guide), verbatim in
+// examples/seed/policy (the contract).
 const (
-	seedTagOwners = `{
-  "tagOwners": {
-    "tag:k8s-operator": ["autogroup:admin"],
-    "tag:k8s": ["tag:k8s-operator"]
-  }
-}`
-	seedRouteApprovers = `{
-  "autoApprovers": {
-    "routes": {
-      "10.42.0.0/16": ["tag:k8s"]
-    },
-    "exitNode": ["tag:k8s"]
-  }
-}`
-	seedServiceApprovers = `{
-  "autoApprovers": {
-    "services": {
-      "tag:k8s": ["tag:k8s"]
-    }
-  }
-}`
-	seedGrants = `{
-  "tagOwners": {
-    "tag:k8s-operator": ["autogroup:admin"],
-    "tag:k8s": ["tag:k8s-operator"]
-  },
-  "autoApprovers": {
-    "services": {
-      "tag:k8s": ["tag:k8s"]
-    }
-  },
-  "grants": [
-    {
-      "src": ["group:dev"],
-      "dst": ["tag:k8s"],
-      "ip": ["tcp:443"]
-    }
-  ]
-}`
+	seedTagOwners        = "1-tag-owners.json"
+	seedRouteApprovers   = "2-route-approvers.json"
+	seedServiceApprovers = "3-service-approvers.json"
+	seedGrants           = "4-grants.json"
 )
+
+// seedPolicy reads one of the seed's policy blocks.
+func seedPolicy(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "seed", "policy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // startSeed starts a tailnet with policy, an OAuth client tagged
 // clientTags, and alice@example.com in the directory's group:dev.
@@ -168,7 +145,7 @@ func denied(ctx context.Context, t *testing.T, what string, from *tsnet.Server, 
 // else: a group member connects, a user outside the group does not,
 // nobody reaches 5432, until the policy, changed live, adds tcp:5432.
 func TestSeedGrantFiltersPackets(t *testing.T) {
-	tn := startSeed(t, seedGrants, "tag:k8s-operator")
+	tn := startSeed(t, seedPolicy(t, seedGrants), "tag:k8s-operator")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	proxy := join(ctx, t, tn, "proxy", "tag:k8s")
@@ -182,7 +159,7 @@ func TestSeedGrantFiltersPackets(t *testing.T) {
 	denied(ctx, t, "alice to the proxy on 5432", alice, ip, 5432)
 	denied(ctx, t, "bob to the proxy on 5432", bob, ip, 5432)
 
-	withDB := strings.Replace(seedGrants, `"ip": ["tcp:443"]`, `"ip": ["tcp:443", "tcp:5432"]`, 1)
+	withDB := strings.Replace(seedPolicy(t, seedGrants), `"ip": ["tcp:443"]`, `"ip": ["tcp:443", "tcp:5432"]`, 1)
 	if err := client0(t, tn).PolicyFile().Set(ctx, withDB, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +207,7 @@ func TestACLsFilterPackets(t *testing.T) {
 // pass; a client whose tags own nothing gets the official 400.
 func TestSeedTagOwnersAndOAuthClientTags(t *testing.T) {
 	for _, p := range []string{seedTagOwners, seedRouteApprovers, seedServiceApprovers, seedGrants} {
-		startSeed(t, p, "tag:k8s-operator")
+		startSeed(t, seedPolicy(t, p), "tag:k8s-operator")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -240,13 +217,13 @@ func TestSeedTagOwnersAndOAuthClientTags(t *testing.T) {
 		_, err := client0(t, tn).Keys().CreateAuthKey(ctx, req)
 		return err
 	}
-	operator := startSeed(t, seedTagOwners, "tag:k8s-operator")
+	operator := startSeed(t, seedPolicy(t, seedTagOwners), "tag:k8s-operator")
 	for _, tags := range [][]string{{"tag:k8s"}, {"tag:k8s-operator"}, {"tag:k8s", "tag:k8s-operator"}} {
 		if err := mint(operator, tags...); err != nil {
 			t.Errorf("tag:k8s-operator client, tags %v: %v", tags, err)
 		}
 	}
-	other := startSeed(t, seedTagOwners, "tag:ci")
+	other := startSeed(t, seedPolicy(t, seedTagOwners), "tag:ci")
 	for _, c := range []struct {
 		tn   *Tailnet
 		tags []string
@@ -270,7 +247,7 @@ func TestSeedTagOwnersAndOAuthClientTags(t *testing.T) {
 // to, live: without an entry no node has it, and adding one gives it to
 // tag:k8s only.
 func TestFunnelAttribute(t *testing.T) {
-	tn := startSeed(t, seedTagOwners)
+	tn := startSeed(t, seedPolicy(t, seedTagOwners))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	proxy := join(ctx, t, tn, "proxy", "tag:k8s")
@@ -279,7 +256,7 @@ func TestFunnelAttribute(t *testing.T) {
 	if st := waitStatus(ctx, t, proxy, "proxy running", func(st *ipnstate.Status) bool { return st.BackendState == "Running" }); hasFunnel(st) {
 		t.Fatalf("the proxy has the funnel attribute with no nodeAttrs entry: %v", st.Self.CapMap)
 	}
-	withFunnel := strings.Replace(seedTagOwners, `"tagOwners"`, `"nodeAttrs": [{"target": ["tag:k8s"], "attr": ["funnel"]}], "tagOwners"`, 1)
+	withFunnel := strings.Replace(seedPolicy(t, seedTagOwners), `"tagOwners"`, `"nodeAttrs": [{"target": ["tag:k8s"], "attr": ["funnel"]}], "tagOwners"`, 1)
 	if err := client0(t, tn).PolicyFile().Set(ctx, withFunnel, ""); err != nil {
 		t.Fatal(err)
 	}
