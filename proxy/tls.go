@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,7 +54,9 @@ func (e *Engine) loadCertSource(ctx context.Context, t config.TLS) (certSource, 
 		if err != nil {
 			return nil, fmt.Errorf("l7.tls: tailscale certificate: %w", err)
 		}
-		return lc.GetCertificate, nil
+		// Looked up on every handshake, the certificate would cost a
+		// LocalAPI call and its parsing each time; see certCacheTTL.
+		return newCertCache(lc.GetCertificate, certCacheTTL, time.Now).get, nil
 	}
 }
 

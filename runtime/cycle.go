@@ -80,7 +80,7 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 	} else {
 		o.syncSpawned(key, cached, spawners)
 	}
-	if len(changes) == 0 && !c.needFin && !slices.Contains(cached.GetFinalizers(), o.settings.Finalizer) {
+	if len(changes) == 0 && !c.needFin && !o.holdsFinalizer(key, store, cached) {
 		// Stealth: an object no handler matches is never touched; state kept
 		// elsewhere from when it matched is forgotten.
 		o.enqueueDone(key, true)
@@ -345,4 +345,21 @@ func mergeInto(dst, patch map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// holdsFinalizer reports whether obj carries the finalizer because this
+// runtime put it there: the finalizer and records of its handling. The
+// finalizer's name alone is not enough: Tailplane shares
+// "tailscale.com/finalizer" with the official operator, and an object of
+// the other operator (an Ingress of its class, say) carries the same name
+// with no record of ours. Removing it there would let that object go
+// before its operator cleaned up, and fight its operator, which adds it
+// back (seen with both operators on one cluster: the official operator's
+// Ingress status writes all conflicted, and its deleted Ingress left its
+// proxy and device behind). The cost: an object whose first cycle was cut
+// off between the finalizer and the first record (a crash, or it stopped
+// matching meanwhile) keeps the finalizer until someone removes it; a
+// finalizer left is recoverable, another operator's cleanup skipped is not.
+func (o *Operator) holdsFinalizer(key Key, store Storage, obj *unstructured.Unstructured) bool {
+	return slices.Contains(obj.GetFinalizers(), o.settings.Finalizer) && len(store.Fetch(key, obj)) > 0
 }

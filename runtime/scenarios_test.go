@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -169,4 +170,42 @@ func TestStalledWatchRestarted(t *testing.T) {
 	if n := counterValue(t, op, "runtime_watch_restarts_total", ""); n < 1 {
 		t.Fatalf("watch restarts = %v", n)
 	}
+}
+
+// An object no handler matches that carries a finalizer of our name but no
+// record of ours belongs to another operator sharing the name (Tailplane
+// and the official operator both use tailscale.com/finalizer): it is left
+// alone, while it lives and when it is deleted, and the objects we handle
+// still get and lose our finalizer.
+func TestSharedFinalizerOfAnotherOperatorKept(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns := env.Namespace(t)
+	settings := testSettings()
+	settings.Finalizer = "example.com/shared-finalizer"
+	op := newOperator(t, settings)
+	op.OnCreate(gvr, "grab", func(context.Context, *runtime.Event) (any, error) { return "ok", nil }, runtime.Label("app", "x"))
+	op.OnDelete(gvr, "release", func(context.Context, *runtime.Event) (any, error) { return nil, nil }, runtime.Label("app", "x"))
+	start(t, op)
+	theirs := widget(ns, "theirs", nil, nil)
+	theirs.SetFinalizers([]string{settings.Finalizer})
+	create(t, gvr, theirs)
+	create(t, gvr, widget(ns, "ours", nil, map[string]string{"app": "x"}))
+	testpoll.UntilTrue(t, 20*time.Second, "ours handled", func() bool {
+		got := get(t, gvr, ns, "ours")
+		return nested(got, "status.grab") == "ok" && slices.Equal(got.GetFinalizers(), []string{settings.Finalizer})
+	})
+	untouched := func() error {
+		got := get(t, gvr, ns, "theirs")
+		if got == nil || !slices.Equal(got.GetFinalizers(), []string{settings.Finalizer}) || len(got.GetAnnotations()) > 0 || got.Object["status"] != nil {
+			return fmt.Errorf("theirs touched: %v", got)
+		}
+		return nil
+	}
+	testpoll.Always(t, 3*time.Second, "the other operator's object untouched", untouched)
+	remove(t, gvr, ns, "theirs")
+	testpoll.Always(t, 3*time.Second, "the other operator's deleted object keeps its finalizer", untouched)
+	remove(t, gvr, ns, "ours")
+	testpoll.UntilTrue(t, 20*time.Second, "ours released and gone", func() bool { return get(t, gvr, ns, "ours") == nil })
+	mergePatch(t, gvr, ns, "theirs", `{"metadata":{"finalizers":null}}`)
+	testpoll.UntilTrue(t, 10*time.Second, "theirs gone", func() bool { return get(t, gvr, ns, "theirs") == nil })
 }

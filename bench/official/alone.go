@@ -39,10 +39,10 @@ func (e *Env) exposeAlone(ctx context.Context, domain string, logger *log.Logger
 		} else {
 			logger.Info("exposed", "case", name, "operator", s.Name, "apply to first success", d.Round(time.Millisecond))
 		}
-		if snaps[i], err = e.Cluster.TakeSnapshot(ctx, e.Tailnet, obj, s.Namespace); err != nil {
+		if snaps[i], err = e.settledSnapshot(ctx, obj, s, logger); err != nil {
 			return nil, nil, err
 		}
-		if note, err := e.remove(ctx, s, obj, "default-postgres"); err != nil {
+		if note, err := e.remove(ctx, s, obj, "default-postgres", time.Minute); err != nil {
 			return nil, nil, fmt.Errorf("%s, %s: %w", name, s.Name, err)
 		} else if note != "" {
 			notes = append(notes, fmt.Sprintf("%s, %s: %s", name, s.Name, note))

@@ -1,8 +1,12 @@
 package official
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Two snapshots that agree but for the order of their entries and their
@@ -53,5 +57,40 @@ func TestShape(t *testing.T) {
 		if got := Shape(in); got != want {
 			t.Errorf("Shape(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A snapshot counts once it stopped changing: the rows of session 11 were
+// read at the first success, before the operators wrote their last
+// conditions.
+func TestSettleWaitsUntilTheSnapshotStopsChanging(t *testing.T) {
+	calls := 0
+	take := func() (Snapshot, error) {
+		calls++
+		s := Snapshot{Conditions: []string{"ProxyReady=False/ProxyCreating"}}
+		if calls >= 4 {
+			s.Conditions = []string{"ProxyReady=True/ProxyReady"}
+		}
+		return s, nil
+	}
+	got, took, err := settle(context.Background(), 10*time.Second, 5*time.Millisecond, 50*time.Millisecond, take, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Conditions, []string{"ProxyReady=True/ProxyReady"}) {
+		t.Fatalf("settled on %v, want the last conditions", got.Conditions)
+	}
+	if calls < 5 || took < 50*time.Millisecond {
+		t.Fatalf("settled after %d snapshots in %s; want it to wait out the quiet period after the 4th", calls, took)
+	}
+
+	// One that never settles ends with an error and the last snapshot.
+	n := 0
+	_, _, err = settle(context.Background(), 100*time.Millisecond, 5*time.Millisecond, time.Hour, func() (Snapshot, error) {
+		n++
+		return Snapshot{Events: []string{fmt.Sprint(n)}}, nil
+	}, "a restless status")
+	if err == nil || !strings.Contains(err.Error(), "a restless status") {
+		t.Fatalf("never settling: error %v, want one naming what was awaited", err)
 	}
 }

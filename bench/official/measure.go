@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -141,14 +142,23 @@ type LoadResult struct {
 	Requests, Failures int
 	PerSecond          float64
 	P50, P99           time.Duration
+	// Conns is how many connections the client opened during the load:
+	// about one per worker when the proxy keeps connections alive.
+	Conns int64
 }
 
 // Load sends GET url from workers goroutines, each on keep-alive
 // connections, for d, and reports successful requests per second and the
-// latency percentiles of the successful ones.
-func Load(ctx context.Context, client *http.Client, url string, workers int, d time.Duration) LoadResult {
+// latency percentiles of the successful ones. dials counts the client's
+// connections.
+func Load(ctx context.Context, client *http.Client, dials *atomic.Int64, url string, workers int, d time.Duration) LoadResult {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	// Connections kept from an earlier load went to another proxy of the
+	// same name (each side's device is named alike): start afresh, so that
+	// the count is this proxy's.
+	client.CloseIdleConnections()
+	dials0 := dials.Load()
 	var mu sync.Mutex
 	var lat []float64
 	failures := 0
@@ -174,7 +184,8 @@ func Load(ctx context.Context, client *http.Client, url string, workers int, d t
 	elapsed := time.Since(start).Seconds()
 	return LoadResult{
 		Requests: len(lat), Failures: failures, PerSecond: float64(len(lat)) / elapsed,
-		P50: time.Duration(Percentile(lat, 50) * float64(time.Second)),
-		P99: time.Duration(Percentile(lat, 99) * float64(time.Second)),
+		P50:   time.Duration(Percentile(lat, 50) * float64(time.Second)),
+		P99:   time.Duration(Percentile(lat, 99) * float64(time.Second)),
+		Conns: dials.Load() - dials0,
 	}
 }

@@ -147,7 +147,7 @@ func (e *Env) timeExposure(ctx context.Context, x exposure, domain string, logge
 	var took [2][]time.Duration
 	var snaps [2]Snapshot
 	var failed [2]string
-	var loads [2]LoadResult
+	var loads [2][]LoadResult
 	var proxyRSS [2]float64
 	var notes []string
 	for run := range e.Cfg.Runs {
@@ -169,15 +169,24 @@ func (e *Env) timeExposure(ctx context.Context, x exposure, domain string, logge
 				logger.Info("exposed", "case", x.name, "operator", s.Name, "run", run+1, "apply to first success", d.Round(time.Millisecond))
 			}
 			if run == 0 {
-				if snaps[i], err = e.Cluster.TakeSnapshot(ctx, e.Tailnet, obj, s.Namespace); err != nil {
+				if snaps[i], err = e.settledSnapshot(ctx, obj, s, logger); err != nil {
 					return nil, nil, nil, err
 				}
 			}
-			if x.load && run == e.Cfg.Runs-1 && failed[i] == "" {
-				loads[i] = Load(ctx, e.Keep, x.url(domain), e.Cfg.LoadWorkers, e.Cfg.LoadFor)
+			if x.load && run >= e.Cfg.Runs-loadRuns && failed[i] == "" {
+				l := Load(ctx, e.Keep, &e.KeepDials, x.url(domain), e.Cfg.LoadWorkers, e.Cfg.LoadFor)
+				loads[i] = append(loads[i], l)
+				logger.Info("load", "case", x.name, "operator", s.Name, "run", run+1, "req/s", int(l.PerSecond), "p99", l.P99, "connections", l.Conns)
 				proxyRSS[i] = e.proxyRSS(ctx, s, obj)
 			}
-			if note, err := e.remove(ctx, s, obj, x.host); err != nil {
+			// The first run waits a minute for the device to leave; later
+			// runs 20 s, so that an operator that leaves its proxy behind
+			// costs the run less (the note still records each time).
+			wait := 20 * time.Second
+			if run == 0 {
+				wait = time.Minute
+			}
+			if note, err := e.remove(ctx, s, obj, x.host, wait); err != nil {
 				return nil, nil, nil, fmt.Errorf("%s, %s: %w", x.name, s.Name, err)
 			} else if note != "" {
 				notes = append(notes, fmt.Sprintf("%s, %s, run %d: %s", x.name, s.Name, run+1, note))
@@ -194,14 +203,19 @@ func (e *Env) timeExposure(ctx context.Context, x exposure, domain string, logge
 	lines := []Line{line}
 	if x.load && failed[0] == "" && failed[1] == "" {
 		n := e.Cfg.LoadWorkers
+		var sum [2]LoadSummary
+		for i := range sides {
+			sum[i] = SummarizeLoads(loads[i])
+		}
 		lines = append(lines,
-			Line{What: fmt.Sprintf("%s: requests/s, %d clients, %s", x.name, n, e.Cfg.LoadFor), Unit: "req/s", Official: loads[0].PerSecond, Tailplane: loads[1].PerSecond, Samples: 1, HigherIsBetter: true},
-			Line{What: fmt.Sprintf("%s: p99 latency under that load (%d / %d requests)", x.name, loads[0].Requests, loads[1].Requests), Unit: "ms",
-				Official: float64(loads[0].P99.Microseconds()) / 1000, Tailplane: float64(loads[1].P99.Microseconds()) / 1000, Samples: 1},
+			Line{What: fmt.Sprintf("%s: requests/s, %d keep-alive clients, %s (connections opened: %s / %s)", x.name, n, e.Cfg.LoadFor, sum[0].Conns, sum[1].Conns),
+				Unit: "req/s", Official: sum[0].PerSecond, Tailplane: sum[1].PerSecond, Samples: len(loads[1]), HigherIsBetter: true},
+			Line{What: fmt.Sprintf("%s: p99 latency under that load (%d / %d requests)", x.name, sum[0].Requests, sum[1].Requests), Unit: "ms",
+				Official: sum[0].P99ms, Tailplane: sum[1].P99ms, Samples: len(loads[1])},
 			Line{What: x.name + ": proxy pod RSS after the load", Unit: "MiB", Official: proxyRSS[0], Tailplane: proxyRSS[1], Samples: 1})
 		for i, s := range sides {
-			if loads[i].Failures > 0 {
-				notes = append(notes, fmt.Sprintf("%s, %s: %d requests failed under load", x.name, s.Name, loads[i].Failures))
+			if sum[i].Failures > 0 {
+				notes = append(notes, fmt.Sprintf("%s, %s: %d requests failed under load", x.name, s.Name, sum[i].Failures))
 			}
 		}
 	}
@@ -224,21 +238,22 @@ func (e *Env) proxyRSS(ctx context.Context, s Side, obj *unstructured.Unstructur
 	return float64(total) / (1 << 20)
 }
 
-// remove deletes obj and waits for its device to leave the tailnet. When
+// remove deletes obj and waits up to wait for its device to leave the tailnet. When
 // the device stays (the operator did not clean up), it says so and removes
 // what is left itself (the proxy's objects, the device), so that the next
 // run can use the same name.
-func (e *Env) remove(ctx context.Context, s Side, obj *unstructured.Unstructured, host string) (string, error) {
+func (e *Env) remove(ctx context.Context, s Side, obj *unstructured.Unstructured, host string, wait time.Duration) (string, error) {
 	start := time.Now()
 	if err := e.Cluster.Delete(ctx, obj, 3*time.Minute); err != nil {
 		return "", err
 	}
-	_, gone := DevicesGone(ctx, e.Tailnet, []string{host}, start, time.Minute)
+	deleted := time.Since(start)
+	_, gone := DevicesGone(ctx, e.Tailnet, []string{host}, start, wait)
 	if gone == nil {
 		return "", nil
 	}
-	note := fmt.Sprintf("after the %s was deleted, its device was still on the tailnet a minute later (proxy pods then: %s); the harness removed the proxy and the device itself",
-		obj.GetKind(), e.podSummary(ctx, s.Namespace))
+	note := fmt.Sprintf("after the %s was deleted (gone from the API after %s), its device was still on the tailnet %s later (proxy pods then: %s; %s; operator log: %s); the harness removed the proxy and the device itself",
+		obj.GetKind(), deleted.Round(time.Second), wait, e.podSummary(ctx, s.Namespace), e.statefulSetSummary(ctx, s.Namespace), e.saveOperatorLog(ctx, s, obj))
 	if err := e.Cluster.DeleteChildren(ctx, s.Namespace, obj.GetNamespace(), obj.GetName()); err != nil {
 		return note, err
 	}
@@ -255,4 +270,16 @@ func (e *Env) remove(ctx context.Context, s Side, obj *unstructured.Unstructured
 	}
 	_, err = DevicesGone(ctx, e.Tailnet, []string{host}, start, time.Minute)
 	return note, err
+}
+
+// settledSnapshot is the compatibility snapshot of obj once side's operator
+// stopped changing it (a snapshot that never settles within a minute is
+// taken as it is, and says so in the log).
+func (e *Env) settledSnapshot(ctx context.Context, obj *unstructured.Unstructured, s Side, logger *log.Logger) (Snapshot, error) {
+	snap, took, err := e.Cluster.SettledSnapshot(ctx, e.Tailnet, obj, s.Namespace, time.Minute)
+	if ctx.Err() != nil {
+		return snap, ctx.Err()
+	}
+	logger.Info("status settled", "kind", obj.GetKind(), "name", obj.GetName(), "operator", s.Name, "took", took.Round(time.Second), "err", err)
+	return snap, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -43,8 +44,10 @@ type Env struct {
 	// Probe (fresh connection per request) and Keep (keep-alive) reach
 	// the tailnet through the join proxy.
 	Probe, Keep *http.Client
-	dev, join   *Background
-	dir         string
+	// KeepDials counts the connections Keep opened.
+	KeepDials atomic.Int64
+	dev, join *Background
+	dir       string
 }
 
 func (c Config) clusterDir() string { return filepath.Join(c.Work, "cluster") }
@@ -97,10 +100,10 @@ func Up(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error) {
 	if err != nil {
 		return e, fmt.Errorf("devcluster join: %w", err)
 	}
-	if e.Probe, err = e.Tailnet.TailnetClient(cfg.SocksAddr, false); err != nil {
+	if e.Probe, err = e.Tailnet.TailnetClient(cfg.SocksAddr, false, nil); err != nil {
 		return e, err
 	}
-	if e.Keep, err = e.Tailnet.TailnetClient(cfg.SocksAddr, true); err != nil {
+	if e.Keep, err = e.Tailnet.TailnetClient(cfg.SocksAddr, true, &e.KeepDials); err != nil {
 		return e, err
 	}
 	return e, nil
@@ -154,6 +157,9 @@ func (e *Env) podSummary(ctx context.Context, ns string) string {
 	var parts []string
 	for _, p := range pods.Items {
 		s := p.Name + " " + string(p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			s += fmt.Sprintf(" (terminating for %s)", time.Since(p.DeletionTimestamp.Time).Round(time.Second))
+		}
 		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 			if w := cs.State.Waiting; w != nil {
 				s += " " + cs.Name + ":" + w.Reason

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -89,4 +91,40 @@ func decodeBase64(s string) string {
 		return s
 	}
 	return string(b)
+}
+
+// settleQuiet is how long a snapshot must stay the same to count as
+// settled: an operator writes conditions, status and Events in several
+// steps after its proxy first serves (session 11's rows were read at the
+// first success, before the last of them).
+const settleQuiet = 5 * time.Second
+
+// SettledSnapshot takes snapshots of parent every second until one has
+// stayed the same for settleQuiet, and returns it with the time it took;
+// after timeout it returns the last one and an error saying it kept
+// changing.
+func (c *Cluster) SettledSnapshot(ctx context.Context, env TailnetEnv, parent *unstructured.Unstructured, operatorNS string, timeout time.Duration) (Snapshot, time.Duration, error) {
+	return settle(ctx, timeout, time.Second, settleQuiet, func() (Snapshot, error) {
+		return c.TakeSnapshot(ctx, env, parent, operatorNS)
+	}, fmt.Sprintf("the status of %s %s to settle", parent.GetKind(), parent.GetName()))
+}
+
+// settle calls take every interval until its result has not changed for
+// quiet; see SettledSnapshot.
+func settle(ctx context.Context, timeout, interval, quiet time.Duration, take func() (Snapshot, error), what string) (Snapshot, time.Duration, error) {
+	start := time.Now()
+	var last Snapshot
+	var since time.Time
+	err := Poll(ctx, timeout, interval, func() (bool, error) {
+		s, err := take()
+		if err != nil {
+			return false, err
+		}
+		now := time.Now()
+		if since.IsZero() || !reflect.DeepEqual(s, last) {
+			last, since = s, now
+		}
+		return now.Sub(since) >= quiet, nil
+	}, what)
+	return last, time.Since(start), err
 }

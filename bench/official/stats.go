@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -101,4 +102,35 @@ func formatNumber(x float64) string {
 	default:
 		return fmt.Sprintf("%.2f", x)
 	}
+}
+
+// loadRuns is how many of each side's last runs measure the L7 load: one
+// reading of a few seconds on a shared machine is noise (session 11 had one
+// per side), the median of three is a measurement.
+const loadRuns = 3
+
+// LoadSummary is the median of several loads of one proxy.
+type LoadSummary struct {
+	PerSecond, P99ms   float64
+	Requests, Failures int
+	// Conns lists the connections each load opened, e.g. "8, 8, 8".
+	Conns string
+}
+
+// SummarizeLoads takes the medians of loads' requests/s and p99, and sums
+// their requests and failures.
+func SummarizeLoads(loads []LoadResult) LoadSummary {
+	var sum LoadSummary
+	var rates, p99s []float64
+	var conns []string
+	for _, l := range loads {
+		rates = append(rates, l.PerSecond)
+		p99s = append(p99s, float64(l.P99.Microseconds())/1000)
+		sum.Requests += l.Requests
+		sum.Failures += l.Failures
+		conns = append(conns, strconv.FormatInt(l.Conns, 10))
+	}
+	sum.PerSecond, sum.P99ms = Median(rates), Median(p99s)
+	sum.Conns = strings.Join(conns, ", ")
+	return sum
 }

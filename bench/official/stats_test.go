@@ -57,3 +57,18 @@ func TestPerformanceTable(t *testing.T) {
 		}
 	}
 }
+
+// The L7 line is the median of each side's last loads, with every load's
+// connection count shown so that a proxy that closes keep-alive
+// connections stands out.
+func TestSummarizeLoads(t *testing.T) {
+	got := SummarizeLoads([]LoadResult{
+		{Requests: 3000, PerSecond: 300, P99: 50 * time.Millisecond, Conns: 8},
+		{Requests: 6000, PerSecond: 600, P99: 40 * time.Millisecond, Conns: 8, Failures: 1},
+		{Requests: 5000, PerSecond: 500, P99: 45 * time.Millisecond, Conns: 3000},
+	})
+	want := LoadSummary{PerSecond: 500, P99ms: 45, Requests: 14000, Failures: 1, Conns: "8, 8, 3000"}
+	if got != want {
+		t.Fatalf("SummarizeLoads = %+v, want %+v", got, want)
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/proxy"
@@ -61,7 +63,9 @@ func (e TailnetEnv) roots() (*x509.CertPool, error) {
 // trusts the certificates proxies obtain from devcluster's ACME server.
 // keepAlive false gives every request its own connection (a probe measures
 // a fresh connection, as a new client would).
-func (e TailnetEnv) TailnetClient(socksAddr string, keepAlive bool) (*http.Client, error) {
+// dials, when not nil, counts the connections the client opens (a load
+// with keep-alive should open one per worker).
+func (e TailnetEnv) TailnetClient(socksAddr string, keepAlive bool, dials *atomic.Int64) (*http.Client, error) {
 	roots, err := e.roots()
 	if err != nil {
 		return nil, err
@@ -74,8 +78,15 @@ func (e TailnetEnv) TailnetClient(socksAddr string, keepAlive bool) (*http.Clien
 	if !ok {
 		return nil, errors.New("SOCKS5 dialer without DialContext")
 	}
+	dial := cd.DialContext
+	if dials != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return cd.DialContext(ctx, network, addr)
+		}
+	}
 	tr := &http.Transport{
-		DialContext:         cd.DialContext,
+		DialContext:         dial,
 		TLSClientConfig:     &tls.Config{RootCAs: roots},
 		DisableKeepAlives:   !keepAlive,
 		MaxIdleConnsPerHost: 64,

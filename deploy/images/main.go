@@ -3,7 +3,7 @@
 //
 //	images build [-out .cache/images] [-platforms linux/amd64,linux/arm64] [-tag latest]
 //	images push -registry ghcr.io/me [-tag latest] [-in .cache/images] [-insecure]
-//	images layout -out DIR -name NAME -bin PATH [-bin PATH ...] [-entrypoint PATH] [-user U] [-platform linux/amd64] [-tag latest]
+//	images layout -out DIR -name NAME -bin PATH [-bin PATH ...] [-entrypoint PATH] [-user U] [-platform linux/amd64] [-tag latest] [-file SRC=DEST ...] [-link DEST=TARGET ...] [-path PATH]
 //
 // build writes one OCI image layout per binary (tailplane-operator,
 // tailplane-proxy), each holding a multi-platform image index; push sends
@@ -43,7 +43,7 @@ func main() {
 	}
 }
 
-const usage = "usage: images build [-out dir] [-platforms linux/amd64,linux/arm64] [-tag t] | images push -registry host/prefix [-tag t] [-in dir] [-insecure] | images layout -out dir -name n -bin path [-bin path ...] [-entrypoint path] [-user u] [-platform p] [-tag t]"
+const usage = "usage: images build [-out dir] [-platforms linux/amd64,linux/arm64] [-tag t] | images push -registry host/prefix [-tag t] [-in dir] [-insecure] | images layout -out dir -name n -bin path [-bin path ...] [-entrypoint path] [-user u] [-platform p] [-tag t] [-file src=dest ...] [-link dest=target ...] [-path PATH]"
 
 func run(ctx context.Context, args []string, stdout io.Writer, logger *log.Logger) error {
 	if len(args) == 0 {
@@ -152,7 +152,15 @@ func layout(args []string, stdout io.Writer) error {
 	platform := fs.String("platform", "linux/amd64", "the binaries' platform")
 	tag := fs.String("tag", "latest", "version label and layout ref name")
 	description := fs.String("description", "", "description label")
+	var files, links repeated
+	fs.Var(&files, "file", "SRC=DEST: copy the host file SRC into the image at DEST, executable (repeatable)")
+	fs.Var(&links, "link", "DEST=TARGET: a symbolic link at DEST to TARGET (repeatable)")
+	pathEnv := fs.String("path", "", "the image's PATH (default "+imagebuild.BinDir+")")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	extra, err := extraFiles(files, links)
+	if err != nil {
 		return err
 	}
 	if *name == "" || len(bins) == 0 {
@@ -175,7 +183,7 @@ func layout(args []string, stdout io.Writer) error {
 	}
 	idx, err := imagebuild.BuildPrebuilt(imagebuild.Prebuilt{
 		Name: *name, Binaries: bins, Entrypoint: ep, User: *user, Platform: ps[0],
-		Version: *tag, Description: *description, SourceDate: date,
+		Version: *tag, Description: *description, SourceDate: date, Extra: extra, Path: *pathEnv,
 	})
 	if err != nil {
 		return err
@@ -190,4 +198,25 @@ func layout(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s %s %s\n", dir, *tag, digest)
 	return nil
+}
+
+// extraFiles turns -file SRC=DEST and -link DEST=TARGET into the image's
+// extra files.
+func extraFiles(files, links []string) ([]imagebuild.ExtraFile, error) {
+	var out []imagebuild.ExtraFile
+	for _, f := range files {
+		src, dest, ok := strings.Cut(f, "=")
+		if !ok || src == "" || dest == "" {
+			return nil, fmt.Errorf("layout: -file %q: want SRC=DEST", f)
+		}
+		out = append(out, imagebuild.ExtraFile{Path: dest, Source: src})
+	}
+	for _, l := range links {
+		dest, target, ok := strings.Cut(l, "=")
+		if !ok || dest == "" || target == "" {
+			return nil, fmt.Errorf("layout: -link %q: want DEST=TARGET", l)
+		}
+		out = append(out, imagebuild.ExtraFile{Path: dest, Link: target})
+	}
+	return out, nil
 }

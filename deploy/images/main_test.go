@@ -26,6 +26,8 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"layout", "-name", "x"}, "layout needs -name and at least one -bin"},
 		{[]string{"layout", "-bin", "/bin/true"}, "layout needs -name and at least one -bin"},
 		{[]string{"layout", "-name", "x", "-bin", "/bin/true", "-platform", "linux/amd64,linux/arm64"}, "give exactly one"},
+		{[]string{"layout", "-name", "x", "-bin", "/bin/true", "-file", "/bin/busybox"}, `-file "/bin/busybox": want SRC=DEST`},
+		{[]string{"layout", "-name", "x", "-bin", "/bin/true", "-link", "/bin/sh="}, `-link "/bin/sh=": want DEST=TARGET`},
 	} {
 		// %s stands for the layout folder of the last argument.
 		want := strings.Replace(tc.want, "%s", tc.args[len(tc.args)-1]+"/tailplane-operator", 1)

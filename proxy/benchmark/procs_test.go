@@ -3,6 +3,7 @@ package benchmark
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"tailscale.com/tsnet"
+
+	"github.com/tailplane/tailplane/proxy/config"
 )
 
 // buildBinaries builds tailplane-proxy and servenode once per run.
@@ -29,6 +32,23 @@ func buildBinaries(b *testing.B) (proxyBin, serveBin string) {
 		}
 	}
 	return proxyBin, serveBin
+}
+
+// startTailplaneProxy runs tailplane-proxy as hostname bench-proxy, an L7
+// ingress with l7, configured from a file, with its state in dir/tp.
+func startTailplaneProxy(b *testing.B, bin, dir, controlURL string, l7 *config.L7, env ...string) *exec.Cmd {
+	b.Helper()
+	cfg := &config.Config{Version: config.Version, Hostname: "bench-proxy", LoginServer: controlURL, Role: config.RoleIngressL7, L7: l7}
+	doc, err := json.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "proxy-config.json")
+	if err := os.WriteFile(cfgPath, doc, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return startProc(b, append([]string{"TAILPLANE_CONFIG_FILE=" + cfgPath, "TAILPLANE_STATE_DIR=" + filepath.Join(dir, "tp"),
+		"TAILPLANE_LOCAL_ADDR=127.0.0.1:0", "TAILPLANE_LOG_LEVEL=warn"}, env...), bin)
 }
 
 // startProc runs a process that ends with the benchmark.
@@ -106,3 +126,23 @@ func rssMB(pid int) (cur, peak float64, err error) {
 	}
 	return cur, peak, sc.Err()
 }
+
+// cpuSeconds returns the user and system CPU time the process has used.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces; fields after its ")"
+	// start at field 3, so utime and stime (14 and 15) are at 11 and 12.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// Linux on every architecture Go supports).
+const clockTicks = 100

@@ -29,6 +29,10 @@ import (
 //   - eviction and image garbage collection thresholds near zero: a
 //     developer's disk is often fuller than a kind node's, and evicting the
 //     test's pods helps no one.
+//   - maxPods (maxPods, default 110): the pods' address range, not the
+//     kubelet's default, bounds this one node; bench/official exposes 100
+//     Services per operator, a proxy pod each, next to the system pods and
+//     the other side's pods still terminating.
 func kubeletConfig(dir string, ports kubeletPorts, serving pki.Pair, clientCA, socket string) map[string]any {
 	return map[string]any{
 		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
@@ -60,6 +64,7 @@ func kubeletConfig(dir string, ports kubeletPorts, serving pki.Pair, clientCA, s
 		"evictionHard": map[string]string{
 			"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
 		},
+		"maxPods":             maxPods,
 		"syncFrequency":       "10s",
 		"shutdownGracePeriod": "0s",
 		"registerNode":        true,
@@ -67,6 +72,11 @@ func kubeletConfig(dir string, ports kubeletPorts, serving pki.Pair, clientCA, s
 		"serverTLSBootstrap":  false,
 	}
 }
+
+// maxPods is how many pods the node admits: the addresses host-local hands
+// out (PodCIDR up to podRangeEnd, 249 of them) less a few held by pods
+// still being torn down.
+const maxPods = 240
 
 // kubeletPorts are the kubelet's server and healthz ports, kept in the
 // cluster directory like the control plane's.

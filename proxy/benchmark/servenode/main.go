@@ -1,6 +1,7 @@
 // Command servenode is the baseline of the proxy benchmark: a bare tsnet
-// node that proxies port 80 to a backend with tailscale's own serve, set
-// through its LocalClient exactly as `tailscale serve` would.
+// node that proxies port 80 (or, with -https, 443 with the certificate in
+// its state folder) to a backend with tailscale's own serve, set through
+// its LocalClient exactly as `tailscale serve` would.
 //
 // It is a benchmark helper, not a product; it imports tsnet and the
 // standard library.
@@ -25,14 +26,15 @@ func main() {
 	hostname := flag.String("hostname", "serve-node", "tailnet hostname")
 	backend := flag.String("backend", "", "backend URL, e.g. http://127.0.0.1:8080")
 	dir := flag.String("dir", "", "state folder")
+	https := flag.Bool("https", false, "serve HTTPS on 443 with the node's certificate (as an official Ingress proxy does) instead of HTTP on 80")
 	flag.Parse()
-	if err := run(*control, *hostname, *backend, *dir); err != nil {
+	if err := run(*control, *hostname, *backend, *dir, *https); err != nil {
 		fmt.Fprintln(os.Stderr, "servenode:", err)
 		os.Exit(1)
 	}
 }
 
-func run(control, hostname, backend, dir string) error {
+func run(control, hostname, backend, dir string, https bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s := &tsnet.Server{Dir: dir, Hostname: hostname, ControlURL: control, Logf: func(string, ...any) {}}
@@ -48,10 +50,14 @@ func run(control, hostname, backend, dir string) error {
 		return err
 	}
 	fqdn := strings.TrimSuffix(st.Self.DNSName, ".")
+	port, handler := uint16(80), &ipn.TCPPortHandler{HTTP: true}
+	if https {
+		port, handler = 443, &ipn.TCPPortHandler{HTTPS: true}
+	}
 	sc := &ipn.ServeConfig{
-		TCP: map[uint16]*ipn.TCPPortHandler{80: {HTTP: true}},
+		TCP: map[uint16]*ipn.TCPPortHandler{port: handler},
 		Web: map[ipn.HostPort]*ipn.WebServerConfig{
-			ipn.HostPort(fqdn + ":80"): {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: backend}}},
+			ipn.HostPort(fmt.Sprintf("%s:%d", fqdn, port)): {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: backend}}},
 		},
 	}
 	if err := lc.SetServeConfig(upCtx, sc); err != nil {

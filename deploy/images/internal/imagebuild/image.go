@@ -3,10 +3,13 @@ package imagebuild
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -61,6 +64,18 @@ type layerFile struct {
 	body []byte
 }
 
+// ExtraFile is a file of a prebuilt image outside BinDir: an executable
+// copied from the host (Source) or a symbolic link (Link), at Path.
+type ExtraFile struct {
+	// Path is the absolute path in the image, e.g. /bin/busybox.
+	Path string
+	// Source is the host file to copy (mode 0755); empty for a link.
+	Source string
+	// Link is the target of a symbolic link, e.g. busybox.
+	Link string
+	body []byte
+}
+
 // imageSpec is what singleLayerImage puts in an image.
 type imageSpec struct {
 	files      []layerFile
@@ -70,11 +85,15 @@ type imageSpec struct {
 	createdBy  string
 	labels     map[string]string
 	date       time.Time
+	// extra are files outside BinDir, with their bodies read.
+	extra []ExtraFile
+	// path is the image's PATH; BinDir when empty.
+	path string
 }
 
 // singleLayerImage is an image of one layer (layerTar) on an empty base.
 func singleLayerImage(spec imageSpec) (v1.Image, error) {
-	tarBytes, err := layerTar(spec.files, spec.date)
+	tarBytes, err := layerTar(spec.files, spec.extra, spec.date)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +125,7 @@ func singleLayerImage(spec imageSpec) (v1.Image, error) {
 		Entrypoint: spec.entrypoint,
 		User:       spec.user,
 		WorkingDir: "/",
-		Env:        []string{"PATH=" + BinDir},
+		Env:        []string{"PATH=" + cmp.Or(spec.path, BinDir)},
 		Labels:     spec.labels,
 	}
 	img, err = mutate.ConfigFile(img, cf)
@@ -118,9 +137,10 @@ func singleLayerImage(spec imageSpec) (v1.Image, error) {
 
 // layerTar is the image's only layer: the binaries, a world-writable /tmp
 // (the proxy keeps tsnet's scratch folder there; the root is not writable by
-// the non-root user) and passwd/group entries. Owners, modes and times are
-// fixed so that the same binaries always give the same bytes.
-func layerTar(files []layerFile, date time.Time) ([]byte, error) {
+// the non-root user), passwd/group entries and the extra files with the
+// folders that hold them. Owners, modes and times are fixed so that the
+// same binaries always give the same bytes.
+func layerTar(files []layerFile, extra []ExtraFile, date time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	type entry struct {
@@ -128,6 +148,7 @@ func layerTar(files []layerFile, date time.Time) ([]byte, error) {
 		mode int64
 		body []byte
 		dir  bool
+		link string
 	}
 	entries := []entry{
 		{name: "etc/", mode: 0o755, dir: true},
@@ -141,10 +162,32 @@ func layerTar(files []layerFile, date time.Time) ([]byte, error) {
 	for _, f := range files {
 		entries = append(entries, entry{name: "usr/local/bin/" + f.name, mode: 0o755, body: f.body})
 	}
+	dirs := map[string]bool{}
+	for _, e := range entries {
+		dirs[e.name] = e.dir
+	}
+	for _, f := range extra {
+		name := strings.TrimPrefix(path.Clean(f.Path), "/")
+		// Missing folders first, the outermost first.
+		var missing []string
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			if !dirs[d+"/"] {
+				dirs[d+"/"] = true
+				missing = append(missing, d+"/")
+			}
+		}
+		for i := len(missing) - 1; i >= 0; i-- {
+			entries = append(entries, entry{name: missing[i], mode: 0o755, dir: true})
+		}
+		entries = append(entries, entry{name: name, mode: 0o755, body: f.body, link: f.Link})
+	}
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: date, Format: tar.FormatUSTAR, Typeflag: tar.TypeReg, Size: int64(len(e.body))}
-		if e.dir {
+		switch {
+		case e.dir:
 			h.Typeflag, h.Size = tar.TypeDir, 0
+		case e.link != "":
+			h.Typeflag, h.Size, h.Linkname, h.Mode = tar.TypeSymlink, 0, e.link, 0o777
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("layer %s: %w", e.name, err)

@@ -32,6 +32,12 @@ type Prebuilt struct {
 	Description, Source string
 	// SourceDate is every timestamp in the image.
 	SourceDate time.Time
+	// Extra are files outside BinDir (bench/official's proxy image holds a
+	// busybox for the official proxy's init container, which runs
+	// /bin/sh -c "sysctl -w ...").
+	Extra []ExtraFile
+	// Path is the image's PATH; BinDir when empty.
+	Path string
 }
 
 // BuildPrebuilt wraps p's binaries in a one-platform OCI image index.
@@ -52,6 +58,10 @@ func BuildPrebuilt(p Prebuilt) (v1.ImageIndex, error) {
 			return nil, fmt.Errorf("read binary: %w", err)
 		}
 		files = append(files, layerFile{name: base, body: body})
+	}
+	extra, err := readExtra(p.Extra, seen)
+	if err != nil {
+		return nil, err
 	}
 	entrypoint := p.Entrypoint
 	if len(entrypoint) == 0 {
@@ -85,9 +95,40 @@ func BuildPrebuilt(p Prebuilt) (v1.ImageIndex, error) {
 		createdBy:  "prebuilt binaries " + strings.Join(names, ", ") + " (tailplane deploy/images layout)",
 		labels:     l,
 		date:       date,
+		extra:      extra,
+		path:       p.Path,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Name, err)
 	}
 	return indexOf([]platformImage{{platform: p.Platform, image: img}}, l)
+}
+
+// readExtra checks the extra files (absolute, one of Source and Link, each
+// path once, none over a binary) and reads their bodies.
+func readExtra(extra []ExtraFile, binaries map[string]bool) ([]ExtraFile, error) {
+	out := make([]ExtraFile, 0, len(extra))
+	paths := map[string]bool{}
+	for _, f := range extra {
+		clean := filepath.Clean(f.Path)
+		switch {
+		case !filepath.IsAbs(clean) || clean == "/":
+			return nil, fmt.Errorf("imagebuild: extra file %q: want an absolute path", f.Path)
+		case (f.Source == "") == (f.Link == ""):
+			return nil, fmt.Errorf("imagebuild: extra file %s: give a source or a link target, not both or neither", clean)
+		case paths[clean] || (filepath.Dir(clean) == BinDir && binaries[filepath.Base(clean)]):
+			return nil, fmt.Errorf("imagebuild: two files at %s", clean)
+		}
+		paths[clean] = true
+		f.Path = clean
+		if f.Source != "" {
+			body, err := os.ReadFile(f.Source)
+			if err != nil {
+				return nil, fmt.Errorf("imagebuild: extra file %s: %w", clean, err)
+			}
+			f.body = body
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
