@@ -143,12 +143,21 @@ func TestAppConnectorLearnsRoutesFromDNS(t *testing.T) {
 
 	// The connector advertises what it saw, control approves it by the
 	// policy, and the client's netmap routes it through the connector.
-	prefs, err := lc.GetPrefs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(prefs.AdvertiseRoutes, route) {
-		t.Fatalf("connector prefs AdvertiseRoutes %v, want %s", prefs.AdvertiseRoutes, route)
+	// The connector learns from the answer in the background (tailscaled's
+	// app connector queues the advertisement), so its prefs can trail it.
+	for {
+		prefs, err := lc.GetPrefs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(prefs.AdvertiseRoutes, route) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("connector prefs AdvertiseRoutes %v, want %s", prefs.AdvertiseRoutes, route)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	waitRoutes(ctx, t, api, id, "the learned route advertised and auto-approved", func(r *tsapi.DeviceRoutes) bool {
 		return slices.Contains(r.Advertised, route.String()) && slices.Contains(r.Enabled, route.String())
