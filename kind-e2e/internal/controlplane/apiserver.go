@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/tailplane/tailplane/kind-e2e/internal/freeport"
 	"github.com/tailplane/tailplane/kind-e2e/internal/pki"
 )
 
@@ -283,32 +284,11 @@ func loadOrPickPorts(path string) (Ports, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return p, err
 	}
-	free, err := freePorts(3)
+	free, err := freeport.On("127.0.0.1", 3)
 	if err != nil {
 		return p, err
 	}
 	p = Ports{EtcdClient: free[0], EtcdPeer: free[1], APIServer: free[2]}
 	b, _ := json.MarshalIndent(p, "", "  ")
 	return p, os.WriteFile(path, b, 0o644)
-}
-
-// freePorts asks the kernel for n distinct free loopback ports. All listeners
-// stay open until every port is chosen, so the ports differ.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

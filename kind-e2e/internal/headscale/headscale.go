@@ -12,14 +12,13 @@
 // dialled over TLS, which a plain-HTTP server on loopback cannot answer.
 //
 // It imports the standard library, charmbracelet/log, tailscale.com's
-// tailcfg (the DERP map) and github.com/tailscale/hujson (policy files),
-// nothing of Tailplane's.
+// tailcfg (the DERP map), github.com/tailscale/hujson (policy files) and
+// internal/freeport.
 package headscale
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -28,12 +27,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/charmbracelet/log"
 	"tailscale.com/tailcfg"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/freeport"
 )
 
 // Config says how to run Headscale.
@@ -82,11 +84,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(cfg.Host, 3)
+	ports, err := freeport.On(cfg.Host, 3)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + net.JoinHostPort(cfg.Host, ports[0]), ConfigFile: filepath.Join(cfg.Dir, "config.yaml"), cfg: cfg, exited: make(chan struct{})}
+	s := &Server{URL: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(ports[0])), ConfigFile: filepath.Join(cfg.Dir, "config.yaml"), cfg: cfg, exited: make(chan struct{})}
 	if err := s.writeFiles(ports); err != nil {
 		return nil, err
 	}
@@ -208,36 +210,12 @@ func (s *Server) waitHealthy(ctx context.Context) error {
 	}
 }
 
-// freePorts returns n ports of host free right now.
-func freePorts(host string, n int) ([]string, error) {
-	var out []string
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		out = append(out, port)
-	}
-	if len(out) != n {
-		return nil, errors.New("no free ports")
-	}
-	return out, nil
-}
-
 // allowAll is the policy of a new tailnet: everyone reaches everything.
 const allowAll = `{"acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}]}`
 
 // writeFiles writes config.yaml (ports: HTTP, gRPC, metrics), derp.yaml and
 // policy.hujson.
-func (s *Server) writeFiles(ports []string) error {
+func (s *Server) writeFiles(ports []int) error {
 	d := s.cfg.Dir
 	policy, err := s.translate(s.cfg.Policy)
 	if err != nil {
@@ -285,7 +263,7 @@ unix_socket_permission: "0770"
 logtail:
   enabled: false
 randomize_client_port: false
-`, s.URL, net.JoinHostPort(s.cfg.Host, ports[0]), net.JoinHostPort(s.cfg.Host, ports[1]), net.JoinHostPort(s.cfg.Host, ports[2]), d, s.cfg.BaseDomain)
+`, s.URL, net.JoinHostPort(s.cfg.Host, strconv.Itoa(ports[0])), net.JoinHostPort(s.cfg.Host, strconv.Itoa(ports[1])), net.JoinHostPort(s.cfg.Host, strconv.Itoa(ports[2])), d, s.cfg.BaseDomain)
 	files := map[string]string{"config.yaml": config, "derp.yaml": derpYAML(s.cfg.DERPMap), "policy.hujson": policy}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
