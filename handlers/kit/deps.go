@@ -64,6 +64,11 @@ type Deps struct {
 	// spared. Defaults DefaultOrphanKeySweep and DefaultOrphanKeyGrace;
 	// set them before Register.
 	OrphanKeySweep, OrphanKeyGrace time.Duration
+	// StrayProxySweep is how often the operator looks for proxies whose
+	// parent left the API server without their delete handler (its
+	// finalizer removed by hand or by another operator) and removes them.
+	// Default DefaultStrayProxySweep; set it before Register.
+	StrayProxySweep time.Duration
 
 	stateStore *runtime.ConfigMapStorage
 	applied    appliedCache
@@ -80,11 +85,15 @@ const (
 	DefaultOrphanKeyGrace = 5 * time.Minute
 )
 
+// DefaultStrayProxySweep is the default of Deps.StrayProxySweep: a sweep
+// costs a list of the state Secrets and a read of each parent.
+const DefaultStrayProxySweep = 5 * time.Minute
+
 // NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	return &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
-		OrphanKeySweep: DefaultOrphanKeySweep, OrphanKeyGrace: DefaultOrphanKeyGrace,
+		OrphanKeySweep: DefaultOrphanKeySweep, OrphanKeyGrace: DefaultOrphanKeyGrace, StrayProxySweep: DefaultStrayProxySweep,
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
 			Legacy: LegacyStatePrefix}}
 }

@@ -38,12 +38,14 @@ type Pipeline struct {
 // New returns the pipeline of the modules that share d, and starts watching
 // the proxies' state Secrets (a parent is handled again when a replica
 // reports a device, a new name or a refused config), and, on a tailnet
-// whose keys carry no description, sweeping its orphaned auth keys.
+// whose keys carry no description, sweeping its orphaned auth keys; and
+// sweeping the proxies whose parent left without its delete handler.
 func New(d *kit.Deps) *Pipeline {
 	p := &Pipeline{d: d, modules: map[string]*Module{}}
 	p.claims.wake = p.enqueueKey
 	p.watchState()
 	p.registerOrphanSweep()
+	p.registerStraySweep()
 	return p
 }
 
@@ -115,6 +117,9 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseProxyClass, Message: waiting})
 	}
 	if err := p.moveTailnet(ctx, m, obj, m.tailnetOf(obj)); err != nil {
+		return err
+	}
+	if err := p.dropReplacedProxy(ctx, m, obj); err != nil {
 		return err
 	}
 	parent := m.parent(obj)
