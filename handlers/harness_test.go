@@ -326,6 +326,16 @@ func (h *harness) simulateLogin(parentType, name, id, fqdn string, ips ...string
 	}
 }
 
+// exposedOnline creates an exposed Service and has its proxy log in as
+// device id at ip: the Service is Ready.
+func (h *harness) exposedOnline(name, id, ip string) {
+	h.t.Helper()
+	h.createService(exposed(name, nil))
+	testpoll.Until(h.t, settle, "proxy of "+name, func() error { return h.proxyExists("svc", name) })
+	h.simulateLogin("svc", name, id, h.ns+"-"+name+".tail1.ts.net", ip)
+	h.wantCondition(name, "True", "ProxyCreated", "ProxyCreated")
+}
+
 // condition returns the Service's TailscaleProxyReady condition.
 func (h *harness) condition(name string) *metav1.Condition {
 	for _, c := range h.service(name).Status.Conditions {

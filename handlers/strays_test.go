@@ -47,13 +47,8 @@ func (h *harness) deleteWithoutCleanup(name string) {
 // proxies whose parents exist.
 func TestStrayProxiesRemoved(t *testing.T) {
 	h := newHarness(t, nil)
-	h.createService(exposed("web", nil))
-	h.createService(exposed("keep", nil))
-	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "web") })
-	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "keep") })
-	h.simulateLogin("svc", "web", "nWEB", h.ns+"-web.tail1.ts.net", "100.64.0.7")
-	h.simulateLogin("svc", "keep", "nKEEP", h.ns+"-keep.tail1.ts.net", "100.64.0.8")
-	h.wantCondition("keep", "True", "ProxyCreated", "ProxyCreated")
+	h.exposedOnline("web", "nWEB", "100.64.0.7")
+	h.exposedOnline("keep", "nKEEP", "100.64.0.8")
 
 	// Parent gone while the operator was down: found at the start.
 	h.stop()
@@ -105,10 +100,7 @@ func TestStrayProxiesRemoved(t *testing.T) {
 // one.
 func TestReplacedParentGetsItsOwnProxy(t *testing.T) {
 	h := newHarness(t, nil)
-	h.createService(exposed("web", nil))
-	testpoll.Until(t, settle, "proxy objects", func() error { return h.proxyExists("svc", "web") })
-	h.simulateLogin("svc", "web", "nOLD", h.ns+"-web.tail1.ts.net", "100.64.0.7")
-	h.wantCondition("web", "True", "ProxyCreated", "ProxyCreated")
+	h.exposedOnline("web", "nOLD", "100.64.0.7")
 
 	h.stop()
 	h.deleteWithoutCleanup("web")

@@ -167,10 +167,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 // finalizer and old annotations removed.
 func TestUpgradeCleansUpOldReleaseParent(t *testing.T) {
 	h := newHarness(t, nil)
-	h.createService(exposed("left", nil))
-	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("svc", "left") })
-	h.simulateLogin("svc", "left", "nLEFT", h.ns+"-left.tail1.ts.net", "100.64.0.32")
-	h.wantCondition("left", "True", "ProxyCreated", "ProxyCreated")
+	h.exposedOnline("left", "nLEFT", "100.64.0.32")
 	h.stop()
 	h.asOldRelease(oldObject{resources.Services, "svc", "left", kit.RoleIngressL4})
 	h.patchService("left", `{"metadata":{"annotations":{"tailscale.com/expose":null}}}`)
