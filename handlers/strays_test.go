@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -124,4 +125,28 @@ func TestReplacedParentGetsItsOwnProxy(t *testing.T) {
 	h.wantCondition("web", "False", "ProxyPending", "no Tailscale hostname known yet")
 	h.simulateLogin("svc", "web", "nNEW", h.ns+"-web.tail1.ts.net", "100.64.0.9")
 	h.wantCondition("web", "True", "ProxyCreated", "ProxyCreated")
+}
+
+// A proxy whose objects are deleted by hand (or by a tool cleaning up after
+// its parent) while its parent still wants it is made again at once, every
+// object of it: the operator otherwise skips re-applying objects it applied
+// unchanged within the last minute.
+func TestProxyObjectsDeletedByHandComeBack(t *testing.T) {
+	h := newHarness(t, nil)
+	h.exposedOnline("web", "nWEB", "100.64.0.7")
+	n := h.names("svc", "web")
+	ctx := h.ctx()
+	if err := errors.Join(
+		h.kube.AppsV1().StatefulSets(h.opNS).Delete(ctx, n.Base, metav1.DeleteOptions{}),
+		h.kube.CoreV1().ServiceAccounts(h.opNS).Delete(ctx, n.Base, metav1.DeleteOptions{}),
+		h.kube.RbacV1().Roles(h.opNS).Delete(ctx, n.Base, metav1.DeleteOptions{}),
+		h.kube.RbacV1().RoleBindings(h.opNS).Delete(ctx, n.Base, metav1.DeleteOptions{}),
+		h.kube.CoreV1().Secrets(h.opNS).Delete(ctx, n.ConfigSecret, metav1.DeleteOptions{}),
+		h.kube.CoreV1().Secrets(h.opNS).Delete(ctx, n.StateSecret, metav1.DeleteOptions{}),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the minute an unchanged apply is skipped for.
+	testpoll.Until(t, 20*time.Second, "every object of the proxy again", func() error { return h.proxyExists("svc", "web") })
+	h.wantCondition("web", "False", "ProxyPending", "no Tailscale hostname known yet")
 }

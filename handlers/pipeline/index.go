@@ -29,8 +29,12 @@ func stateSelector() string {
 
 // watchState indexes the state Secrets by role (hasProxy) and re-handles a
 // parent whenever one of its replicas' state Secrets changes (the proxy
-// wrote device_id, device_fqdn, device_ips or config_error). The watch
-// covers only managed state Secrets in the operator namespace.
+// wrote device_id, device_fqdn, device_ips or config_error) or is deleted.
+// A deletion the pipeline did not make (by hand, or by a tool removing a
+// proxy's objects) also drops what the operator remembers having applied
+// for that proxy, so that the parent's next cycle applies every object
+// again instead of skipping the unchanged ones for up to a minute. The
+// watch covers only managed state Secrets in the operator namespace.
 func (p *Pipeline) watchState() {
 	sel := stateSelector()
 	opts := []runtime.Option{runtime.Namespace(p.d.Settings.Namespace), runtime.Selector(sel)}
@@ -48,7 +52,14 @@ func (p *Pipeline) watchState() {
 		if !ok {
 			res, ok = legacyResource(l[proxystate.LabelParentType])
 		}
-		if !ok || l[proxystate.LabelParentName] == "" || !stateChanged(typ, old, obj) {
+		if !ok || l[proxystate.LabelParentName] == "" {
+			return nil
+		}
+		if typ == watch.Deleted {
+			if base, ok := replicaBase(obj.GetName()); ok {
+				p.d.ForgetProxy(obj.GetNamespace(), base)
+			}
+		} else if !stateChanged(typ, old, obj) {
 			return nil
 		}
 		return []runtime.Key{{Resource: res, Namespace: l[proxystate.LabelParentNamespace], Name: l[proxystate.LabelParentName]}}
@@ -108,14 +119,23 @@ func (p *Pipeline) waitProxyGone(ctx context.Context, m *Module, namespace, name
 var stateKeys = []string{proxystate.KeyDeviceID, proxystate.KeyDeviceFQDN, proxystate.KeyDeviceIPs, proxystate.KeyConfigError,
 	proxystate.KeyDeviceAdvertisedRoutes, proxystate.KeyDeviceApprovedRoutes, proxystate.KeyServices, proxystate.KeyConfigApplied}
 
+// replicaBase is the proxy base name of a replica's state Secret
+// ("<base>-<ordinal>").
+func replicaBase(stateSecret string) (string, bool) {
+	i := strings.LastIndexByte(stateSecret, '-')
+	if i <= 0 {
+		return "", false
+	}
+	_, ok := proxyset.OrdinalOf(stateSecret[:i], stateSecret)
+	return stateSecret[:i], ok
+}
+
 // stateChanged reports whether the operator-relevant keys of a state Secret
 // changed: on an update, from the old state; when it appears (created, or
 // listed after a restart), whether it has any. A new Secret without them
-// (the operator just created it) and a deleted one are no news.
+// (the operator just created it) is no news.
 func stateChanged(typ watch.EventType, old, obj *unstructured.Unstructured) bool {
 	switch typ {
-	case watch.Deleted:
-		return false
 	case watch.Modified:
 		if old != nil {
 			return stateFingerprint(old) != stateFingerprint(obj)

@@ -24,7 +24,6 @@ func TestStateChangedFiltersTailscaledKeys(t *testing.T) {
 		{watch.Modified, map[string]any{"_machinekey": "bWs=", "device_id": "bjE="}, true}, // logged in
 		{watch.Modified, map[string]any{"_machinekey": "bWsy", "device_id": "bjE="}, false},
 		{watch.Modified, map[string]any{"device_id": "bjE=", "device_fqdn": "d2Vi"}, true},
-		{watch.Deleted, nil, false},
 		{watch.Added, map[string]any{"device_id": "bjE="}, true}, // seen again after a restart
 	}
 	var prev *unstructured.Unstructured
@@ -38,5 +37,16 @@ func TestStateChangedFiltersTailscaledKeys(t *testing.T) {
 			t.Errorf("step %d (%s %v): got %v, want %v", i, s.typ, s.data, got, s.want)
 		}
 		prev = cur
+	}
+}
+
+// A state Secret's name gives its proxy's base name; other names do not.
+func TestReplicaBase(t *testing.T) {
+	for name, want := range map[string]string{"ts-web-1a2b3c4d-0": "ts-web-1a2b3c4d", "ts-web-1a2b3c4d-12": "ts-web-1a2b3c4d",
+		"ts-web-1a2b3c4d-config": "", "ts-web-1a2b3c4d-01": "", "web": "", "-0": ""} {
+		got, ok := replicaBase(name)
+		if got != want && ok || ok != (want != "") {
+			t.Errorf("replicaBase(%q) = %q, %v; want %q", name, got, ok, want)
+		}
 	}
 }
