@@ -74,7 +74,7 @@ func (e *Env) manyServices(ctx context.Context, logger *log.Logger) []Line {
 	var failed []string
 	sides := Sides()
 	for i, s := range sides {
-		if err := e.servicesAtOnce(ctx, s, sides[1-i], n, &mib[i], &secs[i]); err != nil {
+		if err := e.servicesAtOnce(ctx, logger, s, sides[1-i], n, &mib[i], &secs[i]); err != nil {
 			msg := fmt.Sprintf("%s: %v (pods: %s)", s.Name, err, e.podSummary(ctx, s.Namespace))
 			logger.Warn("Services at once", "err", msg)
 			failed = append(failed, msg)
@@ -103,13 +103,18 @@ func (e *Env) manyServices(ctx context.Context, logger *log.Logger) []Line {
 // all their devices are on the tailnet, then the Services deleted and the
 // time until every device left. The Services are removed and other scaled
 // back up whatever happens.
-func (e *Env) servicesAtOnce(ctx context.Context, s, other Side, n int, mib, secs *float64) error {
+func (e *Env) servicesAtOnce(ctx context.Context, logger *log.Logger, s, other Side, n int, mib, secs *float64) error {
 	var objs []*unstructured.Unstructured
 	var hosts []string
 	for k := range n {
 		name := fmt.Sprintf("bench-%03d", k)
 		objs = append(objs, loadBalancer(name, s.LoadBalancerClass))
 		hosts = append(hosts, "default-"+name)
+	}
+	// Both sides name their devices alike: a device the other side left
+	// would count as this side's, present at once and never gone.
+	if err := e.removeDevices(ctx, logger, hosts, "left before "+s.Name+"'s Services"); err != nil {
+		return err
 	}
 	if err := e.Cluster.ScaleOperator(ctx, other.Namespace, 0); err != nil {
 		return err
@@ -118,6 +123,7 @@ func (e *Env) servicesAtOnce(ctx context.Context, s, other Side, n int, mib, sec
 		for _, o := range objs {
 			_ = e.Cluster.Delete(ctx, o, time.Minute)
 		}
+		_ = e.removeDevices(ctx, logger, hosts, "left by "+s.Name)
 		_ = e.Cluster.ScaleOperator(ctx, other.Namespace, 1)
 	}()
 	for _, o := range objs {
@@ -141,9 +147,39 @@ func (e *Env) servicesAtOnce(ctx context.Context, s, other Side, n int, mib, sec
 			return err
 		}
 	}
-	d, err := DevicesGone(ctx, e.Tailnet, hosts, start, 15*time.Minute)
+	d, err := DevicesGone(ctx, e.Tailnet, hosts, start, cleanupWait)
 	*secs = d.Seconds()
 	return err
+}
+
+// cleanupWait bounds the wait for deleted Services' devices to leave: a
+// device its operator did not delete stays for good.
+const cleanupWait = 5 * time.Minute
+
+// removeDevices deletes the tailnet's devices of hosts through the API,
+// logging them with why they were there.
+func (e *Env) removeDevices(ctx context.Context, logger *log.Logger, hosts []string, why string) error {
+	devices, err := e.Tailnet.Devices(ctx)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, h := range hosts {
+		want[h] = true
+	}
+	var removed []string
+	for _, d := range devices {
+		if want[strings.SplitN(d.Name, ".", 2)[0]] || want[d.Hostname] {
+			if err := e.Tailnet.DeleteDevice(ctx, d.ID); err != nil {
+				return err
+			}
+			removed = append(removed, d.Name)
+		}
+	}
+	if len(removed) > 0 {
+		logger.Warn("removed devices", "why", why, "devices", strings.Join(removed, ","))
+	}
+	return nil
 }
 
 // loadBalancer is a LoadBalancer Service of class in default, in front of

@@ -97,16 +97,16 @@ func DevicesGone(ctx context.Context, env TailnetEnv, hosts []string, start time
 		if err != nil {
 			return false, err
 		}
-		left := 0
+		var left []string
 		for _, d := range devices {
 			for _, h := range hosts {
 				if strings.HasPrefix(d.Name, h+".") || d.Hostname == h {
-					left++
+					left = append(left, h)
 				}
 			}
 		}
-		if left > 0 {
-			return false, fmt.Errorf("%d devices left", left)
+		if len(left) > 0 {
+			return false, fmt.Errorf("%d of %d devices left: %s", len(left), len(hosts), strings.Join(left[:min(len(left), 5)], ", "))
 		}
 		return true, nil
 	}, fmt.Sprintf("the devices of %d hosts to leave the tailnet", len(hosts)))
