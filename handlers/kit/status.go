@@ -17,15 +17,16 @@ import (
 )
 
 // PatchStatus merge-patches the status subresource of a namespaced or
-// cluster-scoped object (namespace "" for cluster-scoped).
+// cluster-scoped object (namespace "" for cluster-scoped). An object that
+// is gone has no status to show: that is no error.
 func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, status map[string]any) error {
 	b, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return fmt.Errorf("encode status of %s/%s: %w", namespace, name, err)
 	}
 	ri := d.Dyn.Resource(gvr).Namespace(namespace)
-	if _, err := ri.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, apiNotFoundNil(err))
+	if _, err := ri.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patch status of %s %s/%s: %w", gvr.Resource, namespace, name, err)
 	}
 	return nil
 }
@@ -55,13 +56,6 @@ func FromUnstructured(u *unstructured.Unstructured, out any) error {
 		return fmt.Errorf("decode %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
-}
-
-func apiNotFoundNil(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }
 
 // DecodeService decodes a Service with its TypeMeta set (an Event's
