@@ -61,7 +61,8 @@ func (e *Env) exposeAlone(ctx context.Context, domain string, logger *log.Logger
 // would leave Tailplane's proxies behind on delete), reads the operator's
 // RSS once every device is on the tailnet, then deletes them all and times
 // until every device has left. A side that fails does not hide the other
-// side's numbers: they go into the line's reason.
+// side's numbers, and an operator that leaves devices behind still has its
+// RSS line; its clean-up line says how many left, when, and which stayed.
 func (e *Env) manyServices(ctx context.Context, logger *log.Logger) []Line {
 	n := e.Cfg.Services
 	rss := Line{What: fmt.Sprintf("operator RSS at %d exposed LoadBalancer Services", n), Unit: "MiB", Samples: 1}
@@ -70,40 +71,64 @@ func (e *Env) manyServices(ctx context.Context, logger *log.Logger) []Line {
 		rss.Missing, cleanup.Missing = "not run (-services 0)", "not run (-services 0)"
 		return []Line{rss, cleanup}
 	}
-	var mib, secs [2]float64
-	var failed []string
+	var results [2]manyResult
 	sides := Sides()
 	for i, s := range sides {
-		if err := e.servicesAtOnce(ctx, logger, s, sides[1-i], n, &mib[i], &secs[i]); err != nil {
-			msg := fmt.Sprintf("%s: %v (pods: %s)", s.Name, err, e.podSummary(ctx, s.Namespace))
-			logger.Warn("Services at once", "err", msg)
-			failed = append(failed, msg)
-			continue
-		}
-		logger.Info("Services at once", "operator", s.Name, "services", n, "operator RSS MiB", mib[i], "clean-up s", secs[i])
-		failed = append(failed, "")
+		results[i] = e.servicesAtOnce(ctx, logger, s, sides[1-i], n)
+		r := results[i]
+		logger.Info("Services at once", "operator", s.Name, "services", n, "operator RSS MiB", r.mib,
+			"devices left", r.left, "last left after s", r.cleanup.Seconds(), "stayed", strings.Join(r.stayed, ","), "err", r.err)
 	}
-	if failed[0] != "" || failed[1] != "" {
-		for i, s := range sides {
-			if failed[i] == "" {
-				failed[i] = fmt.Sprintf("%s: operator RSS %s MiB, clean-up %s s", s.Name, formatNumber(mib[i]), formatNumber(secs[i]))
-			}
+	var rssMissing, cleanupMissing []string
+	for i, s := range sides {
+		r := results[i]
+		switch {
+		case r.err != nil:
+			msg := fmt.Sprintf("%s: %v", s.Name, r.err)
+			rssMissing, cleanupMissing = append(rssMissing, msg), append(cleanupMissing, msg)
+		case len(r.stayed) > 0:
+			cleanupMissing = append(cleanupMissing, fmt.Sprintf("%s: %d of %d devices left, the last after %s; %d still on the tailnet %s after the delete (%s)",
+				s.Name, r.left, n, formatNumber(r.cleanup.Seconds())+" s", len(r.stayed), cleanupWait, strings.Join(r.stayed, ", ")))
+		default:
+			cleanupMissing = append(cleanupMissing, fmt.Sprintf("%s: all %d devices left after %s s", s.Name, n, formatNumber(r.cleanup.Seconds())))
 		}
-		rss.Missing = strings.Join(failed, "; ")
-		cleanup.Missing = rss.Missing
-		return []Line{rss, cleanup}
+		if r.err == nil {
+			rssMissing = append(rssMissing, fmt.Sprintf("%s: %s MiB", s.Name, formatNumber(r.mib)))
+		}
 	}
-	rss.Official, rss.Tailplane = mib[0], mib[1]
-	cleanup.Official, cleanup.Tailplane = secs[0], secs[1]
+	if results[0].err == nil && results[1].err == nil {
+		rss.Official, rss.Tailplane = results[0].mib, results[1].mib
+	} else {
+		rss.Missing = strings.Join(rssMissing, "; ")
+	}
+	if results[0].err == nil && results[1].err == nil && len(results[0].stayed) == 0 && len(results[1].stayed) == 0 {
+		cleanup.Official, cleanup.Tailplane = results[0].cleanup.Seconds(), results[1].cleanup.Seconds()
+	} else {
+		cleanup.Missing = strings.Join(cleanupMissing, "; ")
+	}
 	return []Line{rss, cleanup}
+}
+
+// manyResult is one side's outcome of servicesAtOnce.
+type manyResult struct {
+	// mib is the operator's RSS with every device on the tailnet.
+	mib float64
+	// left devices left the tailnet after the delete, the last of them
+	// cleanup after it; stayed are the hosts whose devices did not.
+	left    int
+	cleanup time.Duration
+	stayed  []string
+	// err: the side could not be measured (its devices never all came up,
+	// say).
+	err error
 }
 
 // servicesAtOnce is one side of manyServices: other scaled to zero, n
 // LoadBalancer Services of s's class applied, the operator's RSS read once
 // all their devices are on the tailnet, then the Services deleted and the
-// time until every device left. The Services are removed and other scaled
-// back up whatever happens.
-func (e *Env) servicesAtOnce(ctx context.Context, logger *log.Logger, s, other Side, n int, mib, secs *float64) error {
+// devices' leaving timed. The Services and any device left are removed,
+// and other scaled back up, whatever happens.
+func (e *Env) servicesAtOnce(ctx context.Context, logger *log.Logger, s, other Side, n int) (r manyResult) {
 	var objs []*unstructured.Unstructured
 	var hosts []string
 	for k := range n {
@@ -113,11 +138,11 @@ func (e *Env) servicesAtOnce(ctx context.Context, logger *log.Logger, s, other S
 	}
 	// Both sides name their devices alike: a device the other side left
 	// would count as this side's, present at once and never gone.
-	if err := e.removeDevices(ctx, logger, hosts, "left before "+s.Name+"'s Services"); err != nil {
-		return err
+	if r.err = e.removeDevices(ctx, logger, hosts, "left before "+s.Name+"'s Services"); r.err != nil {
+		return r
 	}
-	if err := e.Cluster.ScaleOperator(ctx, other.Namespace, 0); err != nil {
-		return err
+	if r.err = e.Cluster.ScaleOperator(ctx, other.Namespace, 0); r.err != nil {
+		return r
 	}
 	defer func() {
 		for _, o := range objs {
@@ -127,29 +152,28 @@ func (e *Env) servicesAtOnce(ctx context.Context, logger *log.Logger, s, other S
 		_ = e.Cluster.ScaleOperator(ctx, other.Namespace, 1)
 	}()
 	for _, o := range objs {
-		if _, err := e.Cluster.Apply(ctx, o); err != nil {
-			return err
+		if _, r.err = e.Cluster.Apply(ctx, o); r.err != nil {
+			return r
 		}
 	}
 	// Session 12: the official operator's 100 L3 proxies took about 15
 	// minutes to come up on 2 cores.
-	if err := DevicesPresent(ctx, e.Tailnet, hosts, 25*time.Minute); err != nil {
-		return err
+	if r.err = DevicesPresent(ctx, e.Tailnet, hosts, 25*time.Minute); r.err != nil {
+		r.err = fmt.Errorf("%w (pods: %s)", r.err, e.podSummary(ctx, s.Namespace))
+		return r
 	}
-	m, err := e.operatorRSS(ctx, s)
-	if err != nil {
-		return err
+	if r.mib, r.err = e.operatorRSS(ctx, s); r.err != nil {
+		return r
 	}
-	*mib = m
 	start := time.Now()
 	for _, o := range objs {
-		if err := e.Cluster.Delete(ctx, o, 0); err != nil {
-			return err
+		if r.err = e.Cluster.Delete(ctx, o, 0); r.err != nil {
+			return r
 		}
 	}
-	d, err := DevicesGone(ctx, e.Tailnet, hosts, start, cleanupWait)
-	*secs = d.Seconds()
-	return err
+	r.cleanup, r.stayed, r.err = DevicesLeaving(ctx, e.Tailnet, hosts, start, cleanupWait)
+	r.left = len(hosts) - len(r.stayed)
+	return r
 }
 
 // cleanupWait bounds the wait for deleted Services' devices to leave: a

@@ -113,6 +113,41 @@ func DevicesGone(ctx context.Context, env TailnetEnv, hosts []string, start time
 	return time.Since(start), err
 }
 
+// DevicesLeaving waits up to timeout for the devices of hosts to leave the
+// tailnet, and returns how long after start the last one that left did,
+// and the hosts whose devices are still there at the timeout (an operator
+// that did not delete them: they stay for good). Only the tailnet API
+// failing for the whole wait is an error.
+func DevicesLeaving(ctx context.Context, env TailnetEnv, hosts []string, start time.Time, timeout time.Duration) (time.Duration, []string, error) {
+	var last time.Duration
+	var stayed []string
+	remaining := -1
+	err := Poll(ctx, timeout, 500*time.Millisecond, func() (bool, error) {
+		devices, err := env.Devices(ctx)
+		if err != nil {
+			return false, err
+		}
+		var now []string
+		for _, h := range hosts {
+			for _, d := range devices {
+				if strings.HasPrefix(d.Name, h+".") || d.Hostname == h {
+					now = append(now, h)
+					break
+				}
+			}
+		}
+		if remaining < 0 || len(now) < remaining {
+			last = time.Since(start)
+		}
+		remaining, stayed = len(now), now
+		return len(now) == 0, nil
+	}, fmt.Sprintf("the devices of %d hosts to leave the tailnet", len(hosts)))
+	if err != nil && remaining >= 0 {
+		return last, stayed, nil
+	}
+	return last, stayed, err
+}
+
 // DevicesPresent waits until the tailnet has a device for each of hosts.
 func DevicesPresent(ctx context.Context, env TailnetEnv, hosts []string, timeout time.Duration) error {
 	return Poll(ctx, timeout, time.Second, func() (bool, error) {
