@@ -1,7 +1,15 @@
 package official
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -36,5 +44,41 @@ func TestForSide(t *testing.T) {
 	}
 	if got, _, _ := unstructured.NestedString(ForSide(ing, Sides()[0]).Object, "spec", "ingressClassName"); got != OfficialClass {
 		t.Errorf("official Ingress class %q", got)
+	}
+}
+
+// DevicesLeaving times the last device that left and names those that
+// stayed past the wait, as an operator that never deletes them leaves them.
+func TestDevicesLeaving(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v2/oauth/token" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"access_token":"t","token_type":"Bearer","expires_in":3600}`)
+			return
+		}
+		// a and b leave after the second and third listing; c stays.
+		n := calls.Add(1)
+		devices := []string{`{"id":"3","name":"default-c.ts.net"}`}
+		if n <= 2 {
+			devices = append(devices, `{"id":"1","name":"default-a.ts.net"}`)
+		}
+		if n <= 3 {
+			devices = append(devices, `{"id":"2","name":"default-b.ts.net"}`)
+		}
+		fmt.Fprintf(w, `{"devices":[%s]}`, strings.Join(devices, ","))
+	}))
+	defer srv.Close()
+	env := TailnetEnv{"TS_API_URL": srv.URL}
+	start := time.Now()
+	last, stayed, err := DevicesLeaving(context.Background(), env, []string{"default-a", "default-b", "default-c"}, start, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(stayed, []string{"default-c"}) {
+		t.Fatalf("stayed %v, want default-c", stayed)
+	}
+	if last < time.Second || last > 2*time.Second {
+		t.Fatalf("the last device left after %s, want the fourth listing (about 1.5 s)", last)
 	}
 }
