@@ -90,27 +90,13 @@ func HTTPProbe(client *http.Client, url string, want int) func(context.Context) 
 
 // DevicesGone waits until the tailnet has no device whose MagicDNS name
 // starts with one of hosts' labels (host.) and returns how long that took
-// from start.
+// from start; devices still there at the timeout are an error naming them.
 func DevicesGone(ctx context.Context, env TailnetEnv, hosts []string, start time.Time, timeout time.Duration) (time.Duration, error) {
-	err := Poll(ctx, timeout, 500*time.Millisecond, func() (bool, error) {
-		devices, err := env.Devices(ctx)
-		if err != nil {
-			return false, err
-		}
-		var left []string
-		for _, d := range devices {
-			for _, h := range hosts {
-				if strings.HasPrefix(d.Name, h+".") || d.Hostname == h {
-					left = append(left, h)
-				}
-			}
-		}
-		if len(left) > 0 {
-			return false, fmt.Errorf("%d of %d devices left: %s", len(left), len(hosts), strings.Join(left[:min(len(left), 5)], ", "))
-		}
-		return true, nil
-	}, fmt.Sprintf("the devices of %d hosts to leave the tailnet", len(hosts)))
-	return time.Since(start), err
+	d, stayed, err := DevicesLeaving(ctx, env, hosts, start, timeout)
+	if err == nil && len(stayed) > 0 {
+		err = fmt.Errorf("%d of %d devices still on the tailnet after %s: %s", len(stayed), len(hosts), timeout, strings.Join(stayed[:min(len(stayed), 5)], ", "))
+	}
+	return d, err
 }
 
 // DevicesLeaving waits up to timeout for the devices of hosts to leave the
