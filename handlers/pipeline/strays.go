@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
@@ -37,7 +38,8 @@ func (p *Pipeline) registerStraySweep() {
 type strayCandidate struct {
 	module *Module
 	parent proxyset.Parent
-	// tailnet is the Tailnet its replicas were made in ("" the operator's).
+	// tailnetName is the Tailnet its replicas were made in ("" the
+	// operator's).
 	tailnetName string
 }
 
@@ -85,6 +87,16 @@ func (p *Pipeline) proxiesByState(ctx context.Context) ([]strayCandidate, error)
 	if err != nil {
 		return nil, fmt.Errorf("list the proxies' state Secrets in %s: %w", ns, err)
 	}
+	// The Tailnet a proxy's devices are in is on its config Secrets.
+	configs, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
+		proxystate.LabelManaged: "true", proxystate.LabelSecretType: proxyset.SecretTypeConfig}).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the proxies' config Secrets in %s: %w", ns, err)
+	}
+	tailnetOf := map[string]string{}
+	for _, c := range configs.Items {
+		tailnetOf[c.Name] = c.Labels[LabelTailnet]
+	}
 	seen := map[string]bool{}
 	var out []strayCandidate
 	for _, s := range list.Items {
@@ -103,11 +115,7 @@ func (p *Pipeline) proxiesByState(ctx context.Context) ([]strayCandidate, error)
 			continue // a truncated parent name, or a replica already listed
 		}
 		seen[base] = true
-		c := strayCandidate{module: m, parent: parent}
-		if cfg, err := p.d.Kube.CoreV1().Secrets(ns).Get(ctx, s.Name+"-config", metav1.GetOptions{}); err == nil {
-			c.tailnetName = cfg.Labels[LabelTailnet]
-		}
-		out = append(out, c)
+		out = append(out, strayCandidate{module: m, parent: parent, tailnetName: tailnetOf[s.Name+"-config"]})
 	}
 	return out, nil
 }
