@@ -183,27 +183,33 @@ const cleanupWait = 5 * time.Minute
 // removeDevices deletes the tailnet's devices of hosts through the API,
 // logging them with why they were there.
 func (e *Env) removeDevices(ctx context.Context, logger *log.Logger, hosts []string, why string) error {
-	devices, err := e.Tailnet.Devices(ctx)
-	if err != nil {
-		return err
-	}
-	want := map[string]bool{}
-	for _, h := range hosts {
-		want[h] = true
-	}
-	var removed []string
-	for _, d := range devices {
-		if want[strings.SplitN(d.Name, ".", 2)[0]] || want[d.Hostname] {
-			if err := e.Tailnet.DeleteDevice(ctx, d.ID); err != nil {
-				return err
-			}
-			removed = append(removed, d.Name)
-		}
-	}
+	removed, err := e.deleteDevicesOf(ctx, hosts)
 	if len(removed) > 0 {
 		logger.Warn("removed devices", "why", why, "devices", strings.Join(removed, ","))
 	}
-	return nil
+	return err
+}
+
+// deleteDevicesOf deletes the tailnet's devices of hosts through the API
+// and returns their names.
+func (e *Env) deleteDevicesOf(ctx context.Context, hosts []string) ([]string, error) {
+	devices, err := e.Tailnet.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, d := range devices {
+		for _, h := range hosts {
+			if d.Hostname == h || strings.HasPrefix(d.Name, h+".") {
+				if err := e.Tailnet.DeleteDevice(ctx, d.ID); err != nil {
+					return removed, err
+				}
+				removed = append(removed, d.Name)
+				break
+			}
+		}
+	}
+	return removed, nil
 }
 
 // loadBalancer is a LoadBalancer Service of class in default, in front of

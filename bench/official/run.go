@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -257,18 +256,10 @@ func (e *Env) remove(ctx context.Context, s Side, obj *unstructured.Unstructured
 	if err := e.Cluster.DeleteChildren(ctx, s.Namespace, obj.GetNamespace(), obj.GetName()); err != nil {
 		return note, err
 	}
-	devices, err := e.Tailnet.Devices(ctx)
-	if err != nil {
+	if _, err := e.deleteDevicesOf(ctx, []string{host}); err != nil {
 		return note, err
 	}
-	for _, d := range devices {
-		if d.Hostname == host || strings.HasPrefix(d.Name, host+".") {
-			if err := e.Tailnet.DeleteDevice(ctx, d.ID); err != nil {
-				return note, err
-			}
-		}
-	}
-	_, err = DevicesGone(ctx, e.Tailnet, []string{host}, start, time.Minute)
+	_, err := DevicesGone(ctx, e.Tailnet, []string{host}, start, time.Minute)
 	return note, err
 }
 

@@ -30,11 +30,12 @@ func stateSelector() string {
 // watchState indexes the state Secrets by role (hasProxy) and re-handles a
 // parent whenever one of its replicas' state Secrets changes (the proxy
 // wrote device_id, device_fqdn, device_ips or config_error) or is deleted.
-// A deletion the pipeline did not make (by hand, or by a tool removing a
-// proxy's objects) also drops what the operator remembers having applied
-// for that proxy, so that the parent's next cycle applies every object
-// again instead of skipping the unchanged ones for up to a minute. The
-// watch covers only managed state Secrets in the operator namespace.
+// A deletion also drops what the operator remembers having applied for that
+// proxy, so that the parent's next cycle applies every object again instead
+// of skipping the unchanged ones for up to a minute: that matters when the
+// deletion was not the pipeline's (by hand, or a tool removing a proxy's
+// objects) and costs one full apply when it was (a replica scaled away).
+// The watch covers only managed state Secrets in the operator namespace.
 func (p *Pipeline) watchState() {
 	sel := stateSelector()
 	opts := []runtime.Option{runtime.Namespace(p.d.Settings.Namespace), runtime.Selector(sel)}
