@@ -27,6 +27,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/gotask"
 )
 
 func TestHeadscale(t *testing.T) {
@@ -55,7 +57,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The policy file starts open; policy_test.go writes the seed's grant
 	// into it (devcluster re-reads it), with alice in group:dev.
 	Expect(os.WriteFile(policyFile(), []byte(openPolicy), 0o644)).To(Succeed())
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(suite.dir, "cluster"),
+	cmd := gotask.Command(context.Background(), "dev", "DEV_DIR="+filepath.Join(suite.dir, "cluster"),
 		"DEV_ARGS=--control headscale --policy "+policyFile()+" --group group:dev=alice@example.com")
 	cmd.Dir = root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

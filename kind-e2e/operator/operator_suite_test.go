@@ -28,6 +28,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/tailplane/tailplane/kind-e2e/internal/gotask"
 )
 
 func TestOperator(t *testing.T) {
@@ -136,7 +138,7 @@ func (sc *suiteState) startDev(ctx context.Context) {
 	if sc.real {
 		devArgs += " --node real --import " + sc.images
 	}
-	cmd := exec.Command("go", "tool", "task", "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"), devArgs)
+	cmd := gotask.Command(context.Background(), "dev", "DEV_DIR="+filepath.Join(sc.dir, "cluster"), devArgs)
 	cmd.Dir = sc.root
 	// Its own process group: SIGINT reaches task, devinstall and
 	// devcluster alike, as Ctrl-C in a terminal would.

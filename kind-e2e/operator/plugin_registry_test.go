@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -11,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/tailplane/tailplane/kind-e2e/internal/gotask"
 	"github.com/tailplane/tailplane/kind-e2e/internal/registry"
 )
 
@@ -85,7 +85,7 @@ spec:
 // and returns its output.
 func task(ctx context.Context, args ...string) string {
 	GinkgoHelper()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "task"}, args...)...)
+	cmd := gotask.Command(ctx, args...)
 	cmd.Dir = suite.root
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "go tool task %v:\n%s", args, out)
