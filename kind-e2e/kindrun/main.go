@@ -83,5 +83,8 @@ func parseArgs(args []string) (Options, bool, error) {
 		return o, false, err
 	}
 	o.Network = cmp.Or(os.Getenv("KIND_EXPERIMENTAL_DOCKER_NETWORK"), "kind")
+	if exe := os.Getenv("TAILPLANE_TASK_EXE"); exe != "" {
+		o.Task = []string{exe}
+	}
 	return o, *down, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
@@ -33,6 +34,11 @@ type Options struct {
 	Keep bool
 	// SuiteArgs go to `go test` after the package (-ginkgo.focus=...).
 	SuiteArgs []string
+	// Task is the command that runs a task (default go tool task); under
+	// `go tool task e2e:kind`, the running task binary (TAILPLANE_TASK_EXE),
+	// which go tool task would otherwise compile again under the
+	// Taskfile's build flags.
+	Task []string
 	// Out is where progress goes.
 	Out io.Writer
 }
@@ -142,7 +148,11 @@ func Run(ctx context.Context, o Options, h Host, k Kind) (err error) {
 
 	// 1. The images: deploy/images' operator and proxy for the engine's
 	// platform, and the echo backend as a static binary.
-	if err := h.Run(ctx, Command{Dir: o.Root, Args: []string{"go", "tool", "task", "images", "PLATFORMS=linux/" + arch, "TAG=" + o.Tag}}); err != nil {
+	task := o.Task
+	if len(task) == 0 {
+		task = []string{"go", "tool", "task"}
+	}
+	if err := h.Run(ctx, Command{Dir: o.Root, Args: append(slices.Clip(task), "images", "PLATFORMS=linux/"+arch, "TAG="+o.Tag)}); err != nil {
 		return fmt.Errorf("build the images: %w", err)
 	}
 	if err := h.Run(ctx, Command{Dir: o.Root, Env: []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + arch},

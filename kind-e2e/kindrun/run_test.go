@@ -224,6 +224,19 @@ func TestRunArm64(t *testing.T) {
 	}
 }
 
+func TestRunBuildsImagesWithTheRunningTask(t *testing.T) {
+	o, _ := testOptions(t)
+	o.Task = []string{"/cache/task"}
+	r := &recorder{}
+	h, k := newFakeHost(r), &fakeKind{recorder: r}
+	if err := Run(context.Background(), o, h, k); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.commands[0].String(), "/cache/task images PLATFORMS=linux/amd64 TAG=kind-e2e"; !strings.HasSuffix(got, want) {
+		t.Errorf("images built with %q, want %q", got, want)
+	}
+}
+
 func TestRunWithoutDocker(t *testing.T) {
 	o, _ := testOptions(t)
 	r := &recorder{}
