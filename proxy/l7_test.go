@@ -58,13 +58,18 @@ func TestL7RoutingTLSIdentity(t *testing.T) {
 			}
 			prev.Backend = &req.Route.Backends[1]
 		}
-		prev.SetResponseHeaders = http.Header{"X-Chain": {"saw-" + prev.Backend.Name}}
+		prev.SetResponseHeaders = http.Header{"X-Chain": {"saw-" + prev.Backend.Name}, "X-Backend": {"router-" + prev.Backend.Name}}
+		// A router must not be able to forge what the proxy vouches for.
+		prev.SetRequestHeaders = http.Header{l7.HeaderUserLogin: {"plugin@example.com"}, l7.HeaderFunnelRequest: {"?1"}, "Tailscale-App-Capabilities": {"{}"}}
 		return prev, nil
 	})
 	r := start(t, tn, cfg, Options{ExtraRouters: []route.Router{extra}})
 	c := r.httpsClient(cert.roots)
 
-	spoof := http.Header{l7.HeaderUserLogin: {"evil@example.com"}, l7.HeaderUserName: {"Evil"}, l7.HeaderUserProfilePic: {"http://evil"}}
+	// Every Tailscale-* header a client sends is dropped, whatever its case.
+	spoof := http.Header{l7.HeaderUserLogin: {"evil@example.com"}, l7.HeaderUserName: {"Evil"}, l7.HeaderUserProfilePic: {"http://evil"},
+		l7.HeaderFunnelRequest: {"?1"}, l7.HeaderHeadersInfo: {"http://evil"}, "Tailscale-App-Capabilities": {`{"evil":[]}`},
+		"tailscale-ingress-src": {"1.2.3.4:5"}}
 	cases := []struct{ url, backend, path string }{
 		{"https://app.example.com/api/users", "api", "/api/users"},
 		{"https://app.example.com/", "web", "/"},
@@ -89,10 +94,27 @@ func TestL7RoutingTLSIdentity(t *testing.T) {
 		if got := resp.Header.Get("X-Chain"); got != "saw-"+tc.backend {
 			t.Errorf("%s: X-Chain %q, want saw-%s (extra router not run after the table)", tc.url, got, tc.backend)
 		}
+		// Values holds one entry per header line (HTTP/1.1) or field
+		// (HTTP/2) received: a router's header must arrive once, replacing
+		// the backend's own X-Backend rather than joining it.
+		if got := resp.Header.Values("X-Chain"); len(got) != 1 {
+			t.Errorf("%s: X-Chain arrived as %d header lines %q, want 1", tc.url, len(got), got)
+		}
+		if got := resp.Header.Values("X-Backend"); len(got) != 1 || got[0] != "router-"+tc.backend {
+			t.Errorf("%s: X-Backend lines %q, want only the router's router-%s", tc.url, got, tc.backend)
+		}
 		login := e.Header.Get(l7.HeaderUserLogin)
 		if login == "" || login == "evil@example.com" || e.Header.Get(l7.HeaderUserName) == "Evil" ||
 			len(e.Header.Values(l7.HeaderUserLogin)) != 1 || e.Header.Get(l7.HeaderUserProfilePic) == "http://evil" {
 			t.Errorf("%s: identity headers wrong (spoofed copies must go, real ones must be set): %v", tc.url, e.Header)
+		}
+		if got := e.Header.Values(l7.HeaderHeadersInfo); len(got) != 1 || got[0] != "https://tailscale.com/s/serve-headers" {
+			t.Errorf("%s: %s %q, want the proxy's one link", tc.url, l7.HeaderHeadersInfo, got)
+		}
+		for k := range e.Header {
+			if k == l7.HeaderFunnelRequest || strings.EqualFold(k, "Tailscale-App-Capabilities") || strings.EqualFold(k, "Tailscale-Ingress-Src") {
+				t.Errorf("%s: a client's or router's %s reached the backend over the tailnet: %v", tc.url, k, e.Header)
+			}
 		}
 		if e.Header.Get("X-Forwarded-Proto") != "https" || e.Header.Get("X-Forwarded-For") == "" || e.Header.Get("X-Forwarded-Host") == "" {
 			t.Errorf("%s: X-Forwarded-* missing: %v", tc.url, e.Header)
@@ -264,6 +286,7 @@ func TestL7PublicListener(t *testing.T) {
 			sawPrivate.Store(true)
 		}
 		prev.DenyPublic = req.Path == "/private"
+		prev.SetRequestHeaders = http.Header{l7.HeaderFunnelRequest: {"?0"}, l7.HeaderUserLogin: {"plugin@example.com"}}
 		return prev, nil
 	})
 	r := start(t, tn, cfg, Options{PublicAddr: pubAddr, ExtraRouters: []route.Router{narrow}})
@@ -276,15 +299,20 @@ func TestL7PublicListener(t *testing.T) {
 	var resp *http.Response
 	var body []byte
 	testpoll.Until(t, 10*time.Second, "public GET", func() (err error) {
-		resp, body, err = get(c, "https://pub.example.com/open", http.Header{l7.HeaderUserLogin: {"spoof@x"}})
+		resp, body, err = get(c, "https://pub.example.com/open", http.Header{l7.HeaderUserLogin: {"spoof@x"}, l7.HeaderFunnelRequest: {"?0"}, l7.HeaderHeadersInfo: {"x"}})
 		return err
 	})
 	var e echoed
 	if err := json.Unmarshal(body, &e); err != nil || e.Backend != "pub" {
 		t.Fatalf("public request: %d %q", resp.StatusCode, body)
 	}
-	if e.Header.Get(l7.HeaderUserLogin) != "" {
+	if e.Header.Get(l7.HeaderUserLogin) != "" || e.Header.Get(l7.HeaderHeadersInfo) != "" {
 		t.Errorf("public request carried an identity header: %v", e.Header)
+	}
+	// The Funnel marker, as tailscale serve sets it: the proxy's alone,
+	// whatever the client or a router sent.
+	if got := e.Header.Values(l7.HeaderFunnelRequest); len(got) != 1 || got[0] != "?1" {
+		t.Errorf("public request: %s %q, want exactly ?1", l7.HeaderFunnelRequest, got)
 	}
 	resp, _, err := get(c, "https://pub.example.com/private", nil)
 	if err != nil || resp.StatusCode != http.StatusForbidden {

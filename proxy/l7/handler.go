@@ -84,7 +84,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, public bool) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &countingBody{ReadCloser: r.Body, add: h.metrics.Bytes.WithLabelValues("l7", "in").Add}
 	}
-	stripIdentity(r.Header)
+	// Routers (plugins) never see a client's Tailscale-* headers.
+	stripTailscale(r.Header)
 	routes := h.routes.Load()
 	if routes == nil {
 		http.Error(rw, "proxy has no active config", http.StatusServiceUnavailable)
@@ -139,7 +140,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 		}
 		h.proxy.forward(w, r, &upstream{
 			backend: *backend, https: routes.HTTPSBackends[backend.Address],
-			identity: req.Identity, decision: d,
+			identity: req.Identity, public: req.Public, decision: d,
 		})
 	}
 }

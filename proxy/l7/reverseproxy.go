@@ -44,6 +44,8 @@ type upstream struct {
 	backend  route.Backend
 	https    bool
 	identity *route.Identity
+	// public marks a request from the public internet (Funnel).
+	public   bool
 	decision route.Decision
 }
 
@@ -72,21 +74,24 @@ func newReverseProxy(transport http.RoundTripper, m *metrics.Metrics, logger *lo
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
 			h := pr.Out.Header
-			stripIdentity(h)
 			for _, k := range up.decision.RemoveRequestHeaders {
 				h.Del(k)
 			}
 			for k, vs := range up.decision.SetRequestHeaders {
 				h[http.CanonicalHeaderKey(k)] = vs
 			}
-			// Identity last, so no router can forge it.
-			stripIdentity(h)
-			setIdentity(h, up.identity)
+			// Last, so neither a client nor a router can forge them.
+			stripTailscale(h)
+			setOrigin(h, up.public, up.identity)
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			// The handler already put the router's response headers on
+			// the writer (so a 502 carries them too), and ReverseProxy
+			// adds the backend's headers to the writer's: drop the
+			// backend's copies, or each would reach the client twice.
 			up := resp.Request.Context().Value(upstreamKey{}).(*upstream)
-			for k, vs := range up.decision.SetResponseHeaders {
-				resp.Header[http.CanonicalHeaderKey(k)] = vs
+			for k := range up.decision.SetResponseHeaders {
+				resp.Header.Del(k)
 			}
 			return nil
 		},
