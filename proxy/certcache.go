@@ -63,3 +63,24 @@ func (c *certCache) get(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Unlock()
 	return cert, nil
 }
+
+// onlyNames serves handshakes for the names names returns (the node's
+// certificate names) from next. A handshake for any other server name gets
+// the unrecognized_name alert (a nil certificate and no error make
+// crypto/tls send it) rather than internal_error: after a rename, a client
+// still using the old name reads "tls: unrecognized name" instead of a
+// server fault. A handshake without a server name goes to next as before.
+func onlyNames(names func() []string, next certSource) certSource {
+	return func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if hi.ServerName == "" {
+			return next(hi)
+		}
+		want := strings.TrimSuffix(hi.ServerName, ".")
+		for _, n := range names() {
+			if strings.EqualFold(strings.TrimSuffix(n, "."), want) {
+				return next(hi)
+			}
+		}
+		return nil, nil
+	}
+}

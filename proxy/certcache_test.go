@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,5 +124,24 @@ func TestCertCacheKeysByServerName(t *testing.T) {
 	}
 	if got := src.calls.Load(); got != 2 {
 		t.Fatalf("%d lookups for two names, want 2", got)
+	}
+}
+
+// After a rename, a handshake for the old name gets the unrecognized_name
+// alert (the client reads "tls: unrecognized name"), not internal_error,
+// and never reaches the certificate lookup; the node's names still serve.
+func TestCertSourceAnswersOtherNamesWithUnrecognizedName(t *testing.T) {
+	src := &lookups{certs: []*tls.Certificate{cacheTestCert(t, 7, "new.tail-test.ts.net", time.Now().Add(time.Hour))}}
+	names := []string{"new.tail-test.ts.net"}
+	get := onlyNames(func() []string { return names }, src.fetch)
+	if serial, err := handshake(t, "NEW.tail-test.ts.net.", get); err != nil || serial != 7 {
+		t.Fatalf("the node's own name: serial %d, err %v", serial, err)
+	}
+	_, err := handshake(t, "old.tail-test.ts.net", get)
+	if err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+		t.Fatalf("the old name: %v, want the unrecognized_name alert", err)
+	}
+	if got := src.calls.Load(); got != 1 {
+		t.Fatalf("%d lookups, want 1 (the old name must not be looked up)", got)
 	}
 }

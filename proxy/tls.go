@@ -56,7 +56,7 @@ func (e *Engine) loadCertSource(ctx context.Context, t config.TLS) (certSource, 
 		}
 		// Looked up on every handshake, the certificate would cost a
 		// LocalAPI call and its parsing each time; see certCacheTTL.
-		return newCertCache(lc.GetCertificate, certCacheTTL, time.Now).get, nil
+		return onlyNames(e.node.CertDomains, newCertCache(lc.GetCertificate, certCacheTTL, time.Now).get), nil
 	}
 }
 
