@@ -21,6 +21,7 @@ import (
 	"tailscale.com/ipn/store/mem"
 	"tailscale.com/logtail"
 	"tailscale.com/net/netns"
+	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/kind-e2e/internal/headscale"
@@ -52,6 +53,7 @@ type curlOptions struct {
 	dir, method, data string
 	caCerts           headerFlags // --cacert files, trusted besides D/ca.pem
 	headers           headerFlags
+	tags              headerFlags // --tag: the node's tags
 	include, noFollow bool
 	verbose           bool
 	tailnet           int
@@ -78,6 +80,7 @@ func parseCurl(args []string) (*curlOptions, error) {
 	fs.BoolVar(&o.include, "i", false, "print the response status line and headers before the body")
 	fs.BoolVar(&o.noFollow, "no-follow", false, "do not follow redirects (print the redirect itself)")
 	fs.BoolVar(&o.verbose, "v", false, "print the tailnet node's log and the request to stderr")
+	fs.Var(&o.tags, "tag", "tag of the tailnet node curl joins as, tag:name (repeatable; default none: the OAuth client's user), for a policy that lets only tagged devices in")
 	fs.IntVar(&o.tailnet, "tailnet", 1, "which tailnet to join: 1, or 2 for the second tailnet of devcluster up --tailnets 2")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -93,6 +96,11 @@ func parseCurl(args []string) (*curlOptions, error) {
 		return nil, fmt.Errorf("curl: bad URL %q (want http:// or https://)", fs.Arg(0))
 	}
 	o.url = u
+	for _, tag := range o.tags {
+		if err := tailcfg.CheckTag(tag); err != nil {
+			return nil, fmt.Errorf("curl: --tag %q: %w", tag, err)
+		}
+	}
 	for _, h := range o.headers {
 		if name, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(name) == "" {
 			return nil, fmt.Errorf(`curl: bad header %q (want "Name: value")`, h)
@@ -163,7 +171,7 @@ func runCurl(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
-	authKey, err := mintKey(ctx, env, "devcluster curl", true, nil)
+	authKey, err := mintKey(ctx, env, "devcluster curl", true, o.tags)
 	if err != nil {
 		return err
 	}
@@ -195,6 +203,11 @@ func runCurl(args []string) error {
 	defer node.Close()
 	if _, err := node.Up(ctx); err != nil {
 		return fmt.Errorf("curl: join the tailnet: %w", err)
+	}
+	if lc, err := node.LocalClient(); err == nil {
+		if err := checkPolicy(ctx, lc, env, o.url, o.tags); err != nil {
+			return err
+		}
 	}
 	client := &http.Client{Transport: &http.Transport{
 		DialContext:     node.Dial,

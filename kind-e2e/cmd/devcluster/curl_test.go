@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,23 @@ func TestCurlSecondTailnet(t *testing.T) {
 	if err != nil || got["TS_CONTROL_URL"] != "http://127.0.0.1:2" || got["TS_API_URL"] != "http://127.0.0.1:2" ||
 		got["TS_API_CLIENT_ID"] != "two" || got["TS_CA_FILE"] != "/ca.pem" || env["TS_API_CLIENT_ID"] != "one" {
 		t.Fatalf("second tailnet env %v, %v", got, err)
+	}
+}
+
+// --tag gives curl's node tags (for a policy that filters untagged
+// devices); a malformed tag is refused before anything is minted.
+func TestCurlTags(t *testing.T) {
+	o, err := parseCurl([]string{"--tag", "tag:ci", "--tag", "tag:k8s", "https://a.b/"})
+	if err != nil || len(o.tags) != 2 || o.tags[0] != "tag:ci" || o.tags[1] != "tag:k8s" {
+		t.Fatalf("--tag twice: %+v %v", o, err)
+	}
+	if _, err := parseCurl([]string{"--tag", "ci", "https://a.b/"}); err == nil || !strings.Contains(err.Error(), `--tag "ci"`) {
+		t.Fatalf("--tag ci (no tag: prefix): %v, want it refused", err)
+	}
+	for raw, want := range map[string]uint16{"https://a.b/": 443, "http://a.b/": 80, "https://a.b:8443/": 8443} {
+		u, _ := url.Parse(raw)
+		if got := urlPort(u); got != want {
+			t.Errorf("urlPort(%s) = %d, want %d", raw, got, want)
+		}
 	}
 }

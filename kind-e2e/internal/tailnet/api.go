@@ -34,6 +34,7 @@ func (t *Tailnet) apiHandler() http.Handler {
 	mux.Handle("GET /api/v2/tailnet/{tailnet}/vip-services/{name}", t.authed(t.serveGetService))
 	mux.Handle("PUT /api/v2/tailnet/{tailnet}/vip-services/{name}", t.authed(t.servePutService))
 	mux.Handle("DELETE /api/v2/tailnet/{tailnet}/vip-services/{name}", t.authed(t.serveDeleteService))
+	mux.Handle("GET /api/v2/tailnet/{tailnet}/devcluster/reach", t.authed(t.serveReach))
 	mux.HandleFunc("/api/v2/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "devcluster's Tailscale API does not implement "+r.Method+" "+r.URL.Path)
 	})

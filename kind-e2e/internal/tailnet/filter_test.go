@@ -196,6 +196,26 @@ func TestACLsFilterPackets(t *testing.T) {
 	denied(ctx, t, "bob to 9000", bob, ip, 9000)
 	denied(ctx, t, "alice to 5432", alice, ip, 5432)
 
+	// devcluster's reach endpoint gives the same answers, with a reason
+	// (devcluster curl asks it before dialling).
+	for _, c := range []struct {
+		from *tsnet.Server
+		port uint16
+		want bool
+	}{{bob, 5432, true}, {bob, 9000, false}, {alice, 443, true}, {alice, 5432, false}} {
+		src := addrsOf(ctx, t, c.from)[0]
+		res, found, err := AskReach(ctx, tn.URL, tn.ClientID, tn.ClientSecret, src, ip, c.port)
+		if err != nil || !found || res.Allowed != c.want || res.Reason == "" {
+			t.Errorf("reach %s -> %s:%d = %+v found=%v err=%v, want allowed=%v with a reason", src, ip, c.port, res, found, err, c.want)
+		}
+		if !c.want && !strings.Contains(res.Reason, "no rule of the tailnet policy") {
+			t.Errorf("reach %s -> %s:%d: reason %q does not say the policy drops it", src, ip, c.port, res.Reason)
+		}
+	}
+	if _, found, err := AskReach(ctx, tn.URL, tn.ClientID, tn.ClientSecret, ip, netip.MustParseAddr("100.64.9.9"), 80); err != nil || found {
+		t.Errorf("reach to an address no device has: found=%v err=%v, want not found", found, err)
+	}
+
 	if err := client0(t, tn).PolicyFile().Set(ctx, `{"autoApprovers": {"exitNode": ["tag:k8s"]}}`, ""); err != nil {
 		t.Fatal(err)
 	}
