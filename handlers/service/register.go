@@ -139,7 +139,7 @@ func (m *module) setStatus(ctx context.Context, svc *corev1.Service, cond metav1
 		if err != nil {
 			return runtime.Permanent(err)
 		}
-		if !reflect.DeepEqual(lb, svc.Status.LoadBalancer.Ingress) && !(len(lb) == 0 && len(svc.Status.LoadBalancer.Ingress) == 0) {
+		if !SameLoadBalancer(lb, svc.Status.LoadBalancer.Ingress) {
 			status["loadBalancer"] = map[string]any{"ingress": lb}
 		}
 	}
