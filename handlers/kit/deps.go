@@ -74,6 +74,12 @@ type Deps struct {
 	// autoApprovers approve them a moment after they are advertised.
 	// Default DefaultRouteApprovalGrace; set it before Register.
 	RouteApprovalGrace time.Duration
+	// ApplyRefresh is how long an identical server-side apply of a child
+	// is skipped outright; after it, the live child is read and the apply
+	// sent only if the child no longer holds what was applied. Zero means
+	// a minute, a negative value no skipping without a look; set it before
+	// Register.
+	ApplyRefresh time.Duration
 
 	stateStore *runtime.ConfigMapStorage
 	applied    appliedCache
