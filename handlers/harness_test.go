@@ -384,6 +384,14 @@ func (h *harness) wantEvent(namespace, objName, eventType, reason, msgPart strin
 type fakeDNS struct {
 	mu    sync.Mutex
 	hosts map[string][]string
+	asked map[string]int
+}
+
+// lookups is how often host was looked up.
+func (f *fakeDNS) lookups(host string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked[host]
 }
 
 func (f *fakeDNS) add(host string, addrs ...string) {
@@ -398,6 +406,10 @@ func (f *fakeDNS) add(host string, addrs ...string) {
 func (f *fakeDNS) LookupHost(_ context.Context, host string) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.asked == nil {
+		f.asked = map[string]int{}
+	}
+	f.asked[host]++
 	if a, ok := f.hosts[host]; ok {
 		return a, nil
 	}

@@ -60,7 +60,7 @@ func TestProxyClassGatesAndApplies(t *testing.T) {
 		return nil
 	})
 	h.wantEvent("default", "pc-"+h.ns, corev1.EventTypeWarning, "ProxyClassInvalid", "ProxyClass is not valid")
-	h.wantCondition("classy", "False", "ProxyPending", "is not yet in a ready state")
+	h.wantCondition("classy", "False", "ProxyPending", "is not yet in a ready state, waiting... (ProxyClassInvalid: ProxyClass is not valid")
 	if err := h.proxyGone("svc", "classy"); err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,30 @@ func Shape(v string) string {
 	return v
 }
 
+// LoadBalancerStatus lists status.loadBalancer.ingress (as read through the
+// dynamic client) as "loadBalancer.ingress[i].field=value", each entry by
+// its index: one entry with a hostname and an IP is another shape than an
+// entry for each (clients read ingress[0].ip).
+func LoadBalancerStatus(ingress []any) []string {
+	var out []string
+	for i, x := range ingress {
+		m, _ := x.(map[string]any)
+		prefix := fmt.Sprintf("loadBalancer.ingress[%d].", i)
+		for _, k := range []string{"hostname", "ip", "ipMode"} {
+			if v, ok := m[k].(string); ok {
+				out = append(out, prefix+k+"="+Shape(v))
+			}
+		}
+		if ports, ok := m["ports"].([]any); ok {
+			for _, p := range ports {
+				pm, _ := p.(map[string]any)
+				out = append(out, fmt.Sprintf("%sports=%v/%v", prefix, pm["port"], pm["protocol"]))
+			}
+		}
+	}
+	return out
+}
+
 // CountKinds turns a list of kinds into "Kind xN" entries.
 func CountKinds(kinds []string) []string {
 	n := map[string]int{}

@@ -50,6 +50,23 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// Entries keep their index: one entry with a name and an IP (the official
+// shape on ProxyGroup members) is told from one entry for each.
+func TestLoadBalancerStatus(t *testing.T) {
+	one := LoadBalancerStatus([]any{map[string]any{"hostname": "db.ts.net", "ip": "100.64.0.7", "ipMode": "VIP"}})
+	two := LoadBalancerStatus([]any{map[string]any{"hostname": "db.ts.net"}, map[string]any{"ip": "100.64.0.7", "ipMode": "VIP"}})
+	if want := "loadBalancer.ingress[0].hostname=db.ts.net; loadBalancer.ingress[0].ip=<IPv4>; loadBalancer.ingress[0].ipMode=VIP"; list(one) != want {
+		t.Errorf("one entry: %s, want %s", list(one), want)
+	}
+	if list(one) == list(two) {
+		t.Errorf("two entries print as one: %s", list(two))
+	}
+	ports := LoadBalancerStatus([]any{map[string]any{"hostname": "web.ts.net", "ports": []any{map[string]any{"port": int64(443), "protocol": "TCP"}}}})
+	if !slices.Contains(ports, "loadBalancer.ingress[0].ports=443/TCP") {
+		t.Errorf("ports: %v", ports)
+	}
+}
+
 func TestShape(t *testing.T) {
 	for in, want := range map[string]string{
 		"100.64.0.1": "<IPv4>", "fd7a:115c:a1e0::1": "<IPv6>", "my-app.devcluster.ts.net": "my-app.devcluster.ts.net",

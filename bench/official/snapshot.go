@@ -29,20 +29,7 @@ func (c *Cluster) TakeSnapshot(ctx context.Context, env TailnetEnv, parent *unst
 		s.Conditions = append(s.Conditions, fmt.Sprintf("%v=%v/%v", m["type"], m["status"], m["reason"]))
 	}
 	ingress, _, _ := unstructured.NestedSlice(live.Object, "status", "loadBalancer", "ingress")
-	for _, x := range ingress {
-		m, _ := x.(map[string]any)
-		for _, k := range []string{"hostname", "ip"} {
-			if v, ok := m[k].(string); ok {
-				s.Status = append(s.Status, "loadBalancer.ingress."+k+"="+Shape(v))
-			}
-		}
-		if ports, ok := m["ports"].([]any); ok {
-			for _, p := range ports {
-				pm, _ := p.(map[string]any)
-				s.Status = append(s.Status, fmt.Sprintf("loadBalancer.ingress.ports=%v/%v", pm["port"], pm["protocol"]))
-			}
-		}
-	}
+	s.Status = append(s.Status, LoadBalancerStatus(ingress)...)
 	events, err := c.Kube.CoreV1().Events(live.GetNamespace()).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(live.GetUID())})
 	if err != nil {
 		return s, fmt.Errorf("events of %s: %w", live.GetName(), err)

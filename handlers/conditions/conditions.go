@@ -38,3 +38,15 @@ func trimMessage(s string) string {
 	}
 	return s
 }
+
+// Changed reports whether c says something conds do not: none of its type
+// yet, or one with another status, reason, message or observed generation.
+// Warning Events go with a change only: the condition is stored on the
+// object, so an operator restart (which handles every object again) does
+// not post the same Event again, while a new cause or a new generation
+// does.
+func Changed(conds []metav1.Condition, c metav1.Condition) bool {
+	old := meta.FindStatusCondition(conds, c.Type)
+	return old == nil || old.Status != c.Status || old.Reason != c.Reason ||
+		old.Message != trimMessage(c.Message) || old.ObservedGeneration != c.ObservedGeneration
+}

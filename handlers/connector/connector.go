@@ -177,6 +177,12 @@ func Status(cn *v1alpha1.Connector, out pipeline.Outcome) v1alpha1.ConnectorStat
 	if cn.Spec.SubnetRouter != nil {
 		st.SubnetRoutes = strings.Join(cn.Spec.SubnetRouter.AdvertiseRoutes, ",")
 	}
+	if out.Stage == pipeline.Invalid || out.Stage == pipeline.Failed {
+		// What the devices were last given: a refused spec reached none
+		// of them (the official operator, too, writes these only once the
+		// spec is provisioned).
+		st.SubnetRoutes, st.IsExitNode, st.IsAppConnector = cn.Status.SubnetRoutes, cn.Status.IsExitNode, cn.Status.IsAppConnector
+	}
 	for _, d := range out.Devices {
 		if d.FQDN != "" {
 			st.Devices = append(st.Devices, v1alpha1.ConnectorDevice{Hostname: d.FQDN, TailnetIPs: d.IPs})
@@ -204,21 +210,4 @@ func Status(cn *v1alpha1.Connector, out pipeline.Outcome) v1alpha1.ConnectorStat
 	st.Conditions = slices.Clone(st.Conditions)
 	meta.SetStatusCondition(&st.Conditions, c)
 	return st
-}
-
-// UnapprovedRoutes says which devices advertise routes the tailnet has not
-// approved, and what to do about it ("" when every route is approved).
-func UnapprovedRoutes(devices []proxyset.Device) string {
-	var parts []string
-	for _, d := range devices {
-		if r := d.UnapprovedRoutes(); len(r) > 0 {
-			name, _, _ := strings.Cut(d.FQDN, ".")
-			parts = append(parts, fmt.Sprintf("%s by %s", strings.Join(r, ", "), name))
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "routes advertised but not approved, so no client uses them yet: " + strings.Join(parts, "; ") +
-		". Approve them in the tailnet's admin console or through the API, or let autoApprovers in the tailnet policy approve them"
 }

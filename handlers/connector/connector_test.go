@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -124,5 +125,90 @@ func TestStatus(t *testing.T) {
 	st = connector.Status(cn, pipeline.Outcome{Stage: pipeline.Failed, Message: "tailnet API: 403"})
 	if c := st.Conditions[0]; c.Reason != "ConnectorCreationFailed" || c.Message != "Failed creating Connector: tailnet API: 403" {
 		t.Fatalf("failed: %+v", c)
+	}
+}
+
+// A refused spec reaches no device: status.subnetRoutes (and the exit node
+// and app connector flags) keep what the devices were last given, as the
+// official operator keeps them, not the refused values.
+func TestStatusKeepsLastValidRoutes(t *testing.T) {
+	cn := seed(t, "04-connector-subnet-router.yaml")
+	cn.Status = v1alpha1.ConnectorStatus{SubnetRoutes: "10.42.0.0/16"}
+	cn.Spec.SubnetRouter.AdvertiseRoutes = []string{"10.42.0.1/16"}
+	cn.Spec.ExitNode = true
+	for _, stage := range []pipeline.Stage{pipeline.Invalid, pipeline.Failed} {
+		st := connector.Status(cn, pipeline.Outcome{Stage: stage, Message: "refused"})
+		if st.SubnetRoutes != "10.42.0.0/16" || st.IsExitNode {
+			t.Errorf("stage %v: status %+v shows the refused spec", stage, st)
+		}
+	}
+	if st := connector.Status(cn, pipeline.Outcome{Stage: pipeline.Pending}); st.SubnetRoutes != "10.42.0.1/16" || !st.IsExitNode {
+		t.Errorf("provisioned: status %+v", st)
+	}
+}
+
+// Unapproved routes are pending for the grace (measured from the stored
+// condition, so a restart does not restart it), then RoutesNotApproved
+// with one warning; approved routes make the condition True; a device
+// advertising none leaves no condition.
+func TestRouteApproval(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	grace := 30 * time.Second
+	unapproved := []proxyset.Device{{ID: "7", FQDN: "sr-0.tail.ts.net", AdvertisedRoutes: []string{"10.0.0.0/8", "10.1.0.0/16"}, ApprovedRoutes: []string{"10.1.0.0/16"}}}
+
+	a := connector.RouteApproval(nil, unapproved, now, grace, false)
+	if a.Condition == nil || a.Condition.Reason != connector.ReasonRoutesPendingApproval || a.Warn || a.Recheck != grace {
+		t.Fatalf("first sight: %+v %+v", a, a.Condition)
+	}
+	conds := connector.SetApproval(nil, a)
+
+	a = connector.RouteApproval(conds, unapproved, now.Add(10*time.Second), grace, false)
+	if a.Condition.Reason != connector.ReasonRoutesPendingApproval || a.Warn || a.Recheck != 20*time.Second {
+		t.Fatalf("within the grace: %+v", a)
+	}
+	approved := []proxyset.Device{{ID: "7", FQDN: "sr-0.tail.ts.net", AdvertisedRoutes: []string{"10.0.0.0/8"}, ApprovedRoutes: []string{"10.0.0.0/8"}}}
+	if a := connector.RouteApproval(conds, approved, now.Add(10*time.Second), grace, false); a.Condition.Status != metav1.ConditionTrue || a.Warn {
+		t.Fatalf("auto-approved within the grace: %+v", a)
+	}
+
+	a = connector.RouteApproval(conds, unapproved, now.Add(grace), grace, false)
+	if a.Condition.Reason != connector.ReasonRoutesNotApproved || !a.Warn || a.Recheck != 0 ||
+		!strings.Contains(a.Condition.Message, "10.0.0.0/8 by sr-0. Approve them in the tailnet's admin console") {
+		t.Fatalf("after the grace: %+v", a.Condition)
+	}
+	conds = connector.SetApproval(conds, a)
+	if a := connector.RouteApproval(conds, unapproved, now.Add(time.Hour), grace, false); a.Warn {
+		t.Fatal("warned twice about the same routes")
+	}
+
+	// Another unapproved route starts the grace over.
+	more := []proxyset.Device{{ID: "7", FQDN: "sr-0.tail.ts.net", AdvertisedRoutes: []string{"10.0.0.0/8", "10.2.0.0/16"}}}
+	a = connector.RouteApproval(conds, more, now.Add(time.Hour), grace, false)
+	if a.Condition.Reason != connector.ReasonRoutesPendingApproval || !a.Restart || a.Warn {
+		t.Fatalf("new routes: %+v", a)
+	}
+	if c := connector.SetApproval(conds, a)[0]; !c.LastTransitionTime.Time.Equal(now.Add(time.Hour)) {
+		t.Fatalf("the grace did not start over: %+v", c)
+	}
+
+	if a := connector.RouteApproval(conds, []proxyset.Device{{ID: "7"}}, now, grace, false); a.Condition != nil {
+		t.Fatalf("no routes advertised: %+v", a.Condition)
+	}
+	if conds := connector.SetApproval(conds, connector.Approval{}); len(conds) != 0 {
+		t.Fatalf("condition left: %+v", conds)
+	}
+}
+
+// On Headscale the message names the command that approves the routes,
+// with every route the device advertises (the command replaces the
+// approved set), not Tailscale's admin console.
+func TestUnapprovedRoutesOnHeadscale(t *testing.T) {
+	devices := []proxyset.Device{{ID: "7", FQDN: "sr-0.hs.test", AdvertisedRoutes: []string{"10.0.0.0/8", "10.1.0.0/16"}, ApprovedRoutes: []string{"10.1.0.0/16"}}}
+	msg := connector.UnapprovedRoutes(devices, true)
+	if !strings.Contains(msg, "`headscale nodes approve-routes --identifier 7 --routes 10.0.0.0/8,10.1.0.0/16` (sr-0)") || strings.Contains(msg, "admin console") {
+		t.Fatal(msg)
+	}
+	if msg := connector.UnapprovedRoutes(devices, false); !strings.Contains(msg, "admin console") || strings.Contains(msg, "headscale") {
+		t.Fatal(msg)
 	}
 }

@@ -2,18 +2,21 @@ package connector
 
 import (
 	"context"
-	"fmt"
 	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxyset"
 	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -71,21 +74,39 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 		return err
 	}
 	st := Status(cn, out)
-	switch out.Stage {
-	case pipeline.Invalid:
-		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorInvalid, fmt.Sprintf(messageInvalid, out.Message))
-	case pipeline.Failed:
-		m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorCreationFailed, fmt.Sprintf(messageCreationFailed, out.Message))
-	case pipeline.Waiting:
-		m.d.Post(cn, corev1.EventTypeWarning, ReasonProxyPending, out.Message)
+	// Posted with a new ConnectorReady only (not again at each restart).
+	if ready := meta.FindStatusCondition(st.Conditions, ConditionReady); ready != nil && conditions.Changed(cn.Status.Conditions, *ready) {
+		switch out.Stage {
+		case pipeline.Invalid:
+			m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorInvalid, ready.Message)
+		case pipeline.Failed:
+			m.d.Post(cn, corev1.EventTypeWarning, ReasonConnectorCreationFailed, ready.Message)
+		case pipeline.Waiting:
+			m.d.Post(cn, corev1.EventTypeWarning, ReasonProxyPending, out.Message)
+		}
 	}
-	if msg := UnapprovedRoutes(out.Devices); msg != "" {
-		m.d.Post(cn, corev1.EventTypeWarning, ReasonRoutesNotApproved, msg)
+	if out.Devices != nil || out.Stage == pipeline.Ready || out.Stage == pipeline.Pending {
+		// (Outcomes of a refused spec say nothing of the devices.)
+		m.approval(cn, out.Devices, &st)
 	}
 	if reflect.DeepEqual(st, cn.Status) {
 		return nil
 	}
 	return m.d.PatchStatus(ctx, resources.Connectors, "", cn.Name, statusPatch(st))
+}
+
+// approval sets RoutesApproved in st, and warns about routes still
+// unapproved when the grace ends (through the queue, not a sleep).
+func (m *module) approval(cn *v1alpha1.Connector, devices []proxyset.Device, st *v1alpha1.ConnectorStatus) {
+	be, err := m.d.Tailnets.For(cn.Spec.Tailnet)
+	a := RouteApproval(cn.Status.Conditions, devices, time.Now(), m.d.RouteApprovalGrace, err == nil && tailnet.IsHeadscale(be))
+	st.Conditions = SetApproval(st.Conditions, a)
+	if a.Warn {
+		m.d.Post(cn, corev1.EventTypeWarning, ReasonRoutesNotApproved, a.Condition.Message)
+	}
+	if a.Recheck > 0 {
+		m.d.Op.Enqueue(resources.Connectors, cn.Name, a.Recheck)
+	}
 }
 
 // statusPatch is st as a merge patch that sets every field: an empty one

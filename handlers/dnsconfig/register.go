@@ -101,7 +101,9 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		// The objects have fixed names: two DNSConfigs would fight over
 		// them. Every one of them says so until one is left.
 		if ev.Cause != runtime.CauseEnqueue {
-			m.d.Post(dc, corev1.EventTypeWarning, ReasonMultiple, MessageMultiple)
+			if m.changed(dc, metav1.ConditionFalse, ReasonMultiple, MessageMultiple) {
+				m.d.Post(dc, corev1.EventTypeWarning, ReasonMultiple, MessageMultiple)
+			}
 			for _, o := range others {
 				m.d.Op.Enqueue(resources.DNSConfigs, o, 0)
 			}
@@ -111,7 +113,9 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 	ip, err := m.apply(ctx, dc)
 	if err != nil {
 		msg := fmt.Sprintf(MessageCreationFailed, err)
-		m.d.Post(dc, corev1.EventTypeWarning, ReasonCreationFailed, msg)
+		if m.changed(dc, metav1.ConditionFalse, ReasonCreationFailed, msg) {
+			m.d.Post(dc, corev1.EventTypeWarning, ReasonCreationFailed, msg)
+		}
 		if serr := m.status(ctx, dc, metav1.ConditionFalse, ReasonCreationFailed, msg, ""); serr != nil {
 			m.d.Log.Warn("DNSConfig status not written", "dnsconfig", dc.Name, "err", serr)
 		}
@@ -210,9 +214,19 @@ func (m *module) records(ctx context.Context) (nameserver.Records, error) {
 	return Records(pods.Items, parents), nil
 }
 
+// changed reports whether NameserverReady would change: its Warning Event
+// goes with a change only, not again at each restart.
+func (m *module) changed(dc *v1alpha1.DNSConfig, st metav1.ConditionStatus, reason, msg string) bool {
+	return conditions.Changed(dc.Status.Conditions, nameserverReady(dc, st, reason, msg))
+}
+
+func nameserverReady(dc *v1alpha1.DNSConfig, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.NameserverReady, Status: st, Reason: reason, Message: msg, ObservedGeneration: dc.Generation}
+}
+
 // status sets NameserverReady (and the IP, "" to clear it) when changed.
 func (m *module) status(ctx context.Context, dc *v1alpha1.DNSConfig, st metav1.ConditionStatus, reason, msg, ip string) error {
-	cond := metav1.Condition{Type: v1alpha1.NameserverReady, Status: st, Reason: reason, Message: msg, ObservedGeneration: dc.Generation}
+	cond := nameserverReady(dc, st, reason, msg)
 	conds := conditions.Set(dc.Status.Conditions, cond)
 	have := ""
 	if dc.Status.Nameserver != nil {

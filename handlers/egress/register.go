@@ -83,7 +83,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 		return err
 	}
 	r := pipeline.ForService(out)
-	if r.EventReason != "" {
+	if r.EventReason != "" && conditions.Changed(svc.Status.Conditions, r.Condition) {
 		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
 	}
 	conds := conditions.Set(svc.Status.Conditions, r.Condition)

@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// appliedTTL is how long an identical server-side apply is skipped. A parent
-// is typically handled several times within seconds of its creation (its own
-// cycle, its proxy's first state); re-sending unchanged objects then only
-// costs API calls. After the TTL an apply is sent again, which also repairs
-// objects changed or deleted behind the operator's back.
+// appliedTTL is the default of Deps.ApplyRefresh: how long an identical
+// server-side apply is skipped without a look. A parent is typically handled
+// several times within seconds of its creation (its own cycle, its proxy's
+// first state), and some again every few seconds (an ExternalName that does
+// not resolve yet); re-sending unchanged objects then only costs API calls
+// and writes. After the TTL the live object is read: an apply is sent only
+// when it no longer holds what was applied (changed or deleted behind the
+// operator's back), which repairs it.
 const appliedTTL = time.Minute
 
 // appliedCache remembers the digest of the last apply of each object, and
@@ -26,11 +29,20 @@ type appliedEntry struct {
 	at  time.Time
 }
 
-func (c *appliedCache) fresh(key string, sum [32]byte) bool {
+// fresh reports whether sum was applied under key less than ttl ago.
+func (c *appliedCache) fresh(key string, sum [32]byte, ttl time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
-	return ok && e.sum == sum && time.Since(e.at) < appliedTTL
+	return ok && e.sum == sum && time.Since(e.at) < ttl
+}
+
+// sent reports whether the last apply under key sent sum, however long ago.
+func (c *appliedCache) sent(key string, sum [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	return ok && e.sum == sum
 }
 
 func (c *appliedCache) remember(key string, sum [32]byte) {

@@ -69,6 +69,17 @@ type Deps struct {
 	// finalizer removed by hand or by another operator) and removes them.
 	// Default DefaultStrayProxySweep; set it before Register.
 	StrayProxySweep time.Duration
+	// RouteApprovalGrace is how long a Connector's routes may stay
+	// unapproved before it warns (RoutesNotApproved): a policy's
+	// autoApprovers approve them a moment after they are advertised.
+	// Default DefaultRouteApprovalGrace; set it before Register.
+	RouteApprovalGrace time.Duration
+	// ApplyRefresh is how long an identical server-side apply of a child
+	// is skipped outright; after it, the live child is read and the apply
+	// sent only if the child no longer holds what was applied. Zero means
+	// a minute, a negative value no skipping without a look; set it before
+	// Register.
+	ApplyRefresh time.Duration
 
 	stateStore *runtime.ConfigMapStorage
 	applied    appliedCache
@@ -89,11 +100,16 @@ const (
 // costs a list of the state Secrets and a read of each parent.
 const DefaultStrayProxySweep = 5 * time.Minute
 
+// DefaultRouteApprovalGrace is the default of Deps.RouteApprovalGrace:
+// control approves within seconds of the advertisement.
+const DefaultRouteApprovalGrace = 30 * time.Second
+
 // NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
 	return &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
 		OrphanKeySweep: DefaultOrphanKeySweep, OrphanKeyGrace: DefaultOrphanKeyGrace, StrayProxySweep: DefaultStrayProxySweep,
+		RouteApprovalGrace: DefaultRouteApprovalGrace,
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
 			Legacy: LegacyStatePrefix}}
 }

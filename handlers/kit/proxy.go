@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -110,8 +111,20 @@ func (d *Deps) applyUnstructured(ctx context.Context, u *unstructured.Unstructur
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
 	sum := sha256.Sum256(body)
-	if d.applied.fresh(key, sum) {
+	refresh := cmp.Or(d.ApplyRefresh, appliedTTL)
+	if d.applied.fresh(key, sum, refresh) {
 		return nil
+	}
+	if d.applied.sent(key, sum) {
+		// The same as last time: written only if the live object lost it.
+		live, err := d.Dyn.Resource(gvr).Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+		if err == nil && holds(live.Object, u.Object) {
+			d.applied.remember(key, sum)
+			return nil
+		}
 	}
 	if _, err := runtime.Apply(ctx, d.Dyn, gvr, u, FieldManager); err != nil {
 		d.applied.forget(key)

@@ -231,7 +231,13 @@ func TestNotReadyMessage(t *testing.T) {
 	if m := proxyclass.NotReadyMessage("fast", nil); !strings.Contains(m, `"fast" does not exist`) {
 		t.Error(m)
 	}
-	if m := proxyclass.NotReadyMessage("fast", &v1alpha1.ProxyClass{}); !strings.Contains(m, "is not yet in a ready state") {
+	if m := proxyclass.NotReadyMessage("fast", &v1alpha1.ProxyClass{}); !strings.Contains(m, "is not yet in a ready state") || strings.Contains(m, "(") {
+		t.Error(m)
+	}
+	// An invalid class: its reason and message, quoted.
+	invalid := &v1alpha1.ProxyClass{Status: v1alpha1.ProxyClassStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ProxyClassReady,
+		Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonProxyClassInvalid, Message: "ProxyClass is not valid: bad image"}}}}
+	if m := proxyclass.NotReadyMessage("fast", invalid); m != `the ProxyClass "fast" is not yet in a ready state, waiting... (ProxyClassInvalid: ProxyClass is not valid: bad image)` {
 		t.Error(m)
 	}
 }

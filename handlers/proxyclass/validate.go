@@ -180,5 +180,10 @@ func NotReadyMessage(name string, pc *v1alpha1.ProxyClass) string {
 	if pc == nil {
 		return fmt.Sprintf("the ProxyClass %q does not exist; waiting for it to be created and Ready", name)
 	}
-	return fmt.Sprintf("the ProxyClass %q is not yet in a ready state, waiting...", name)
+	msg := fmt.Sprintf("the ProxyClass %q is not yet in a ready state, waiting...", name)
+	// Why, as the class says it (nothing when it was not validated yet).
+	if c := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ProxyClassReady); c != nil && c.Status != metav1.ConditionTrue && c.ObservedGeneration == pc.Generation {
+		msg += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+	}
+	return msg
 }

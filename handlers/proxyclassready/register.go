@@ -68,12 +68,16 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		}
 	}
 	errs := proxyclass.Validate(pc, smCRD)
-	for _, w := range proxyclass.EnvWarnings(pc) {
-		m.d.Post(pc, corev1.EventTypeWarning, proxyclass.ReasonCustomTSEnvVar, w)
-	}
 	cond := proxyclass.Condition(pc, errs, time.Now().Truncate(time.Second))
-	if len(errs) > 0 {
-		m.d.Post(pc, corev1.EventTypeWarning, v1alpha1.ReasonProxyClassInvalid, cond.Message)
+	// Warned about once per generation (the condition records the one
+	// validated), not again at each restart.
+	if conditions.Changed(pc.Status.Conditions, cond) {
+		for _, w := range proxyclass.EnvWarnings(pc) {
+			m.d.Post(pc, corev1.EventTypeWarning, proxyclass.ReasonCustomTSEnvVar, w)
+		}
+		if len(errs) > 0 {
+			m.d.Post(pc, corev1.EventTypeWarning, v1alpha1.ReasonProxyClassInvalid, cond.Message)
+		}
 	}
 	conds := conditions.Set(pc.Status.Conditions, cond)
 	if !reflect.DeepEqual(conds, pc.Status.Conditions) {

@@ -3,6 +3,7 @@ package proxygroup
 import (
 	"context"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -13,6 +14,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -84,7 +86,7 @@ func (g *groups) serviceKind() *memberKind {
 		if !reflect.DeepEqual(conds, svc.Status.Conditions) {
 			status["conditions"] = orNil(len(conds) == 0, conds)
 		}
-		if writeLB && !reflect.DeepEqual(lb, svc.Status.LoadBalancer.Ingress) && !(len(lb) == 0 && len(svc.Status.LoadBalancer.Ingress) == 0) {
+		if writeLB && !service.SameLoadBalancer(lb, svc.Status.LoadBalancer.Ingress) {
 			status["loadBalancer"] = map[string]any{"ingress": orNil(len(lb) == 0, lb)}
 		}
 		if len(status) == 0 {
@@ -129,13 +131,14 @@ func (g *groups) serviceKind() *memberKind {
 			var lb []corev1.LoadBalancerIngress
 			if st.Advertising > 0 {
 				configured.Status, configured.Reason = metav1.ConditionTrue, ReasonSvcConfigured
-				if st.DNSName != "" {
-					lb = append(lb, corev1.LoadBalancerIngress{Hostname: st.DNSName})
+				// One entry with both, as the official operator writes it
+				// (clients read ingress[0].ip).
+				entry := corev1.LoadBalancerIngress{Hostname: st.DNSName}
+				if i := slices.IndexFunc(st.Addrs, isIPv4); i >= 0 {
+					entry.IP = st.Addrs[i]
 				}
-				for _, a := range st.Addrs {
-					if isIPv4(a) {
-						lb = append(lb, corev1.LoadBalancerIngress{IP: a})
-					}
+				if entry.Hostname != "" || entry.IP != "" {
+					lb = []corev1.LoadBalancerIngress{entry}
 				}
 			}
 			return setStatus(ctx, svc, conditions.Set(conds, configured), lb, isLB)

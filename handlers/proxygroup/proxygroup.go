@@ -31,6 +31,10 @@ const (
 	ReasonInvalid = v1alpha1.ReasonProxyGroupInvalid
 	// messageAvailable is ProxyGroupAvailable's message.
 	messageAvailable = "%d/%d ProxyGroup pods running"
+	// messageInvalidAvailable is ProxyGroupAvailable's message while the
+	// group is refused (Tailplane's: the official says "0/N pods running"
+	// with reason ProxyGroupCreating, though nothing is created).
+	messageInvalidAvailable = "no ProxyGroup pods run: the ProxyGroup is invalid (see ProxyGroupReady)"
 )
 
 // Replicas is spec.replicas, DefaultReplicas when unset.
@@ -148,6 +152,11 @@ func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupSt
 	}
 	if len(out.Serving) == want && want > 0 {
 		avail.Reason = v1alpha1.ReasonProxyGroupAvailable
+	}
+	if out.Stage == pipeline.Invalid && len(out.Serving) == 0 {
+		// Refused: nothing is being created, so "Creating, 0/2 pods
+		// running" would be untrue.
+		avail.Reason, avail.Message = v1alpha1.ReasonProxyGroupInvalid, messageInvalidAvailable
 	}
 	for _, c := range []metav1.Condition{ready, avail} {
 		if old := meta.FindStatusCondition(st.Conditions, c.Type); old != nil && old.Status == c.Status {

@@ -103,6 +103,14 @@ func TestStatus(t *testing.T) {
 		ready.Reason != v1alpha1.ReasonProxyGroupCreating || ready.Message != "1/2 ProxyGroup pods running" {
 		t.Errorf("one not running: %+v", ready)
 	}
+	// Refused: nothing is being created, so neither condition says
+	// ProxyGroupCreating "0/2 ProxyGroup pods running".
+	st = Status(pg, pipeline.Outcome{Stage: pipeline.Invalid, Message: "invalid ProxyGroup spec: x"})
+	for _, c := range st.Conditions {
+		if c.Status != "False" || c.Reason != v1alpha1.ReasonProxyGroupInvalid || strings.Contains(c.Message, "0/2") {
+			t.Errorf("invalid: %+v", c)
+		}
+	}
 }
 
 // A replica runs only while its current Pod is Ready and its own process

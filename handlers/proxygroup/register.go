@@ -10,11 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/kit"
 	"github.com/tailplane/tailplane/handlers/pipeline"
@@ -220,16 +222,6 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	if err != nil {
 		return err
 	}
-	switch out.Stage {
-	case pipeline.Invalid:
-		g.d.Post(pg, corev1.EventTypeWarning, ReasonInvalid, out.Message)
-	case pipeline.Failed:
-		reason := ReasonCreationFailed
-		if out.Cause == pipeline.CauseTailnet {
-			reason = v1alpha1.ReasonProxyGroupTailnetUnavailable
-		}
-		g.d.Post(pg, corev1.EventTypeWarning, reason, out.Message)
-	}
 	for _, k := range g.memberKeys(pg.Name) {
 		g.d.Op.Enqueue(k.Resource, k.Namespace+"/"+k.Name, 0)
 	}
@@ -239,6 +231,15 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 	}
 	out.Serving = runningDevices(replicas, out.Serving)
 	st := Status(pg, out)
+	// Posted with a new ProxyGroupReady only (not again at each restart).
+	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady); ready != nil && conditions.Changed(pg.Status.Conditions, *ready) {
+		switch out.Stage {
+		case pipeline.Invalid:
+			g.d.Post(pg, corev1.EventTypeWarning, ReasonInvalid, out.Message)
+		case pipeline.Failed:
+			g.d.Post(pg, corev1.EventTypeWarning, ready.Reason, out.Message)
+		}
+	}
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
 		apiServerStatus(pg, out, &st)
 	}

@@ -54,7 +54,9 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 	if err != nil {
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNotEnforced
 		cond.Message = fmt.Sprintf("the admission policies of namespace %s could not be written: %v", p.Namespace, err)
-		m.d.Post(&p, corev1.EventTypeWarning, ReasonNotEnforced, cond.Message)
+		if conditions.Changed(p.Status.Conditions, cond) {
+			m.d.Post(&p, corev1.EventTypeWarning, ReasonNotEnforced, cond.Message)
+		}
 	} else {
 		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonEnforced
 		cond.Message = fmt.Sprintf("enforced at admission by ValidatingAdmissionPolicies %s and %s, merged with the namespace's other ProxyGroupPolicies: ingress ProxyGroups %s, egress ProxyGroups %s",

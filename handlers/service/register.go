@@ -86,7 +86,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 		return err
 	}
 	r := pipeline.ForService(out)
-	if r.EventReason != "" {
+	if r.EventReason != "" && conditions.Changed(svc.Status.Conditions, r.Condition) {
 		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
 	}
 	var dev proxyset.Device
@@ -139,7 +139,7 @@ func (m *module) setStatus(ctx context.Context, svc *corev1.Service, cond metav1
 		if err != nil {
 			return runtime.Permanent(err)
 		}
-		if !reflect.DeepEqual(lb, svc.Status.LoadBalancer.Ingress) && !(len(lb) == 0 && len(svc.Status.LoadBalancer.Ingress) == 0) {
+		if !SameLoadBalancer(lb, svc.Status.LoadBalancer.Ingress) {
 			status["loadBalancer"] = map[string]any{"ingress": lb}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -233,4 +234,23 @@ func LoadBalancerIngress(svc *corev1.Service, dev proxyset.Device) ([]corev1.Loa
 		}
 	}
 	return out, nil
+}
+
+// SameLoadBalancer reports whether status.loadBalancer.ingress have already
+// says want: the API server fills in ipMode (VIP) where an entry has an IP,
+// which is no difference to write again.
+func SameLoadBalancer(want, have []corev1.LoadBalancerIngress) bool {
+	if len(want) != len(have) {
+		return false
+	}
+	for i := range want {
+		h := have[i]
+		if want[i].IPMode == nil {
+			h.IPMode = nil
+		}
+		if !reflect.DeepEqual(want[i], h) {
+			return false
+		}
+	}
+	return true
 }

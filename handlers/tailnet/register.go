@@ -130,7 +130,9 @@ func (m *module) check(ctx context.Context, ev *runtime.Event) (any, error) {
 		m.d.Log.Info("Tailnet is valid", "tailnet", tn.Name, "login_server", be.LoginServer())
 	} else {
 		m.d.Tailnets.SetNotReady(tn.Name, msg)
-		m.d.Post(&tn, corev1.EventTypeWarning, reason, msg)
+		if conditions.Changed(tn.Status.Conditions, Ready(reason, msg, tn.Generation)) {
+			m.d.Post(&tn, corev1.EventTypeWarning, reason, msg)
+		}
 		m.d.Op.Enqueue(resources.Tailnets, tn.Name, Retry)
 	}
 	m.resyncUsers(tn.Name)

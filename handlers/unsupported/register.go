@@ -37,10 +37,11 @@ func report(ctx context.Context, d *kit.Deps, k Kind, obj *unstructured.Unstruct
 			have = tmp.Conditions
 		}
 	}
-	if announce {
+	cond := k.ReadyCondition(obj.GetGeneration())
+	if announce && conditions.Changed(have, cond) {
 		d.Post(obj, corev1.EventTypeWarning, ReasonNotSupported, k.Message)
 	}
-	conds := conditions.Set(have, k.ReadyCondition(obj.GetGeneration()))
+	conds := conditions.Set(have, cond)
 	if reflect.DeepEqual(conds, have) {
 		return nil
 	}
