@@ -1,9 +1,11 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -95,4 +98,57 @@ func TestIngressFunnelWithoutAttribute(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// headscaleKeys is headscaleLike whose auth keys the Headscale backend
+// mints, against a Headscale API double serving a policy: its tagOwners
+// check is the operator's.
+type headscaleKeys struct {
+	headscaleLike
+	hs *tailnet.Headscale
+}
+
+func (k headscaleKeys) CreateAuthKey(ctx context.Context, tags []string, pre, reusable, ephemeral bool) (string, error) {
+	return k.hs.CreateAuthKey(ctx, tags, pre, reusable, ephemeral)
+}
+
+func (k headscaleKeys) MintAuthKey(ctx context.Context, r tailnet.KeyRequest) (tailnet.AuthKey, error) {
+	return k.hs.MintAuthKey(ctx, r)
+}
+
+// On Headscale, which would give a pre-auth key any tag, a Service asking
+// for a tag Headscale's tagOwners does not give the operator gets the
+// condition and Warning Event a refused tag gets on Tailscale (ProxyFailed,
+// the Tailscale API's words) with what owns a tag on Headscale, and no
+// proxy; a Service with a tag the policy gives (declared without owners)
+// gets its proxy.
+func TestHeadscaleRefusesTagsItsPolicyDoesNotGive(t *testing.T) {
+	api := tailnettest.NewHeadscaleAPI()
+	t.Cleanup(api.Close)
+	api.SetPolicy(`{"tagOwners": {"tag:k8s": [], "tag:alice": ["alice@"]}}`)
+	hs, err := tailnet.NewHeadscale(tailnet.HeadscaleOptions{URL: api.URL, APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, nil)
+	h.stop()
+	h.control = func(b tailnet.Backend) tailnet.Backend { return headscaleKeys{headscaleLike{b}, hs} }
+	h.start()
+
+	h.createService(exposed("notowned", map[string]string{"tailscale.com/tags": "tag:notowned"}))
+	refused := tailnet.NotPermittedTags([]string{"tag:notowned"})
+	h.wantCondition("notowned", "False", "ProxyFailed", `"`+refused+`"`)
+	h.wantCondition("notowned", "False", "ProxyFailed", `declare tag:notowned with the owner "tailplane@"`)
+	h.wantEvent(h.ns, "notowned", corev1.EventTypeWarning, "ProxyFailed", refused)
+	if err := h.proxyGone("svc", "notowned"); err != nil {
+		t.Fatal(err)
+	}
+
+	h.createService(exposed("owned", nil))
+	testpoll.Until(t, settle, "proxy of a Service with tag:k8s", func() error { return h.proxyExists("svc", "owned") })
+	for _, tags := range api.Minted() {
+		if slices.Contains(tags, "tag:notowned") {
+			t.Fatalf("a key was minted with %v", tags)
+		}
+	}
 }
