@@ -17,6 +17,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -60,8 +61,10 @@ func TestRefusedTagsAreExplained(t *testing.T) {
 // An Ingress with tailscale.com/funnel whose proxy's device lacks the
 // funnel node attribute (the proxy's ListenFunnel fails with tailscale's
 // words, recorded as config_error) gets a Warning Event saying Funnel is
-// not allowed and which nodeAttrs entry allows it; once the proxy serves,
-// the Ingress gets its address.
+// not allowed and which nodeAttrs entry allows it. Its status names the
+// proxy only while the proxy serves: not while its running process
+// applied no config, again once it serves the tailnet side without Funnel
+// (config_applied), and after the policy gives the attribute.
 func TestIngressFunnelWithoutAttribute(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createIngressClass(false)
@@ -76,25 +79,43 @@ func TestIngressFunnelWithoutAttribute(t *testing.T) {
 		t.Fatalf("config %+v %v: want Funnel on", cfg, err)
 	}
 	h.simulateLogin("ingress", "public", "nPUB", "public.tail1.ts.net", "100.64.0.12")
-	refused := `open listener l7/funnel/tcp/443: funnel: Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`
-	patch, _ := json.Marshal(map[string]any{"stringData": map[string]string{"config_error": refused}})
-	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "public").StateSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	h.wantIngressAddress("public", "public.tail1.ts.net")
+	state := h.names("ingress", "public").StateSecret
+	patchState := func(data map[string]any) {
+		t.Helper()
+		patch, _ := json.Marshal(map[string]any{"data": data})
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), state, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	refused := `open listener l7/funnel/tcp/443: funnel: Funnel not available; "funnel" node attribute not set. See https://tailscale.com/s/no-funnel.`
+	patchState(map[string]any{proxystate.KeyConfigError: []byte(refused)})
 	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonProxyFailed, pipeline.FunnelNotAllowed)
 	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonProxyFailed, refused)
+	h.wantIngressAddress("public", "")
 
-	// The policy gives the attribute: the proxy applies its config.
-	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names("ingress", "public").StateSecret, types.MergePatchType, []byte(`{"data":{"config_error":null}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testpoll.Until(t, settle, "Ingress address", func() error {
-		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), "public", metav1.GetOptions{})
+	// The proxy's process applied the rest of its config: the tailnet side
+	// serves, without Funnel.
+	patchState(map[string]any{proxystate.KeyPodUID: []byte("pod-1"), proxystate.KeyConfigApplied: []byte("pod-1")})
+	h.wantIngressAddress("public", "public.tail1.ts.net")
+
+	// The policy gives the attribute: the proxy applies all of its config.
+	patchState(map[string]any{proxystate.KeyConfigError: nil})
+	h.wantIngressAddress("public", "public.tail1.ts.net")
+}
+
+// wantIngressAddress waits until the Ingress's status names hostname (""
+// for none).
+func (h *harness) wantIngressAddress(name, hostname string) {
+	h.t.Helper()
+	testpoll.Until(h.t, settle, "address of Ingress "+name, func() error {
+		ing, err := h.kube.NetworkingV1().Ingresses(h.ns).Get(h.ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if lb := ing.Status.LoadBalancer.Ingress; len(lb) != 1 || lb[0].Hostname != "public.tail1.ts.net" {
-			return fmt.Errorf("status %+v", lb)
+		lb := ing.Status.LoadBalancer.Ingress
+		if hostname == "" && len(lb) != 0 || hostname != "" && (len(lb) != 1 || lb[0].Hostname != hostname) {
+			return fmt.Errorf("status %+v, want %q", lb, hostname)
 		}
 		return nil
 	})
