@@ -19,14 +19,15 @@ import (
 )
 
 // headscaleLike is the operator's backend on a control server with
-// Headscale's gaps: no Tailscale Services, no ts.net certificates. The
+// Headscale's gaps: no Tailscale Services, no ts.net certificates, no
+// Funnel. The
 // calls go to the fake Tailscale API as before; only the features differ
 // (the Headscale backend's own calls are tested in internal/tailnet
 // against a real headscale).
 type headscaleLike struct{ tailnet.Backend }
 
 func (headscaleLike) Supports(f tailnet.Feature) bool {
-	return f != tailnet.FeatureServices && f != tailnet.FeatureCertificates
+	return f != tailnet.FeatureServices && f != tailnet.FeatureCertificates && f != tailnet.FeatureFunnel
 }
 
 func (headscaleLike) ControlName() string { return "Headscale" }
@@ -122,4 +123,26 @@ func TestHeadscaleIngressCertificates(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// On a control server without Funnel, an Ingress with tailscale.com/funnel
+// gets a Warning Event FunnelNotAllowed naming the missing feature, and is
+// served on the tailnet only: its proxy's config asks for no Funnel
+// listener (which would fail), and the Ingress's status names the proxy.
+func TestHeadscaleIngressFunnelIsRefusedUpFront(t *testing.T) {
+	h := newHeadscaleHarness(t)
+	h.createIngressClass(false)
+	h.backend("web", 8080)
+	h.createIngress("public", map[string]string{ingress.AnnotationFunnel: "true", ingress.AnnotationHTTPEndpoint: "enabled"},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 8080), TLS: tlsHost("public")})
+	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonFunnelNotAllowed,
+		`tailscale.com/funnel "true" needs Tailscale Funnel, which the control server (Headscale at `)
+	h.wantEvent(h.ns, "public", corev1.EventTypeWarning, ingress.ReasonFunnelNotAllowed, "served on the tailnet only")
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "public") })
+	cfg, err := h.proxyConfig("ingress", "public")
+	if err != nil || cfg.L7.Funnel || !cfg.L7.PlainHTTP {
+		t.Fatalf("config %+v %v: want plain HTTP without Funnel", cfg, err)
+	}
+	h.simulateLogin("ingress", "public", "8", "public.headscale.test", "100.64.0.8")
+	h.wantIngressAddress("public", "public.headscale.test")
 }

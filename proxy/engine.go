@@ -198,9 +198,12 @@ const (
 )
 
 // onConfig parses, validates and applies one document; on any failure the
-// previous config keeps serving and the reason goes to config_error. It
-// reports whether the failure may pass by itself (so a retry makes sense):
-// true for apply-time errors, false for invalid documents and success.
+// previous config (if any) keeps serving and the reason goes to
+// config_error. A config applied without some of its listeners serves the
+// rest, and says which did not open in config_error. It reports whether
+// the failure may pass by itself (so a retry makes sense): true for
+// apply-time errors and skipped listeners, false for invalid documents
+// and success.
 func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	cfg, err := config.Parse(doc)
 	if err == nil {
@@ -210,8 +213,9 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 		retry = true
 		err = e.ensureNode(ctx, cfg)
 	}
+	var skipped error
 	if err == nil {
-		err = e.apply(ctx, cfg)
+		skipped, err = e.apply(ctx, cfg)
 	}
 	if err == nil {
 		err = e.rename(ctx, cfg.Hostname)
@@ -221,7 +225,11 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	}
 	if err != nil {
 		e.metrics.ConfigReloads.WithLabelValues("refused").Inc()
-		e.log.Error("config refused; the previous config keeps serving", "err", err)
+		if e.current != nil {
+			e.log.Error("config refused; the previous config keeps serving", "err", err)
+		} else {
+			e.log.Error("config refused; nothing is served until a config applies", "err", err)
+		}
 		e.writeConfigError(ctx, err.Error())
 		return retry
 	}
@@ -232,8 +240,15 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	}
 	e.active.Store(true)
 	e.metrics.ConfigReloads.WithLabelValues("applied").Inc()
+	if skipped != nil {
+		e.log.Warn("config applied without the listeners that did not open; the rest serves, and they are tried again",
+			"role", cfg.Role, "hostname", cfg.Hostname, "err", skipped)
+		e.writeConfigServing(ctx, skipped.Error())
+		e.refreshGroup(ctx)
+		return true
+	}
 	e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)
-	e.writeConfigError(ctx, "")
+	e.writeConfigServing(ctx, "")
 	e.refreshGroup(ctx)
 	return false
 }
@@ -254,6 +269,7 @@ func (e *Engine) checkIdentity(cfg *config.Config) error {
 	return nil
 }
 
+// writeConfigError records a refused config.
 func (e *Engine) writeConfigError(ctx context.Context, msg string) {
 	if e.opts.Status == nil {
 		return
@@ -262,6 +278,19 @@ func (e *Engine) writeConfigError(ctx context.Context, msg string) {
 	defer cancel()
 	if err := e.opts.Status.SetConfigError(wctx, msg); err != nil {
 		e.log.Warn("cannot record config_error", "err", err)
+	}
+}
+
+// writeConfigServing records an applied config, with what of it does not
+// serve ("" when all of it does).
+func (e *Engine) writeConfigServing(ctx context.Context, problem string) {
+	if e.opts.Status == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.opts.Status.SetConfigServing(wctx, problem); err != nil {
+		e.log.Warn("cannot record config_applied", "err", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ import (
 )
 
 // The public stand-in for Funnel follows the tailnet as Funnel does: when
-// control gives the node no funnel attribute (the policy's nodeAttrs), the
-// config is refused with tailscale's words and nothing listens publicly.
+// control gives the node no funnel attribute (the policy's nodeAttrs),
+// nothing listens publicly and config_error says why with tailscale's
+// words. The Funnel listener failing does not take the rest down: the
+// config applies (config_applied) and the tailnet side serves HTTPS.
 func TestPublicListenerNeedsFunnelAttribute(t *testing.T) {
 	tn := tailnettest.New(t)
 	tn.Control.DefaultNodeCapabilities = &tailcfg.NodeCapMap{tailcfg.CapabilityHTTPS: nil}
@@ -28,10 +31,17 @@ func TestPublicListenerNeedsFunnelAttribute(t *testing.T) {
 	pubAddr := pub.Addr().String()
 	pub.Close()
 	status := &statusRecorder{}
-	startEngine(t, tn, cfg, Options{PublicAddr: pubAddr, Status: status})
-	testpoll.Until(t, 60*time.Second, "config refused for Funnel", func() error {
-		if _, msg := status.get(); !strings.Contains(msg, `"funnel" node attribute not set`) {
-			return fmt.Errorf("config_error %q", msg)
+	r := start(t, tn, cfg, Options{PublicAddr: pubAddr, Status: status})
+	testpoll.Until(t, 60*time.Second, "config applied without Funnel", func() error {
+		if serving, msg := status.servingState(); !serving || !strings.Contains(msg, `"funnel" node attribute not set`) {
+			return fmt.Errorf("serving %v, config_error %q", serving, msg)
+		}
+		return nil
+	})
+	testpoll.Until(t, 30*time.Second, "HTTPS on the tailnet", func() error {
+		resp, _, err := get(r.httpsClient(cert.roots), "https://pub.example.com/", nil)
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "pub" {
+			return fmt.Errorf("%v %v", err, resp)
 		}
 		return nil
 	})

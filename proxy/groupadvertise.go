@@ -147,10 +147,9 @@ func (e *Engine) hostReadiness(certWait bool) {
 // took back); listener errors are kept per service.
 func (e *Engine) reopenGroup(ctx context.Context, cfg *config.Config) {
 	specs := e.groupSpecs(cfg, e.group)
-	opened, failed, err := e.openListeners(ctx, specs)
-	if err != nil { // only non-service specs fail the whole set; there are none
-		e.log.Error("cannot open Tailscale Service listeners", "err", err)
-		return
+	opened, failed, skipped := e.openListeners(ctx, specs)
+	if skipped != nil { // only non-service specs are skipped; there are none
+		e.log.Error("cannot open listeners", "err", skipped)
 	}
 	e.listenErrs = failed
 	if len(opened) == 0 && !e.hasStale(specs) {

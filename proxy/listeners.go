@@ -40,28 +40,32 @@ type listenerSpec struct {
 }
 
 // apply switches to cfg: it opens the listeners cfg adds, swaps routes and
-// targets atomically, then closes the listeners cfg drops. If anything
-// fails, everything new is closed and the previous config stays in force.
-func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
+// targets atomically, then closes the listeners cfg drops. A listener that
+// cannot open (Funnel the tailnet does not allow, a port taken) does not
+// hold back the rest: cfg applies without it, and skipped says which did
+// not open, so that they are tried again. If anything else fails, or no
+// listener of cfg would serve, everything new is closed and the previous
+// config (if any) stays in force.
+func (e *Engine) apply(ctx context.Context, cfg *config.Config) (skipped, err error) {
 	sf, err := newSourceFilter(cfg.AllowedSourceRanges)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var routes *l7.Routes
 	var certs certSource
 	if cfg.L7 != nil {
 		if certs, err = e.loadCertSource(ctx, cfg.L7.TLS); err != nil {
-			return err
+			return nil, err
 		}
 		if routes, err = e.buildRoutes(ctx, cfg); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var plan *groupPlan
 	specs := e.specs(cfg)
 	if isGroupRole(cfg.Role) {
 		if plan, err = e.planGroup(ctx, cfg); err != nil {
-			return err
+			return nil, err
 		}
 		specs = e.groupSpecs(cfg, plan.services)
 	}
@@ -81,9 +85,10 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		}
 		cancel()
 	}
-	opened, failed, err := e.openListeners(ctx, specs)
-	if err != nil {
-		return err
+	opened, failed, skipped := e.openListeners(ctx, specs)
+	if skipped != nil && !e.anyServes(specs, opened) {
+		closeListeners(ctx, opened)
+		return nil, skipped
 	}
 	// Point of no return: swap state, then adjust the listener set.
 	e.sources.Store(sf)
@@ -101,15 +106,16 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) error {
 		e.leaveGroup()
 	}
 	e.adoptListeners(specs, opened)
-	return nil
+	return skipped, nil
 }
 
 // openListeners opens the listeners of specs that are not open yet. A
-// failing Tailscale Service listener is reported in failed by service; any
-// other failure closes what was opened and is returned.
-func (e *Engine) openListeners(ctx context.Context, specs []listenerSpec) (opened map[string]*listenerHandle, failed map[string]error, err error) {
+// failing Tailscale Service listener is reported in failed by service; the
+// failures of the others are joined in skipped.
+func (e *Engine) openListeners(_ context.Context, specs []listenerSpec) (opened map[string]*listenerHandle, failed map[string]error, skipped error) {
 	opened = map[string]*listenerHandle{}
 	failed = map[string]error{}
+	var errs []error
 	for _, s := range specs {
 		if _, ok := e.listen[s.key]; ok {
 			continue
@@ -123,15 +129,38 @@ func (e *Engine) openListeners(ctx context.Context, specs []listenerSpec) (opene
 			continue
 		}
 		if err != nil {
-			for _, h := range opened {
-				h.shutdown(ctx)
-				h.kill()
-			}
-			return nil, nil, fmt.Errorf("open listener %s: %w", s.key, err)
+			errs = append(errs, fmt.Errorf("open listener %s: %w", s.key, err))
+			continue
 		}
 		opened[s.key] = h
 	}
-	return opened, failed, nil
+	return opened, failed, errors.Join(errs...)
+}
+
+// anyServes reports whether one listener of specs other than a Tailscale
+// Service's is open already or in opened: what a config with failed
+// listeners still serves.
+func (e *Engine) anyServes(specs []listenerSpec, opened map[string]*listenerHandle) bool {
+	for _, s := range specs {
+		if s.service != "" {
+			continue
+		}
+		if _, ok := e.listen[s.key]; ok {
+			return true
+		}
+		if _, ok := opened[s.key]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// closeListeners stops listeners at once, their connections too.
+func closeListeners(ctx context.Context, hs map[string]*listenerHandle) {
+	for _, h := range hs {
+		h.shutdown(ctx)
+		h.kill()
+	}
 }
 
 // adoptListeners makes specs the listener set: their targets swap in, the

@@ -21,7 +21,12 @@ import (
 // reads them (the state Secret). *kubestate.Store implements it.
 type StatusWriter interface {
 	SetDeviceInfo(ctx context.Context, d kubestate.DeviceInfo) error
+	// SetConfigError records why the config was refused ("" clears it,
+	// as SetConfigServing("") does).
 	SetConfigError(ctx context.Context, msg string) error
+	// SetConfigServing records that this process serves its config, all
+	// of it (problem "") or all but what problem names (config_error).
+	SetConfigServing(ctx context.Context, problem string) error
 	// SetServices records how an ingress-group replica hosts each of its
 	// Tailscale Services (proxystate.KeyServices).
 	SetServices(ctx context.Context, report map[string]proxystate.ServiceReport) error

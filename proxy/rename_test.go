@@ -20,6 +20,7 @@ type statusRecorder struct {
 	mu       sync.Mutex
 	device   kubestate.DeviceInfo
 	cfgError string
+	serving  bool // SetConfigServing was called
 	services map[string]proxystate.ServiceReport
 }
 
@@ -48,6 +49,20 @@ func (s *statusRecorder) SetConfigError(_ context.Context, msg string) error {
 	defer s.mu.Unlock()
 	s.cfgError = msg
 	return nil
+}
+
+func (s *statusRecorder) SetConfigServing(_ context.Context, problem string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfgError, s.serving = problem, true
+	return nil
+}
+
+// servingState returns whether a config was applied, and config_error.
+func (s *statusRecorder) servingState() (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving, s.cfgError
 }
 
 func (s *statusRecorder) get() (kubestate.DeviceInfo, string) {

@@ -45,28 +45,43 @@ func (d *device) stateStore(ctx context.Context, dir string) (ipn.StateStore, er
 // the tags it advertises (kept, so that a changed OPERATOR_INITIAL_TAGS
 // never asks control to retag an existing device).
 func existingNode(st ipn.StateStore) (bool, []string, error) {
+	p, err := storedPrefs(st)
+	if err != nil || p == nil || p.Persist == nil || p.Persist.NodeID == "" {
+		return false, nil, err
+	}
+	return true, p.AdvertiseTags, nil
+}
+
+// storedNodeID is the stable node ID of the node st holds, "" when none.
+func storedNodeID(st ipn.StateStore) (string, error) {
+	p, err := storedPrefs(st)
+	if err != nil || p == nil || p.Persist == nil {
+		return "", err
+	}
+	return string(p.Persist.NodeID), nil
+}
+
+// storedPrefs are the prefs of st's current profile, nil when it has none.
+func storedPrefs(st ipn.StateStore) (*ipn.Prefs, error) {
 	cur, err := st.ReadState(ipn.CurrentProfileStateKey)
 	if errors.Is(err, ipn.ErrStateNotExist) || len(cur) == 0 {
-		return false, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, nil, err
+		return nil, err
 	}
 	b, err := st.ReadState(ipn.StateKey(cur))
 	if errors.Is(err, ipn.ErrStateNotExist) {
-		return false, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, nil, err
+		return nil, err
 	}
 	var p ipn.Prefs
 	if err := ipn.PrefsFromBytes(b, &p); err != nil {
-		return false, nil, fmt.Errorf("profile %s: %w", cur, err)
+		return nil, fmt.Errorf("profile %s: %w", cur, err)
 	}
-	if p.Persist == nil || p.Persist.NodeID == "" {
-		return false, nil, nil
-	}
-	return true, p.AdvertiseTags, nil
+	return &p, nil
 }
 
 // scratchDir makes the folder tsnet needs (its log and certificate files;

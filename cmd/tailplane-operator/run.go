@@ -119,6 +119,12 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	if uninstall, err := uninstallWanted(getenv); err != nil || uninstall {
+		if err != nil {
+			return err
+		}
+		return forgetDevice(ctx, kube, backend, s.Namespace, s.OperatorSecret, logger)
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)

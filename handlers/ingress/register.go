@@ -137,6 +137,10 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if refused != "" {
 		return &pipeline.Plan{Invalid: refused}, nil
 	}
+	noFunnel := FunnelRefused(ing, be)
+	if noFunnel != "" {
+		m.d.Post(ing, corev1.EventTypeWarning, ReasonFunnelNotAllowed, noFunnel)
+	}
 	lookup := Lookup(ctx, m.d.Kube, ing.Namespace)
 	// Render once without a key to learn what is servable before minting.
 	_, problems, err := Config(ing, s, lookup, "", "")
@@ -160,6 +164,9 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 				return nil, err
 			}
 			cfg.Plugins = plugins
+			if noFunnel != "" {
+				cfg.L7.Funnel = false
+			}
 			if plain {
 				servePlainHTTP(cfg.L7)
 			}

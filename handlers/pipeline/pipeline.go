@@ -192,13 +192,14 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 }
 
 // outcome is the one definition of pending, renamed and refused: a replica
-// whose proxy refused its config fails the parent; one without a device
-// (no ID or no name yet) or still under its old name keeps it pending.
+// whose proxy refused its config fails the parent (and is not serving when
+// its running process applied no config); one without a device (no ID or
+// no name yet) or still under its old name keeps it pending.
 func outcome(proxy *Proxy, hostnames []string) Outcome {
 	out := Outcome{Stage: Ready}
 	for i, r := range proxy.Replicas {
 		out.Devices = append(out.Devices, r.Device)
-		if r.Device.ID != "" && r.Device.Named(hostnames[i]) {
+		if r.Device.ID != "" && r.Device.Named(hostnames[i]) && (configError(r) == "" || configApplied(r)) {
 			out.Serving = append(out.Serving, r.Device)
 		}
 	}

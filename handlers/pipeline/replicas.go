@@ -283,10 +283,22 @@ func configError(r Replica) string {
 	return "the proxy refused its config: " + msg
 }
 
+// configApplied reports whether the replica's running process applied a
+// config (config_applied is its Pod's UID): with a config_error, it serves
+// all but what the error names (a listener that did not open), or its
+// previous config.
+func configApplied(r Replica) bool {
+	if r.State == nil {
+		return false
+	}
+	applied := r.State.Data[proxystate.KeyConfigApplied]
+	return len(applied) > 0 && string(applied) == string(r.State.Data[proxystate.KeyPodUID])
+}
+
 // FunnelNotAllowed explains a proxy whose Funnel listener the tailnet
 // refused: its device lacks the funnel node attribute.
 const FunnelNotAllowed = `Funnel is not allowed for this proxy: the tailnet policy file gives its tags no "funnel" node attribute, ` +
-	`so the proxy refuses the config and nothing is served publicly. Add a nodeAttrs entry for the proxy's tags, e.g. ` +
+	`so the proxy serves on the tailnet only and nothing publicly. Add a nodeAttrs entry for the proxy's tags, e.g. ` +
 	`{"target": ["tag:k8s"], "attr": ["funnel"]}, or remove the tailscale.com/funnel annotation; the proxy retries within a minute`
 
 func ignoreNotFound(err error) error {

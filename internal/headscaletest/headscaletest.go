@@ -23,8 +23,9 @@ import (
 const readyTimeout = 2 * time.Minute
 
 // Start runs Headscale until the test ends and returns its tailnet.env:
-// HEADSCALE_URL, HEADSCALE_API_KEY, TS_CONTROL_URL and the rest.
-func Start(t testing.TB) map[string]string {
+// HEADSCALE_URL, HEADSCALE_API_KEY, TS_CONTROL_URL and the rest. args are
+// further devcluster tailnet options, e.g. --policy FILE.
+func Start(t testing.TB, args ...string) map[string]string {
 	t.Helper()
 	bin, err := testenv.Binary()
 	if err != nil {
@@ -35,7 +36,7 @@ func Start(t testing.TB) map[string]string {
 		t.Fatalf("no headscale binary next to devcluster (%v): run go tool task test:headscale", err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "tailnet", "--dir", dir, "--control", "headscale", "--headscale", hs)
+	cmd := exec.Command(bin, append([]string{"tailnet", "--dir", dir, "--control", "headscale", "--headscale", hs}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	logFile, err := os.Create(filepath.Join(dir, "devcluster.log"))
 	if err != nil {

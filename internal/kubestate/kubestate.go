@@ -168,6 +168,17 @@ func (s *Store) SetDeviceInfo(ctx context.Context, d DeviceInfo) error {
 // SetPodUID: the operator counts a replica as serving its config only once
 // the running process applied it.
 func (s *Store) SetConfigError(ctx context.Context, msg string) error {
+	return s.setConfigStatus(ctx, msg, msg == "")
+}
+
+// SetConfigServing records that the running process applied its config
+// (KeyConfigApplied), and problem ("" none) as KeyConfigError: what of the
+// config does not serve, such as a listener that could not open.
+func (s *Store) SetConfigServing(ctx context.Context, problem string) error {
+	return s.setConfigStatus(ctx, problem, true)
+}
+
+func (s *Store) setConfigStatus(ctx context.Context, msg string, applied bool) error {
 	var v []byte
 	if msg != "" {
 		v = []byte(msg)
@@ -179,7 +190,7 @@ func (s *Store) SetConfigError(ctx context.Context, msg string) error {
 	s.mu.RLock()
 	uid := s.podUID
 	s.mu.RUnlock()
-	if cur, _ := s.Get(proxystate.KeyConfigApplied); msg == "" && uid != "" && string(cur) != uid {
+	if cur, _ := s.Get(proxystate.KeyConfigApplied); applied && uid != "" && string(cur) != uid {
 		kv[proxystate.KeyConfigApplied] = []byte(uid)
 	}
 	if len(kv) == 0 {

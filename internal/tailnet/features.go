@@ -21,6 +21,9 @@ const (
 	// MagicDNS name, issued through the control server (the ts.net
 	// certificates an Ingress without tls.secretName serves).
 	FeatureCertificates Feature = "HTTPS certificates for MagicDNS names (ts.net certificates)"
+	// FeatureFunnel is Tailscale Funnel: serving a device's port to the
+	// internet (an Ingress with tailscale.com/funnel).
+	FeatureFunnel Feature = "Tailscale Funnel"
 )
 
 // ErrUnsupported is wrapped by the errors of calls a backend cannot make

@@ -49,7 +49,7 @@ type HeadscaleOptions struct {
 // with ACL tags (devices made with them are tagged, owned by no user),
 // nodes listed and deleted by their numeric ID, which is also the stable
 // node ID their clients report. Headscale has no Tailscale Services and
-// issues no certificates; Supports says so, and the Service calls fail
+// no Funnel, and issues no certificates; Supports says so, and the Service calls fail
 // with ErrUnsupported.
 //
 // Headscale keys carry no description, so the descriptions the operator
@@ -121,9 +121,10 @@ func (h *Headscale) LoginServer() string { return h.base }
 // ControlName is "Headscale".
 func (h *Headscale) ControlName() string { return "Headscale" }
 
-// Supports is false for Tailscale Services and ts.net certificates.
+// Supports is false for Tailscale Services, ts.net certificates and
+// Funnel.
 func (h *Headscale) Supports(f Feature) bool {
-	return f != FeatureServices && f != FeatureCertificates
+	return f != FeatureServices && f != FeatureCertificates && f != FeatureFunnel
 }
 
 // Verify checks that the API key is accepted, that the nodes can be read

@@ -81,10 +81,18 @@ func (h *Headscale) CreateAuthKey(ctx context.Context, tags []string, preauthori
 	return k.Key, err
 }
 
-// MintAuthKey mints a pre-auth key with r's tags. Headscale's keys are
-// always preauthorized; the description is kept in memory (Headscale has
-// no field for it).
+// MintAuthKey mints a pre-auth key with r's tags, once Headscale's policy
+// says the operator owns them (checkTags). Headscale's keys are always
+// preauthorized; the description is kept in memory (Headscale has no
+// field for it).
 func (h *Headscale) MintAuthKey(ctx context.Context, r KeyRequest) (AuthKey, error) {
+	policy, err := h.policy(ctx)
+	if err != nil {
+		return AuthKey{}, err
+	}
+	if err := h.checkTags(policy, r.Tags); err != nil {
+		return AuthKey{}, err
+	}
 	owner, err := h.ownerID(ctx)
 	if err != nil {
 		return AuthKey{}, err

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -205,5 +207,38 @@ func TestHeadscaleExpiresOrphanedKeys(t *testing.T) {
 	}
 	if asked != 0 || !valid(b, young.ID) {
 		t.Fatalf("the young key: in-use check asked %d times (want 0), valid %v", asked, valid(b, young.ID))
+	}
+}
+
+// A real Headscale with a policy file (devcluster tailnet --policy) gives
+// the backend its policy (GET /api/v1/policy reads the file in file mode):
+// a tag its tagOwners declares is minted, one it does not declare is
+// refused with the Tailscale API's words, although Headscale itself would
+// apply it.
+func TestHeadscaleRefusesTagsOutsideItsPolicy(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "policy.hujson")
+	if err := os.WriteFile(policy, []byte(`{"tagOwners": {"tag:k8s": []}, "acls": [{"action": "accept", "src": ["*"], "dst": ["*:*"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := headscaletest.Start(t, "--policy", policy)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := headscaleBackend(t, env)
+	if _, err := b.MintAuthKey(ctx, tailnet.KeyRequest{Tags: []string{"tag:k8s"}, Preauthorized: true}); err != nil {
+		t.Fatalf("tag:k8s: %v", err)
+	}
+	_, err := b.MintAuthKey(ctx, tailnet.KeyRequest{Tags: []string{"tag:notowned"}, Preauthorized: true})
+	var e *tailnet.Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Message != tailnet.NotPermittedTags([]string{"tag:notowned"}) {
+		t.Fatalf("tag:notowned: %v, want refused", err)
+	}
+	keys, err := b.ListAuthKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if slices.Contains(k.Tags, "tag:notowned") {
+			t.Fatalf("Headscale holds a key with tag:notowned: %+v", k)
+		}
 	}
 }

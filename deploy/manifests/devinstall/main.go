@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -122,7 +121,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 		}
 		return err
 	}
-	printTry(o.Dir)
+	fmt.Print(tryText(o.Dir))
 	if wait != nil {
 		return wait()
 	}
@@ -180,47 +179,4 @@ func startCluster(ctx context.Context, devcluster string, args []string, logger 
 			return nil
 		}
 	}, nil
-}
-
-func printTry(dir string) {
-	abs, _ := filepath.Abs(dir)
-	fmt.Printf(`
-Tailplane's operator is installed in devcluster (Helm release tailscale-operator,
-namespace tailscale; running "go tool task dev" again upgrades it), with the
-default ProxyClass %[2]q (devcluster's ACME directory). Try:
-  go tool task dev:kubectl -- -n tailscale get pods,statefulsets,proxyclass
-  # echo backends, then the seed's exposed Service and Ingress:
-  go tool task dev:kubectl -- apply -f kind-e2e/operator/testdata/echo.yaml \
-      -f examples/seed/01-service-expose.yaml -f examples/seed/03-ingress.yaml
-  go tool task dev:kubectl -- get svc postgres -o jsonpath='{.status.conditions}'
-  go tool task dev:kubectl -- get ingress my-app        # ADDRESS: my-app.devcluster.ts.net
-  # reach them through the tailnet (a tsnet client with Pebble's root):
-  $(go tool task test:assets-dir)/devcluster curl --dir %[1]s https://my-app.devcluster.ts.net/
-  $(go tool task test:assets-dir)/devcluster curl --dir %[1]s http://default-postgres.devcluster.ts.net:5432/
-  # the seed's ProxyGroup: members are Tailscale Services served by both replicas
-  go tool task dev:kubectl -- apply -f examples/seed/07-proxygroup.yaml
-  # kubectl through the tailnet: a kube-apiserver ProxyGroup (noauth: your own
-  # credentials), a client on the tailnet (go tool task dev:join, SOCKS5 on
-  # 127.0.0.1:1055) and a kubeconfig cluster for it:
-  go tool task dev:kubectl -- apply -f examples/proxygroup-kube-apiserver.yaml
-  kubectl config set-cluster tailnet --server=https://k8s-api.devcluster.ts.net \
-      --certificate-authority=%[1]s/ca.pem --proxy-url=socks5://127.0.0.1:1055
-%[3]sCtrl-C stops the cluster.
-`, abs, ProxyClassName, pluginTry(abs))
-}
-
-// pluginTry is the try-steps of a routing plugin through devcluster's OCI
-// registry (its address is in the cluster folder's registry.env), "" when
-// the cluster has no registry.
-func pluginTry(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, "registry.env"))
-	reg, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "REGISTRY=")
-	if !ok || reg == "" {
-		return ""
-	}
-	return fmt.Sprintf(`  # a routing plugin from devcluster's OCI registry %[1]s (docs/plugins.md):
-  go tool task plugin:build DIR=plugins/examples/canary
-  go tool task plugin:push DIR=plugins/examples/canary REF=%[1]s/canary:v1
-  # then a RoutingPlugin with spec.module.oci.ref: %[1]s/canary:v1 and the printed sha256
-`, reg)
 }

@@ -106,3 +106,20 @@ operatorConfig.extraEnv is merged in.
 - name: APISERVER_PROXY
   value: {{ toString (.Values.apiServerProxyConfig.mode | default "false") | quote }}
 {{- end -}}
+
+{{/*
+tailplane.operatorEnvMerged is the operator container's env with
+operatorConfig.extraEnv merged in (it replaces a variable of the same name).
+*/}}
+{{- define "tailplane.operatorEnvMerged" -}}
+{{- $extra := list }}
+{{- range .Values.operatorConfig.extraEnv }}{{ $extra = append $extra .name }}{{ end }}
+{{- range include "tailplane.operatorEnv" . | fromYamlArray }}
+{{- if not (has .name $extra) }}
+- {{ toYaml . | indent 2 | trim }}
+{{- end }}
+{{- end }}
+{{- with .Values.operatorConfig.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
