@@ -45,6 +45,8 @@ func TestServiceRenameReadyOnlyUnderTheNewName(t *testing.T) {
 		return nil
 	})
 	h.wantCondition("ren", "False", "ProxyPending", "waiting for the device to be renamed: it is still first.tail1.ts.net, not yet second.tail1.ts.net")
+	// As for an Ingress, the rename is told as an Event with the new name.
+	h.wantEvent(h.ns, "ren", "Normal", "ProxyRenaming", "not yet second.tail1.ts.net")
 	if lb := h.service("ren").Status.LoadBalancer.Ingress; len(lb) != 0 {
 		t.Fatalf("LoadBalancer status still names the old device: %+v", lb)
 	}

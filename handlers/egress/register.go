@@ -84,7 +84,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	}
 	r := pipeline.ForService(out)
 	if r.EventReason != "" && conditions.Changed(svc.Status.Conditions, r.Condition) {
-		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
+		m.d.Post(svc, r.EventType, r.EventReason, r.EventMessage)
 	}
 	conds := conditions.Set(svc.Status.Conditions, r.Condition)
 	if reflect.DeepEqual(conds, svc.Status.Conditions) {

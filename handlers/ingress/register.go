@@ -41,7 +41,7 @@ const (
 	ReasonTLSSecretMissing = "TLSSecretMissing"
 	// ReasonProxyRenaming says the hostname changed and the device does
 	// not have the new name yet.
-	ReasonProxyRenaming = "ProxyRenaming"
+	ReasonProxyRenaming = pipeline.ReasonProxyRenaming
 )
 
 type module struct{ d *kit.Deps }

@@ -87,7 +87,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	}
 	r := pipeline.ForService(out)
 	if r.EventReason != "" && conditions.Changed(svc.Status.Conditions, r.Condition) {
-		m.d.Post(svc, corev1.EventTypeWarning, r.EventReason, r.EventMessage)
+		m.d.Post(svc, r.EventType, r.EventReason, r.EventMessage)
 	}
 	var dev proxyset.Device
 	if len(out.Serving) > 0 && (out.Stage == pipeline.Ready || out.Cause == pipeline.CauseConfigError) {
