@@ -69,7 +69,14 @@ func Start(ctx context.Context, cfg Config) (*CA, error) {
 		return nil, err
 	}
 	validator := va.New(logger, 80, 443, false, cfg.Resolver, store)
-	front := wfe.New(logger, store, validator, authority, []string{"pebble.letsencrypt.org"}, false, false, 3, 5)
+	// Retry-After of 1 s on pending authorizations and orders, not
+	// Pebble's usual 3 and 5: validation runs in the background, and an
+	// ACME client that polls before it ends waits that long. Tailscale's
+	// client polls the order right after answering the challenge, so on a
+	// busy machine a certificate took 6 s instead of 1 whenever it lost
+	// that race (seen as a renamed Ingress serving under neither name for
+	// 6-8 s). 1 s is the least x/crypto/acme waits anyway.
+	front := wfe.New(logger, store, validator, authority, []string{"pebble.letsencrypt.org"}, false, false, 1, 1)
 
 	rootPEM, err := fetchRoot(front.ManagementHandler())
 	if err != nil {
