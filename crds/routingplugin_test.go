@@ -142,9 +142,13 @@ func TestRoutingPluginStatus(t *testing.T) {
 		"conditions": []any{
 			map[string]any{"type": "Accepted", "status": "True", "reason": "ModuleCompiled", "message": "compiled in 812ms", "lastTransitionTime": now},
 			map[string]any{"type": "Ready", "status": "False", "reason": "LoadFailed", "message": "1 of 2 proxies failed", "lastTransitionTime": now},
+			map[string]any{"type": "Degraded", "status": "True", "reason": "RequestsFailing", "message": "120 of 120 requests failed (100%)", "lastTransitionTime": now},
 		},
 		"loadedBy": []any{
-			map[string]any{"proxy": "ts-web-0", "sha256": strings.Repeat("b", 64)},
+			map[string]any{"proxy": "ts-web-0", "sha256": strings.Repeat("b", 64), "failures": map[string]any{
+				"since": now, "requests": int64(1200), "failed": int64(120), "byClass": map[string]any{"trap": int64(120)},
+				"windowSeconds": int64(60), "recentRequests": int64(120), "recentFailed": int64(120),
+				"lastError": "plugin apps/canary: handle_request: wasm error: unreachable (guest: panic: boom)", "lastFailureTime": now}},
 			map[string]any{"proxy": "ts-web-1", "error": "sha256 mismatch"},
 		},
 	}
@@ -154,6 +158,11 @@ func TestRoutingPluginStatus(t *testing.T) {
 	}
 	if loaded, _, _ := unstructured.NestedSlice(got.Object, "status", "loadedBy"); len(loaded) != 2 {
 		t.Errorf("loadedBy = %v", loaded)
+	}
+	if loaded, _, _ := unstructured.NestedSlice(got.Object, "status", "loadedBy"); len(loaded) == 2 {
+		if f, _, _ := unstructured.NestedMap(loaded[0].(map[string]any), "failures"); len(f) != 9 {
+			t.Errorf("loadedBy[0].failures = %v, want all 9 fields kept", f)
+		}
 	}
 	if n, _, _ := unstructured.NestedInt64(got.Object, "status", "chunks"); n != 3 {
 		t.Errorf("status.chunks = %d, want 3 (not pruned)", n)

@@ -264,6 +264,19 @@ func (m *Manager) retire(p *host.Plugin) {
 	}()
 }
 
+// Failures returns the run-time failures of the generations serving now, by
+// plugin name. A fail-closed stand-in for a plugin that did not load has
+// none: its Status carries the load error.
+func (m *Manager) Failures() map[string]host.FailureStats {
+	out := map[string]host.FailureStats{}
+	for _, l := range *m.chain.Load() {
+		if l.plugin != nil {
+			out[l.name] = l.plugin.Failures()
+		}
+	}
+	return out
+}
+
 // Statuses returns the last Apply's outcome, sorted by name.
 func (m *Manager) Statuses() []Status {
 	m.mu.Lock()

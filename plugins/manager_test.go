@@ -72,6 +72,41 @@ func TestChainRunsInDeclaredOrder(t *testing.T) {
 	}
 }
 
+// trapModule is the smallest http-wasm guest whose handle_request traps.
+var trapModule = []byte("\x00asm\x01\x00\x00\x00" +
+	"\x01\x0a\x02\x60\x00\x01\x7e\x60\x02\x7f\x7f\x00" + // types: ()->i64, (i32,i32)->()
+	"\x03\x03\x02\x00\x01" + // functions
+	"\x05\x03\x01\x00\x01" + // one memory page
+	"\x07\x2d\x03\x06memory\x02\x00\x0ehandle_request\x00\x00\x0fhandle_response\x00\x01" +
+	"\x0a\x08\x02\x03\x00\x00\x0b\x02\x00\x0b") // unreachable; nothing
+
+// Failures are those of each plugin's serving generation: a trapping
+// plugin counts its failures, a healthy one its requests only, and a
+// reload starts the count again.
+func TestFailuresOfTheServingGenerations(t *testing.T) {
+	m := newManager(t)
+	mod := wasmbuild.Go(t, "./plugins/examples/redirect")
+	trap := plugins.Spec{Config: host.Config{Name: "trap", Module: trapModule, FailurePolicy: host.FailOpen, Timeout: 10 * time.Second}}
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{trap, redirectSpec(mod, "r", "v1", 10)}))
+	for range 3 {
+		if d, _ := m.Route(context.Background(), req("/x"), route.Decision{}); d.Location != "/v1/x" {
+			t.Fatalf("the fail-open trap should be skipped: %+v", d)
+		}
+	}
+	f := m.Failures()
+	if tr := f["trap"]; tr.Requests != 3 || tr.Failed != 3 || tr.ByClass[host.FailureTrap] != 3 || !strings.Contains(tr.LastError, "unreachable") {
+		t.Errorf("trap: %+v", tr)
+	}
+	if r := f["r"]; r.Requests != 3 || r.Failed != 0 {
+		t.Errorf("healthy plugin: %+v", r)
+	}
+	trap.Timeout = 5 * time.Second // a new generation
+	mustLoad(t, m.Apply(context.Background(), []plugins.Spec{trap, redirectSpec(mod, "r", "v1", 10)}))
+	if tr := m.Failures()["trap"]; tr.Requests != 0 || tr.Failed != 0 {
+		t.Errorf("after a reload: %+v, want a fresh count", tr)
+	}
+}
+
 // Only runs a subset of the chain (one Tailscale Service's plugins), in
 // chain order, and follows reloads like the whole chain.
 func TestOnlyRunsTheNamedPlugins(t *testing.T) {

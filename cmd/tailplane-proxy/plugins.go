@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -31,10 +32,14 @@ type pluginLoader struct {
 	namespace string
 	status    statusSetter // nil: outcomes are only logged
 	log       *log.Logger
+
+	mu     sync.Mutex // guards last and health, serialises writes
+	last   []plugins.Status
+	health *failureWatch
 }
 
 func newPluginLoader(kube kubernetes.Interface, namespace, cacheDir string, status statusSetter, logger *log.Logger) (*pluginLoader, error) {
-	l := &pluginLoader{namespace: namespace, status: status, log: logger}
+	l := &pluginLoader{namespace: namespace, status: status, log: logger, health: newFailureWatch(failureWindow, failureMinGap)}
 	// The manager reports after every Apply and after every retry of a
 	// plugin that failed to load, so plugin_status follows the retries too.
 	m, err := plugins.New(plugins.Options{CacheDir: cacheDir, Kube: kube, Logger: logger, OnStatus: l.report})
@@ -65,16 +70,35 @@ func (l *pluginLoader) routers(ctx context.Context, ps []config.Plugin) ([]route
 	return []route.Router{l.manager}, nil
 }
 
-// report writes the plugins' outcome to the state Secret's plugin_status.
+// report writes the plugins' outcome to the state Secret's plugin_status
+// (the manager's OnStatus: after every Apply and retry).
 func (l *pluginLoader) report(ctx context.Context, statuses []plugins.Status) {
-	reports := make([]proxystate.PluginReport, 0, len(statuses))
 	for _, s := range statuses {
 		if s.Error != "" {
 			l.log.Warn("plugin did not load", "plugin", s.Name, "err", s.Error)
 		}
-		reports = append(reports, proxystate.PluginReport{Name: s.Name, Loaded: s.Loaded, SHA256: s.SHA256, Error: s.Error})
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = statuses
+	l.health.observe(time.Now(), l.manager.Failures())
+	l.write(ctx)
+}
+
+// write writes plugin_status: the last statuses with the run-time failures
+// of each serving plugin. Called with l.mu held.
+func (l *pluginLoader) write(ctx context.Context) {
+	reports := make([]proxystate.PluginReport, 0, len(l.last))
+	for _, s := range l.last {
+		r := proxystate.PluginReport{Name: s.Name, Loaded: s.Loaded, SHA256: s.SHA256, Error: s.Error}
+		if s.Loaded {
+			r.Failures = l.health.failures(s.Name)
+		}
+		reports = append(reports, r)
+	}
+	now := time.Now()
 	if l.status == nil {
+		l.health.wrote(now)
 		return
 	}
 	b, _ := json.Marshal(reports)
@@ -82,7 +106,9 @@ func (l *pluginLoader) report(ctx context.Context, statuses []plugins.Status) {
 	defer cancel()
 	if err := l.status.Set(wctx, map[string][]byte{proxystate.KeyPluginStatus: b}); err != nil {
 		l.log.Warn("cannot report plugin status", "err", err)
+		return
 	}
+	l.health.wrote(now)
 }
 
 func (l *pluginLoader) spec(p config.Plugin) (plugins.Spec, error) {

@@ -124,6 +124,7 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 			return opts, err
 		}
 		opts.PluginRouters = loader.routers
+		go loader.watchFailures(ctx, failureTick)
 	}
 	return opts, nil
 }

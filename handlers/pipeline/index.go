@@ -37,8 +37,7 @@ func stateSelector() string {
 // objects) and costs one full apply when it was (a replica scaled away).
 // The watch covers only managed state Secrets in the operator namespace.
 func (p *Pipeline) watchState() {
-	sel := stateSelector()
-	opts := []runtime.Option{runtime.Namespace(p.d.Settings.Namespace), runtime.Selector(sel)}
+	opts := p.StateScope()
 	p.d.Op.Index(resources.Secrets, IndexProxiesByRole, func(obj *unstructured.Unstructured) map[string]any {
 		l := obj.GetLabels()
 		role := l[proxyset.LabelProxyRole]
@@ -65,6 +64,13 @@ func (p *Pipeline) watchState() {
 		}
 		return []runtime.Key{{Resource: res, Namespace: l[proxystate.LabelParentNamespace], Name: l[proxystate.LabelParentName]}}
 	}, opts...)
+}
+
+// StateScope are the options of a watch of the proxies' state Secrets (the
+// managed ones, in the operator namespace): other modules' watches of them
+// with these options share the pipeline's informer.
+func (p *Pipeline) StateScope() []runtime.Option {
+	return []runtime.Option{runtime.Namespace(p.d.Settings.Namespace), runtime.Selector(stateSelector())}
 }
 
 // legacyResource is the parent resource of a state Secret without a role

@@ -5,13 +5,15 @@
 // compiling it with the proxies' own host (plugins/host), stores one copy
 // per digest in Secrets of the operator namespace where the targeted
 // proxies may read it, puts it into the config of every targeted Ingress
-// proxy, and reports status: Accepted and Ready conditions with reasons,
-// the module's sha256 and size, and the proxies that loaded it. A module
-// that cannot be fetched or compiled never replaces the serving one.
+// proxy, and reports status: Accepted, Ready and Degraded conditions with
+// reasons, the module's sha256 and size, and the proxies that loaded it with
+// their run-time failures, re-read whenever a proxy rewrites its report. A
+// module that cannot be fetched or compiled never replaces the serving one.
 //
 // plugin.go is the pure part (decoding, targets, the proxy config entry);
 // register.go is the apply step, fetch.go the sources and pull policy,
-// store.go the content-addressed copies. It imports runtime/, handlers/kit,
+// store.go the content-addressed copies, health.go the proxies' failure
+// reports (Degraded, its Warning Event, the watch of their state Secrets). It imports runtime/, handlers/kit,
 // handlers/proxyset, proxy/config, plugins/host (compile-only use: the
 // operator never runs a plugin), plugins/source and plugins/remote.
 package plugin

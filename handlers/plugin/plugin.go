@@ -26,6 +26,10 @@ import (
 const (
 	ConditionAccepted = "Accepted"
 	ConditionReady    = "Ready"
+	// ConditionDegraded is True while proxies report requests the plugin
+	// failed (trap, timeout, no instance free, invalid answer) in their
+	// recent window.
+	ConditionDegraded = "Degraded"
 
 	ReasonCompiled       = "Compiled"
 	ReasonSourceNotFound = "SourceNotFound"
@@ -38,6 +42,11 @@ const (
 	ReasonWaiting        = "WaitingForProxies"
 	ReasonLoaded         = "Loaded"
 	ReasonLoadFailed     = "LoadFailed"
+
+	// Degraded's reasons, and the reason of the Warning Event posted when
+	// the plugin starts failing.
+	ReasonRequestsFailing  = "RequestsFailing"
+	ReasonNoRecentFailures = "NoRecentFailures"
 
 	// Remote sources (spec.module.oci and spec.module.https).
 	ReasonSourceUnreachable  = "SourceUnreachable"
@@ -143,6 +152,22 @@ type LoadedBy struct {
 	Proxy  string `json:"proxy"`
 	SHA256 string `json:"sha256,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Failures are the proxy's run-time failures of the module it runs,
+	// as it last reported them; nil while none failed.
+	Failures *Failures `json:"failures,omitempty"`
+}
+
+// Failures mirror proxystate.PluginFailures in the RoutingPlugin's status.
+type Failures struct {
+	Since          *metav1.Time     `json:"since,omitempty"`
+	Requests       int64            `json:"requests"`
+	Failed         int64            `json:"failed"`
+	ByClass        map[string]int64 `json:"byClass,omitempty"`
+	WindowSeconds  int64            `json:"windowSeconds"`
+	RecentRequests int64            `json:"recentRequests"`
+	RecentFailed   int64            `json:"recentFailed"`
+	LastError      string           `json:"lastError,omitempty"`
+	LastFailure    *metav1.Time     `json:"lastFailureTime,omitempty"`
 }
 
 // Decode reads a RoutingPlugin from an unstructured object.

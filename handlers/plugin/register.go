@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/kit"
@@ -32,8 +33,9 @@ const AnnotationProxyGroup = "tailscale.com/proxy-group"
 // ("<namespace>.<name>" of the plugin); collect deletes them.
 const LabelPlugin = "tailplane.dev/routingplugin"
 
-// statusInterval is how often Ready and loadedBy are refreshed from what the
-// targeted proxies report.
+// statusInterval is how often Ready, Degraded and loadedBy are refreshed
+// from what the targeted proxies report, besides when a proxy writes its
+// report (reportsChanged): it catches changes of the targets.
 const statusInterval = 15 * time.Second
 
 type module struct {
@@ -44,26 +46,35 @@ type module struct {
 	engine *host.Engine // created on first use: compile-only
 
 	copyMu sync.Mutex // see handle and collect
+
+	eventMu       sync.Mutex
+	failingPosted map[types.UID]time.Time // the last RequestsFailing Event by plugin
 }
 
 // Register adds the RoutingPlugin handlers: a new or changed plugin is
 // fetched, compiled (Accepted), copied into the operator namespace (once
 // per digest) and put into its targeted Ingresses' proxy configs; a timer
 // keeps Ready and loadedBy current; delete removes the plugin from the
-// proxies and collects copies no plugin uses.
+// proxies and collects copies no plugin uses. Ready, Degraded and loadedBy
+// follow the proxies' reports: re-read when a proxy writes its state
+// Secret's plugin_status, and by a timer.
 func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
-	m := &module{d: d, p: p}
+	m := &module{d: d, p: p, failingPosted: map[types.UID]time.Time{}}
 	op.OnCreate(resources.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
 	op.OnUpdate(resources.RoutingPlugins, "routingplugin-update", m.handle, d.Scope()...)
 	op.OnResume(resources.RoutingPlugins, "routingplugin-resume", m.handle, d.Scope()...)
 	op.OnDelete(resources.RoutingPlugins, "routingplugin-cleanup", m.cleanup, d.Scope()...)
-	op.Timer(resources.RoutingPlugins, "routingplugin-status", statusInterval, func(ctx context.Context, ev *runtime.Event) (any, error) {
+	refresh := func(ctx context.Context, ev *runtime.Event) (any, error) {
 		rp, err := Decode(ev.Object)
-		if err != nil || !rp.Accepted() {
+		if err != nil || !(rp.Accepted() || rp.Serving()) {
 			return nil, err
 		}
+		rp.APIVersion, rp.Kind = "tailplane.dev/v1alpha1", "RoutingPlugin"
 		return nil, m.refreshReady(ctx, rp)
-	}, d.Scope()...)
+	}
+	op.Timer(resources.RoutingPlugins, "routingplugin-status", statusInterval, refresh, d.Scope()...)
+	op.On(resources.RoutingPlugins, "routingplugin-reports", refresh, append(d.Scope(), runtime.Causes(runtime.CauseEnqueue))...)
+	op.Watch(resources.Secrets, "routingplugin-reports", reportsChanged, p.StateScope()...)
 	op.OnCleanup(func(ctx context.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -128,12 +139,13 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 	// (with the new sha256 and size beside it) until the timer.
 	rp.Status.SHA256 = got.sum
 	rp.Status.Conditions = conditions.Set(rp.Status.Conditions, accepted)
-	ready, loaded, err := m.ready(ctx, rp)
+	was := condition(rp, ConditionDegraded)
+	ready, degradedNow, loaded, err := m.ready(ctx, rp)
 	if err != nil {
 		m.copyMu.Unlock()
 		return nil, err
 	}
-	status["conditions"] = conditions.Set(rp.Status.Conditions, ready)
+	status["conditions"] = conditions.Set(conditions.Set(rp.Status.Conditions, ready), degradedNow)
 	status["loadedBy"] = loaded
 	// Written now: the Ingresses handled next must see the plugin accepted.
 	err = m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, status)
@@ -144,16 +156,19 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 	if changed {
 		m.d.Post(rp, corev1.EventTypeNormal, ReasonCompiled, accepted.Message)
 	}
+	m.postFailing(rp, was, degradedNow)
 	m.resyncIngresses(ctx, rp.Namespace)
 	m.collect(ctx)
 	return nil, nil
 }
 
 // refuse records why the newest spec's module was not accepted: Accepted
-// False with the reason, a Warning Event, Ready False. The status keeps
-// the previous module (sha256, chunks), which the proxies keep running.
-// An unreachable source is retried with backoff.
-// refuse records why the module was not accepted. Most refusals wait for
+// False with the reason and a Warning Event. The status keeps the previous
+// module (sha256, chunks), which the proxies keep running: Ready is then
+// what they report of it (True once they run it, as a Deployment stays
+// Available while a rollout is stuck), its message saying the newest spec
+// is refused; without a previous module Ready is False, NotAccepted.
+// Most refusals wait for
 // the next change of the plugin; an unreachable source is retried with the
 // runtime's backoff, and a source not found (a ConfigMap or Secret applied
 // after its plugin, a tag not pushed yet) is looked for again after
@@ -161,16 +176,24 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 // not watch them.
 func (m *module) refuse(ctx context.Context, rp *RoutingPlugin, reason string, cause error, retry int) (any, error) {
 	msg := cause.Error()
-	readyMsg := "the module is not accepted: " + reason
-	if rp.Serving() {
-		readyMsg += fmt.Sprintf("; the previous module (sha256 %s) keeps serving", rp.Status.SHA256)
-	}
 	accepted := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: rp.Generation}
 	m.d.Post(rp, corev1.EventTypeWarning, reason, msg)
-	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotAccepted,
-		Message: readyMsg, ObservedGeneration: rp.Generation}
-	status := map[string]any{"observedGeneration": rp.Generation,
-		"conditions": conditions.Set(conditions.Set(rp.Status.Conditions, accepted), ready)}
+	rp.Status.Conditions = conditions.Set(rp.Status.Conditions, accepted)
+	status := map[string]any{"observedGeneration": rp.Generation}
+	if rp.Serving() {
+		was := condition(rp, ConditionDegraded)
+		ready, degradedNow, loaded, err := m.ready(ctx, rp)
+		if err != nil {
+			return nil, err
+		}
+		status["conditions"] = conditions.Set(conditions.Set(rp.Status.Conditions, ready), degradedNow)
+		status["loadedBy"] = loaded
+		defer m.postFailing(rp, was, degradedNow)
+	} else {
+		ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotAccepted,
+			Message: "the module is not accepted: " + reason, ObservedGeneration: rp.Generation}
+		status["conditions"] = conditions.Set(rp.Status.Conditions, ready)
+	}
 	if err := m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, status); err != nil {
 		return nil, err
 	}
@@ -220,6 +243,9 @@ func (m *module) accept(ctx context.Context, rp *RoutingPlugin) (fetched, string
 }
 
 func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
+	m.eventMu.Lock()
+	delete(m.failingPosted, ev.Object.GetUID())
+	m.eventMu.Unlock()
 	m.resyncIngresses(ctx, ev.Object.GetNamespace())
 	m.collect(ctx)
 	return nil, nil
@@ -262,23 +288,43 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 	}
 }
 
-// refreshReady sets Ready and loadedBy from the targeted proxies.
+// refreshReady sets Ready, Degraded and loadedBy from the targeted proxies.
 func (m *module) refreshReady(ctx context.Context, rp *RoutingPlugin) error {
-	ready, loaded, err := m.ready(ctx, rp)
+	ready, degradedNow, loaded, err := m.ready(ctx, rp)
 	if err != nil {
 		return err
 	}
-	conds := conditions.Set(rp.Status.Conditions, ready)
+	conds := conditions.Set(conditions.Set(rp.Status.Conditions, ready), degradedNow)
 	if reflect.DeepEqual(conds, rp.Status.Conditions) && reflect.DeepEqual(loaded, rp.Status.LoadedBy) {
 		return nil
 	}
-	return m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded})
+	if err := m.d.PatchStatus(ctx, resources.RoutingPlugins, rp.Namespace, rp.Name, map[string]any{"conditions": conds, "loadedBy": loaded}); err != nil {
+		return err
+	}
+	m.postFailing(rp, condition(rp, ConditionDegraded), degradedNow)
+	return nil
 }
 
-// ready computes Ready and loadedBy for rp's module (rp.Status.SHA256) from
-// the targeted proxies: Loaded only once every one of them reports that
-// very sha256 loaded.
-func (m *module) ready(ctx context.Context, rp *RoutingPlugin) (metav1.Condition, []LoadedBy, error) {
+// ready computes Ready, Degraded and loadedBy for rp's module
+// (rp.Status.SHA256) from the targeted proxies: Loaded only once every one
+// of them reports that very sha256 loaded; Degraded while some report
+// failed requests. When the newest spec was refused, Ready describes the
+// previous module, which keeps serving, and says so.
+func (m *module) ready(ctx context.Context, rp *RoutingPlugin) (metav1.Condition, metav1.Condition, []LoadedBy, error) {
+	ready, loaded, err := m.loaded(ctx, rp)
+	if err != nil {
+		return metav1.Condition{}, metav1.Condition{}, nil, err
+	}
+	if !rp.Accepted() {
+		if a := condition(rp, ConditionAccepted); a.Status == metav1.ConditionFalse {
+			ready.Message += fmt.Sprintf("; the newest spec is not accepted (%s): the previous module (sha256 %s) keeps serving", a.Reason, rp.Status.SHA256)
+		}
+	}
+	return ready, degraded(rp, loaded), loaded, nil
+}
+
+// loaded computes Ready and loadedBy from the targeted proxies' reports.
+func (m *module) loaded(ctx context.Context, rp *RoutingPlugin) (metav1.Condition, []LoadedBy, error) {
 	list, err := m.d.Kube.NetworkingV1().Ingresses(rp.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return metav1.Condition{}, nil, fmt.Errorf("list Ingresses: %w", err)
@@ -311,7 +357,7 @@ func (m *module) ready(ctx context.Context, rp *RoutingPlugin) (metav1.Condition
 				if rep.Name != name {
 					continue
 				}
-				loaded = append(loaded, LoadedBy{Proxy: r.Names.StateSecret, SHA256: rep.SHA256, Error: rep.Error})
+				loaded = append(loaded, LoadedBy{Proxy: r.Names.StateSecret, SHA256: rep.SHA256, Error: rep.Error, Failures: failuresOf(rep.Failures)})
 				if rep.Loaded && rep.SHA256 == rp.Status.SHA256 && rep.Error == "" {
 					ok++
 				}

@@ -6,8 +6,10 @@
 // writer (internal/kubestate, cmd/tailplane-proxy) and the readers
 // (handlers/) from drifting apart.
 //
-// It imports nothing: the proxy, the operator and tests may all import it.
+// It imports only the standard library: the proxy, the operator and tests may all import it.
 package proxystate
+
+import "time"
 
 // Keys of a proxy's state Secret besides tailscaled's own state: the
 // containerboot status keys (tailscale.com/kube/kubetypes) plus Tailplane's
@@ -75,6 +77,32 @@ type PluginReport struct {
 	Loaded bool   `json:"loaded"`
 	SHA256 string `json:"sha256,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Failures are the serving module's failures at run time (traps,
+	// timeouts, no instance free, invalid answers); nil while none failed.
+	Failures *PluginFailures `json:"failures,omitempty"`
+}
+
+// PluginFailures are one plugin's run-time failures in one proxy, as of
+// the report. A proxy writes the report when the plugin starts failing,
+// at most every few seconds while it keeps failing, and when its recent
+// window holds no failure any more; not for every request.
+type PluginFailures struct {
+	// Since is when the serving module was loaded; Requests and Failed
+	// count from there.
+	Since    time.Time `json:"since"`
+	Requests uint64    `json:"requests"`
+	Failed   uint64    `json:"failed"`
+	// ByClass splits Failed by class: trap, timeout, busy, invalid.
+	ByClass map[string]uint64 `json:"byClass,omitempty"`
+	// WindowSeconds is the length of the recent window that
+	// RecentRequests and RecentFailed count, ending at the report.
+	WindowSeconds  int    `json:"windowSeconds"`
+	RecentRequests uint64 `json:"recentRequests"`
+	RecentFailed   uint64 `json:"recentFailed"`
+	// LastError is the last failure's error on one line (with the
+	// guest's panic message if it printed one), at LastFailure.
+	LastError   string    `json:"lastError,omitempty"`
+	LastFailure time.Time `json:"lastFailure"`
 }
 
 // ServiceReport is how one ProxyGroup replica hosts one Tailscale Service,

@@ -24,20 +24,26 @@ type EngineOptions struct {
 	// Registerer receives the metrics; nil means a new private registry
 	// (Engine.Registry returns it).
 	Registerer prometheus.Registerer
+	// FailureLogInterval is how often a plugin that keeps failing logs a
+	// summary line per failure class; its first failure is logged at once
+	// (0: DefaultFailureLogInterval).
+	FailureLogInterval time.Duration
 }
 
 // Engine loads plugins. It owns the compilation cache and the metrics that
 // every plugin it loads shares.
 type Engine struct {
-	cache    *compilationCache
-	log      *log.Logger
-	metrics  *Metrics
-	registry *prometheus.Registry
+	cache *compilationCache
+	log   *log.Logger
+	// failureLogInterval: EngineOptions.FailureLogInterval.
+	failureLogInterval time.Duration
+	metrics            *Metrics
+	registry           *prometheus.Registry
 }
 
 // NewEngine creates an Engine.
 func NewEngine(opts EngineOptions) (*Engine, error) {
-	e := &Engine{log: opts.Logger}
+	e := &Engine{log: opts.Logger, failureLogInterval: opts.FailureLogInterval}
 	if e.log == nil {
 		e.log = log.Default()
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/charmbracelet/log"
+
 	"github.com/tailplane/tailplane/plugins/sdk/abi"
 )
 
@@ -28,6 +30,7 @@ func (p *Plugin) Middleware(next http.Handler) http.Handler {
 			http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 			return
 		}
+		p.fails.requests.Add(1)
 		x := &exchange{
 			plugin:       p,
 			method:       r.Method,
@@ -46,12 +49,12 @@ func (p *Plugin) Middleware(next http.Handler) http.Handler {
 		if err != nil {
 			if p.cfg.FailurePolicy == FailOpen {
 				p.m.failOpen.Inc()
-				p.log.Warn("plugin failed; skipped (failure policy Open)", "err", err)
+				p.fails.record(classOf(err), err, log.WarnLevel, msgFailedOpen)
 				next.ServeHTTP(w, r)
 				return
 			}
 			p.m.failClosed.Inc()
-			p.log.Error("plugin failed; answering 503 (failure policy Closed)", "err", err)
+			p.fails.record(classOf(err), err, log.ErrorLevel, msgFailedClosed)
 			http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 			return
 		}
@@ -70,7 +73,7 @@ func (p *Plugin) Middleware(next http.Handler) http.Handler {
 			x.respBody = rec.body
 			if err := p.callResponse(r.Context(), x, in, reqCtx, false); err != nil {
 				p.m.failClosed.Inc()
-				p.log.Error("plugin failed in handle_response; answering 503", "err", err)
+				p.fails.record(classOf(err), err, log.ErrorLevel, msgResponseFailed)
 				http.Error(w, unavailableBody, http.StatusServiceUnavailable)
 				return
 			}
@@ -85,7 +88,7 @@ func (p *Plugin) Middleware(next http.Handler) http.Handler {
 		x.status, x.respWritable = sw.status, false
 		x.respHeader = w.Header()
 		if err := p.callResponse(r.Context(), x, in, reqCtx, false); err != nil {
-			p.log.Error("plugin failed in handle_response (response already sent)", "err", err)
+			p.fails.record(classOf(err), err, log.ErrorLevel, msgResponseLate)
 		}
 	})
 }

@@ -45,8 +45,8 @@ type Plugin struct {
 	start    []string
 	pool     *pool
 	log      *log.Logger
-	guestOut *logWriter
 	m        *pluginMetrics
+	fails    *failures
 	// watch enforces deadlines; nil without a deadline or when the module
 	// could not be instrumented (then wazero's WithCloseOnContextDone does).
 	watch *watchdog
@@ -73,8 +73,8 @@ func newPlugin(e *Engine, cfg Config, r wazero.Runtime, cm wazero.CompiledModule
 		compiled: cm,
 		start:    startFunctions(cm),
 		log:      l,
-		guestOut: &logWriter{log: l},
 		m:        e.metrics.forPlugin(cfg.Name),
+		fails:    newFailures(l, e.failureLogInterval),
 	}
 	p.pool = newPool(p, cfg.PoolSize, cfg.Prewarm)
 	return p
@@ -91,6 +91,9 @@ func (p *Plugin) Name() string { return p.cfg.Name }
 // filled in).
 func (p *Plugin) Config() Config { return p.cfg }
 
+// Failures returns the plugin's run-time failures since it loaded.
+func (p *Plugin) Failures() FailureStats { return p.fails.stats() }
+
 // Close waits for in-flight calls, then frees the instances and runtime.
 func (p *Plugin) Close(ctx context.Context) error {
 	p.inflight.Lock()
@@ -99,6 +102,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 		return nil
 	}
 	p.closed = true
+	p.fails.close()
 	p.pool.close()
 	if p.watch != nil {
 		p.watch.close()
@@ -108,6 +112,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 
 func (p *Plugin) closeNow(ctx context.Context) {
 	p.closed = true
+	p.fails.close()
 	p.pool.close()
 	if p.watch != nil {
 		p.watch.close()
@@ -130,16 +135,17 @@ func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decis
 	if p.closed {
 		return prev, ErrClosed
 	}
+	p.fails.requests.Add(1)
 	x := newRoutingExchange(p, req, prev)
 	defer p.exchanges.Put(x)
 	next, _, err := p.call(ctx, x, nil)
 	if err != nil {
-		return p.fail(prev, err), nil
+		return p.fail(prev, classOf(err), err), nil
 	}
 	d, err := x.decision(prev, next)
 	if err != nil {
 		p.m.invalid.Inc()
-		return p.fail(prev, err), nil
+		return p.fail(prev, FailureInvalid, err), nil
 	}
 	return d, nil
 }
@@ -164,8 +170,9 @@ func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next b
 	x.features = in.features
 	res, err := p.invoke(ctx, x, in, in.handleRequest)
 	if err != nil {
+		err = &callError{plugin: p.cfg.Name, fn: "handle_request", err: err, guest: in.out.panicMessage()}
 		p.discard(in, err)
-		return false, 0, fmt.Errorf("plugin %s: handle_request: %w", p.cfg.Name, err)
+		return false, 0, err
 	}
 	if keep != nil {
 		*keep = in
@@ -184,8 +191,9 @@ func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, re
 		e = 1
 	}
 	if _, err := p.invoke(ctx, x, in, in.handleResponse, uint64(reqCtx), e); err != nil {
+		err = &callError{plugin: p.cfg.Name, fn: "handle_response", err: err, guest: in.out.panicMessage()}
 		p.discard(in, err)
-		return fmt.Errorf("plugin %s: handle_response: %w", p.cfg.Name, err)
+		return err
 	}
 	p.pool.put(in)
 	p.m.ok.Inc()
@@ -196,6 +204,7 @@ func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, re
 // invoke calls fn on in under the plugin's deadline: the watchdog's when
 // the module is instrumented, else wazero's (a context deadline).
 func (p *Plugin) invoke(ctx context.Context, x *exchange, in *instance, fn api.Function, params ...uint64) ([]uint64, error) {
+	in.out.startCall()
 	if p.watch != nil {
 		token := p.watch.begin(in, p.cfg.Timeout)
 		res, err := fn.Call(in.callContext(ctx, x, false), params...)
@@ -240,15 +249,24 @@ func (p *Plugin) discard(in *instance, err error) {
 	p.pool.discard(in)
 }
 
-// fail applies the failure policy. The error is logged, never returned.
-func (p *Plugin) fail(prev route.Decision, err error) route.Decision {
+// Log lines of failed requests, by what the host did about them.
+const (
+	msgFailedOpen     = "plugin failed; skipped (failure policy Open)"
+	msgFailedClosed   = "plugin failed; answering 503 (failure policy Closed)"
+	msgResponseFailed = "plugin failed in handle_response; answering 503"
+	msgResponseLate   = "plugin failed in handle_response (response already sent)"
+)
+
+// fail applies the failure policy. The error is counted and logged
+// (throttled), never returned.
+func (p *Plugin) fail(prev route.Decision, class string, err error) route.Decision {
 	if p.cfg.FailurePolicy == FailOpen {
 		p.m.failOpen.Inc()
-		p.log.Warn("plugin failed; skipped (failure policy Open)", "err", err)
+		p.fails.record(class, err, log.WarnLevel, msgFailedOpen)
 		return prev
 	}
 	p.m.failClosed.Inc()
-	p.log.Error("plugin failed; answering 503 (failure policy Closed)", "err", err)
+	p.fails.record(class, err, log.ErrorLevel, msgFailedClosed)
 	return route.Decision{Action: route.Deny, Status: http.StatusServiceUnavailable, Body: unavailableBody, DenyPublic: prev.DenyPublic}
 }
 
@@ -261,14 +279,6 @@ func (x *exchange) countRefusals() {
 		x.plugin.m.refusedFunnel.Inc()
 		x.funnelWidenRejected = false
 	}
-}
-
-// logWriter sends a guest's stdout and stderr to the plugin's logger.
-type logWriter struct{ log *log.Logger }
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.log.Debug("guest output", "text", string(b))
-	return len(b), nil
 }
 
 var _ route.Router = (*Plugin)(nil)

@@ -27,6 +27,7 @@ type instance struct {
 	handleResponse api.Function
 	features       uint32 // enabled during _initialize: apply to every request
 	cc             callCtx
+	out            *guestOutput // its stdout and stderr
 
 	// With a watchdog: the instrumented module's stop global, and the
 	// deadline of the running call (idle, killed, or ns since the epoch).
@@ -190,7 +191,7 @@ func (pl *pool) close() {
 
 // instantiate creates and initialises one guest instance.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
-	in := &instance{}
+	in := &instance{out: &guestOutput{log: p.log}}
 	start := p.start
 	if p.watch != nil {
 		start = nil // run below, under the watchdog
@@ -199,7 +200,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 		WithName(""). // anonymous: many instances of one module
 		WithStartFunctions(start...).
 		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
-		WithStdout(p.guestOut).WithStderr(p.guestOut)
+		WithStdout(in.out).WithStderr(in.out)
 	for k, v := range p.cfg.Env {
 		mc = mc.WithEnv(k, v)
 	}

@@ -1,6 +1,6 @@
 // Command misbehave is a test guest whose behaviour depends on the path:
 // /loop spins forever, /alloc grows memory without bound, /trap10 panics on
-// every 10th call of an instance, /backend?to=NAME calls set_backend,
+// every 10th call of an instance, /panic panics on every call, /backend?to=NAME calls set_backend,
 // /widen asks to widen Funnel, /ambient reports what WASI lets it see. Results go into request headers.
 package main
 
@@ -34,6 +34,8 @@ func init() {
 			if calls%10 == 0 {
 				panic("every tenth call traps")
 			}
+		case uri == "/panic":
+			panic("the guest gives up on " + uri)
 		case strings.HasPrefix(uri, "/backend?to="):
 			result := "ok"
 			if err := sdk.SetBackend(strings.TrimPrefix(uri, "/backend?to=")); err != nil {
