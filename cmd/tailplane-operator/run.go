@@ -254,13 +254,18 @@ func orDefault(v, def string) string {
 }
 
 func deviceWanted(getenv func(string) string) (bool, error) {
-	v := getenv(envDevice)
+	return boolEnv(getenv, envDevice, true)
+}
+
+// boolEnv reads the boolean environment variable name, def when unset.
+func boolEnv(getenv func(string) string, name string, def bool) (bool, error) {
+	v := getenv(name)
 	if v == "" {
-		return true, nil
+		return def, nil
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fmt.Errorf("%s: %q is not a boolean", envDevice, v)
+		return false, fmt.Errorf("%s: %q is not a boolean", name, v)
 	}
 	return b, nil
 }

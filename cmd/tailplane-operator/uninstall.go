@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -27,15 +26,7 @@ const uninstallTimeout = time.Minute
 
 // uninstallWanted reads envUninstall.
 func uninstallWanted(getenv func(string) string) (bool, error) {
-	v := getenv(envUninstall)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%s: %q is not a boolean", envUninstall, v)
-	}
-	return b, nil
+	return boolEnv(getenv, envUninstall, false)
 }
 
 // forgetDevice deletes the device whose state Secret namespace/name holds
