@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -63,6 +64,34 @@ func TestWarningNotPostedAgainAtRestart(t *testing.T) {
 	}
 	h.patchService("bad", `{"metadata":{"annotations":{"tailscale.com/hostname":"still_bad"}}}`)
 	h.wantEvent(h.ns, "bad", corev1.EventTypeWarning, "INVALIDSERVICE", "still_bad")
+}
+
+// An Ingress has no condition to remember what it was told: its Warning is
+// still posted once, since the operator finds the same Warning about the
+// same Ingress already in the cluster after a restart.
+func TestIngressWarningNotPostedAgainAtRestart(t *testing.T) {
+	h := newHarness(t, nil)
+	h.createIngressClass(false)
+	h.createIngress("missing", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("nope", 80)})
+	h.wantEvent(h.ns, "missing", corev1.EventTypeWarning, "InvalidIngressBackend", "nope")
+	for i := range 2 {
+		resumed, _ := h.events(h.ns, "missing", corev1.EventTypeNormal, runtime.ReasonHandled)
+		h.restart()
+		testpoll.Until(t, settle, fmt.Sprintf("restart %d handled the Ingress", i+1), func() error {
+			if n, _ := h.events(h.ns, "missing", corev1.EventTypeNormal, runtime.ReasonHandled); n <= resumed {
+				return fmt.Errorf("%d handled Events, as before the restart", n)
+			}
+			return nil
+		})
+	}
+	// The poster goroutine works after the handler: give a repeat every
+	// chance to show before counting.
+	testpoll.Always(t, 2*time.Second, "one InvalidIngressBackend Event", func() error {
+		if n, msgs := h.events(h.ns, "missing", corev1.EventTypeWarning, "InvalidIngressBackend"); n != 1 {
+			return fmt.Errorf("%d InvalidIngressBackend Events after 2 restarts, want 1: %q", n, msgs)
+		}
+		return nil
+	})
 }
 
 // writeCounter counts the requests that may write (everything but GET,

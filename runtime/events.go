@@ -1,8 +1,14 @@
 package runtime
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -34,32 +40,83 @@ func (o *Operator) Post(obj *unstructured.Unstructured, eventType, reason, messa
 	o.recorder.Event(obj, eventType, reason, message)
 }
 
+// PostOnce records an Event about obj like Post, unless the cluster
+// already holds an Event of the same type, reason and message about the
+// same object (by UID): a problem with an object is told once per cause,
+// not again at every start of the operator (the recorder's correlator only
+// knows its own process). The lookup and the post run on the poster
+// goroutine, off the caller's path; when the lookup fails (no permission to
+// list Events, say) the Event is posted, so nothing is lost.
+func (o *Operator) PostOnce(obj *unstructured.Unstructured, eventType, reason, message string) {
+	o.queueEvent(pending{ref: refOf(obj), typ: eventType, reason: reason, format: "%s", args: []any{message}, once: true})
+}
+
 // pending is an Event waiting for the poster goroutine.
 type pending struct {
 	ref                 *corev1.ObjectReference
 	typ, reason, format string
 	args                []any
+	// once: post only if no such Event exists yet (PostOnce).
+	once bool
+}
+
+// refOf is the Event's involvedObject for obj.
+func refOf(obj *unstructured.Unstructured) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
+		Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+	}
+}
+
+// queueEvent hands e to the poster goroutine; when the queue is full the
+// Event is dropped, as client-go's recorder does.
+func (o *Operator) queueEvent(e pending) {
+	select {
+	case o.eventQueue <- e:
+	default:
+	}
+}
+
+// postedBefore reports whether an Event like e (same object UID, type,
+// reason and message) is in the cluster already.
+func (o *Operator) postedBefore(ctx context.Context, e pending) bool {
+	if o.kube == nil || e.ref.UID == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sel := fields.Set{"involvedObject.uid": string(e.ref.UID), "reason": e.reason, "type": e.typ}.AsSelector().String()
+	list, err := o.kube.CoreV1().Events(e.ref.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return false
+	}
+	msg := fmt.Sprintf(e.format, e.args...)
+	for _, ev := range list.Items {
+		if ev.Message == msg {
+			return true
+		}
+	}
+	return false
 }
 
 // post queues an Event about obj. Formatting it and handing it to the
 // recorder happen on the poster goroutine, off the workers' path; when the
 // queue is full the Event is dropped, as client-go's recorder does.
 func (o *Operator) post(obj *unstructured.Unstructured, typ, reason, format string, args ...any) {
-	ref := &corev1.ObjectReference{
-		APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
-		Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
-	}
-	select {
-	case o.eventQueue <- pending{ref: ref, typ: typ, reason: reason, format: format, args: args}:
-	default:
-	}
+	o.queueEvent(pending{ref: refOf(obj), typ: typ, reason: reason, format: format, args: args})
 }
 
 // postEvents runs until done is closed.
 func (o *Operator) postEvents(done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-done; cancel() }()
 	for {
 		select {
 		case e := <-o.eventQueue:
+			if e.once && o.postedBefore(ctx, e) {
+				continue
+			}
 			o.recorder.Eventf(e.ref, e.typ, e.reason, e.format, e.args...)
 		case <-done:
 			return

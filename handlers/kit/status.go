@@ -32,7 +32,10 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 }
 
 // Post records an Event about a typed or unstructured object of any kind
-// (TypeMeta set: the Event's involvedObject needs apiVersion and kind).
+// (TypeMeta set: the Event's involvedObject needs apiVersion and kind). A
+// Warning is posted once per cause: not when the cluster already holds the
+// same Warning about the object (runtime.Operator.PostOnce), so a restart
+// of the operator does not repeat every problem it finds again.
 func (d *Deps) Post(obj any, eventType, reason, message string) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -45,6 +48,10 @@ func (d *Deps) Post(obj any, eventType, reason, message string) {
 	}
 	if u.GetKind() == "" || u.GetAPIVersion() == "" {
 		d.Log.Warn("cannot post Event: object has no apiVersion and kind", "reason", reason, "object", u.GetNamespace()+"/"+u.GetName())
+		return
+	}
+	if eventType == corev1.EventTypeWarning {
+		d.Op.PostOnce(u, eventType, reason, message)
 		return
 	}
 	d.Op.Post(u, eventType, reason, message)
