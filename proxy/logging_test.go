@@ -20,11 +20,11 @@ import (
 // once per config: the operator's next render, the same config without the
 // spent auth key, is applied without a second line.
 func TestLogsRunningOnceAndConfigAppliedOncePerConfig(t *testing.T) {
-	tn := tailnettest.New(t)
+	tn := tailnettest.New(t, tailnettest.WithAuthKey("tskey-logs-once"))
 	var logs syncbuf.Buffer
 	logger := log.NewWithOptions(io.MultiWriter(&logs, testWriter{t}), log.Options{Level: log.InfoLevel})
 	cfg := newConfig(tn, "logs-once", config.RoleConnector)
-	cfg.Connector = &config.Connector{}
+	cfg.Connector = &config.Connector{Routes: []string{"10.99.0.0/24"}}
 	r := start(t, tn, cfg, Options{Logger: logger})
 	applied := r.engine.metrics.ConfigReloads.WithLabelValues("applied")
 
@@ -43,9 +43,9 @@ func TestLogsRunningOnceAndConfigAppliedOncePerConfig(t *testing.T) {
 	ip4, ip6 := r.engine.Node().TailscaleIPs()
 	out := logs.String()
 	if n := strings.Count(out, "config applied"); n != 1 {
-		t.Errorf(`"config applied" logged %d times, want once:\n%s`, n, out)
+		t.Errorf("%q logged %d times, want once:\n%s", "config applied", n, out)
 	}
 	if n := strings.Count(out, "running on the tailnet"); n != 1 || !strings.Contains(out, ip4.String()) || !strings.Contains(out, ip6.String()) {
-		t.Errorf(`"running on the tailnet" logged %d times, want once with %s and %s:\n%s`, n, ip4, ip6, out)
+		t.Errorf("%q logged %d times, want once with %s and %s:\n%s", "running on the tailnet", n, ip4, ip6, out)
 	}
 }

@@ -50,9 +50,8 @@ func TestUsageNamesEveryVariable(t *testing.T) {
 	_, _ = runtimeSettings(getenv, "ns", log.New(new(bytes.Buffer)))
 	_, _ = apiServerProxyMode(getenv)
 	_, _ = deviceWanted(getenv)
-	_, _ = deviceFromEnv(getenv, settings.Settings{}, nil, nil, log.New(new(bytes.Buffer)), false)
-	// run's own reads.
-	for _, k := range []string{envKubeconfig, envKubeQPS, envWatchNamespace} {
+	// run's and deviceFromEnv's own reads.
+	for _, k := range []string{envKubeconfig, envKubeQPS, envWatchNamespace, envDeviceTimeout, envTempDir} {
 		read[k] = true
 	}
 	var help bytes.Buffer
