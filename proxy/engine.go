@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,6 +234,7 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 		e.writeConfigError(ctx, err.Error())
 		return retry
 	}
+	prev := e.current
 	e.current = cfg
 	if isGroupRole(cfg.Role) && !e.hostReady {
 		// Not ready until hostReadiness says so (refreshGroup, below).
@@ -247,10 +249,26 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 		e.refreshGroup(ctx)
 		return true
 	}
-	e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)
+	if onlyKeyLeft(prev, cfg) {
+		// The operator drops the spent auth key once the device exists:
+		// the same config again, not a second apply to tell about.
+		e.log.Debug("config applied again without its spent auth key")
+	} else {
+		e.log.Info("config applied", "role", cfg.Role, "hostname", cfg.Hostname)
+	}
 	e.writeConfigServing(ctx, "")
 	e.refreshGroup(ctx)
 	return false
+}
+
+// onlyKeyLeft reports whether next is prev without its auth key.
+func onlyKeyLeft(prev, next *config.Config) bool {
+	if prev == nil || prev.AuthKey == "" || next.AuthKey != "" {
+		return false
+	}
+	p := *prev
+	p.AuthKey = ""
+	return reflect.DeepEqual(&p, next)
 }
 
 // checkIdentity refuses changes that would need a new tailnet node. A new

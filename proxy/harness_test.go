@@ -80,7 +80,9 @@ func startEngine(t *testing.T, tn *tailnettest.Tailnet, cfg *config.Config, opts
 		opts.Ephemeral = true // tsnet allows the memory store for ephemeral nodes only
 	}
 	opts.StateDir = t.TempDir()
-	opts.Logger = testLogger(t)
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	if opts.EgressHost == "" {
 		opts.EgressHost = "127.0.0.1"
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"tailscale.com/ipn"
+	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tsnet"
 	"tailscale.com/types/views"
 
@@ -35,9 +37,9 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		AuthKey:       cfg.AuthKey,
 		AdvertiseTags: cfg.Tags,
 		Ephemeral:     e.opts.Ephemeral,
-		Logf:          tslog.Debugf(e.log),
-		UserLogf:      tslog.Infof(e.log),
 	}
+	tl := tslog.NewTsnet(e.log, e.opts.TsnetDebug)
+	node.Logf, node.UserLogf = tl.Logf, tl.UserLogf
 	if err := node.Start(); err != nil {
 		// A node that failed to start has nothing to close.
 		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
@@ -75,12 +77,22 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 	if st.CurrentTailnet != nil {
 		e.dnsSuffix = st.CurrentTailnet.MagicDNSSuffix
 	}
+	e.log.Info("running on the tailnet", runningKeys(st)...)
 	e.nodeDone = make(chan struct{})
 	e.wg.Add(3)
 	go func() { defer e.wg.Done(); e.reportDevice() }()
 	go func() { defer e.wg.Done(); e.watchVIPs(node) }()
 	go func() { defer e.wg.Done(); e.watchPeers(lc) }()
 	return nil
+}
+
+// runningKeys describe the node once it runs: name and tailnet IPs.
+func runningKeys(st *ipnstate.Status) []any {
+	kv := []any{"ips", fmt.Sprint(st.TailscaleIPs)}
+	if st.Self != nil {
+		kv = append(kv, "name", strings.TrimSuffix(st.Self.DNSName, "."), "id", st.Self.ID)
+	}
+	return kv
 }
 
 // rename gives the running node a new hostname, as tailscaled does when its

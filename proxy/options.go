@@ -109,6 +109,10 @@ type Options struct {
 	// Logger receives all logs. Metrics may be nil (a fresh registry is used).
 	Logger  *log.Logger
 	Metrics *metrics.Metrics
+	// TsnetDebug shows tsnet's internal log at debug level
+	// (TAILPLANE_TSNET_LOG_LEVEL); it is hidden otherwise, whatever
+	// Logger's level.
+	TsnetDebug bool
 	// Ephemeral registers the node as ephemeral (tests and benchmarks).
 	Ephemeral bool
 }

@@ -58,6 +58,8 @@ type deviceConfig struct {
 	// Timeout bounds the wait until Running.
 	Timeout time.Duration
 	Log     *log.Logger
+	// TsnetDebug shows tsnet's internal log (TAILPLANE_TSNET_LOG_LEVEL).
+	TsnetDebug bool
 }
 
 // deviceInfo is the running device as its node sees itself.
@@ -134,8 +136,9 @@ func (d *device) up(ctx context.Context) (deviceInfo, error) {
 	srv := &tsnet.Server{
 		Dir: dir, Store: st, Hostname: d.cfg.Hostname, ControlURL: d.cfg.ControlURL, Port: d.cfg.Port,
 		AuthKey: authKey, AdvertiseTags: tags,
-		Logf: tslog.Debugf(d.cfg.Log), UserLogf: tslog.Infof(d.cfg.Log),
 	}
+	tl := tslog.NewTsnet(d.cfg.Log, d.cfg.TsnetDebug)
+	srv.Logf, srv.UserLogf = tl.Logf, tl.UserLogf
 	if err := srv.Start(); err != nil {
 		return deviceInfo{}, fmt.Errorf("start the tailnet node %q: %w", d.cfg.Hostname, err)
 	}

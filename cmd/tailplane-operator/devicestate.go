@@ -28,7 +28,7 @@ func (d *device) stateName() string {
 // store, which a container loses on restart too).
 func (d *device) stateStore(ctx context.Context, dir string) (ipn.StateStore, error) {
 	if d.cfg.Secret == "" {
-		st, err := store.NewFileStore(tslog.Debugf(d.cfg.Log), filepath.Join(dir, "tailscaled.state"))
+		st, err := store.NewFileStore(tslog.NewTsnet(d.cfg.Log, d.cfg.TsnetDebug).Logf, filepath.Join(dir, "tailscaled.state"))
 		if err != nil {
 			return nil, fmt.Errorf("device state file: %w", err)
 		}

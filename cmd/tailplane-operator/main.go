@@ -1,8 +1,8 @@
 // Command tailplane-operator runs Tailplane's operator: the handler modules
 // of handlers/ on the runtime of runtime/.
 //
-// It is a thin main: settings from the environment (docs/operator.md lists
-// them), a startup check of the tailnet credentials that fails fast with one
+// It is a thin main: no arguments but --help and --version (usage.go),
+// settings from the environment (docs/operator.md lists them), a startup check of the tailnet credentials that fails fast with one
 // line, then the runtime with leader election, whose leader first brings up
 // the operator's own tailnet device (tsnet, state in a Secret) and then
 // handles objects.
@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +23,8 @@ import (
 	"tailscale.com/hostinfo"
 	"tailscale.com/kube/kubetypes"
 	"tailscale.com/logtail"
+
+	"github.com/tailplane/tailplane/internal/cmdline"
 )
 
 func main() {
@@ -31,10 +34,21 @@ func main() {
 	hostinfo.SetApp(kubetypes.AppOperator)
 	envknob.SetNoLogsNoSupport()
 	logtail.Disable()
+	os.Exit(mainExit(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// mainExit is main's logic: the command line (only --help and --version:
+// `kubectl exec` with a flag must not start a second operator), then run
+// until SIGTERM or SIGINT. It returns the exit status.
+func mainExit(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if code, done := cmdline.Check(usage, args, stdout, stderr); done {
+		return code
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Getenv, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "tailplane-operator:", err)
-		os.Exit(1)
+	if err := run(ctx, getenv, stderr); err != nil {
+		fmt.Fprintln(stderr, "tailplane-operator:", err)
+		return 1
 	}
+	return 0
 }

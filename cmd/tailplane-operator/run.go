@@ -23,6 +23,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/internal/tslog"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -91,7 +92,13 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("invalid settings: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	logger := newLogger(stderr, s.Logging)
+	ls, err := tslog.FromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid settings: %w", err)
+	}
+	logger := newLogger(stderr, s.Logging, ls.JSON)
+	// klog's logger is process-wide; run is the process's main logic.
+	tslog.RouteKlog(logger)
 	backend, err := newBackend(ctx, s)
 	if err != nil {
 		return err
@@ -148,7 +155,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		proxy = &apiProxy{upstream: rest.CopyConfig(cfg), mode: proxyMode, log: logger}
 	}
 	if withDevice {
-		dev, err := deviceFromEnv(getenv, s, backend, kube, logger)
+		dev, err := deviceFromEnv(getenv, s, backend, kube, logger, ls.TsnetDebug)
 		if err != nil {
 			return err
 		}
@@ -220,10 +227,10 @@ func runtimeSettings(getenv func(string) string, namespace string, logger *log.L
 	return rs, errors.Join(errs...)
 }
 
-// newLogger follows OPERATOR_LOGGING: info and debug log JSON, dev logs
-// text at debug level.
-func newLogger(w io.Writer, level string) *log.Logger {
-	logger := runtime.NewLogger(w, level != "dev")
+// newLogger follows OPERATOR_LOGGING for the level (info; debug and dev
+// log at debug level) and TAILPLANE_LOG_FORMAT for the format.
+func newLogger(w io.Writer, level string, json bool) *log.Logger {
+	logger := tslog.New(w, json)
 	if level != "info" {
 		logger.SetLevel(log.DebugLevel)
 	}
@@ -271,7 +278,7 @@ func boolEnv(getenv func(string) string, name string, def bool) (bool, error) {
 }
 
 // deviceFromEnv configures the operator's tailnet device.
-func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tailnet.Backend, kube kubernetes.Interface, logger *log.Logger) (*device, error) {
+func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tailnet.Backend, kube kubernetes.Interface, logger *log.Logger, tsnetDebug bool) (*device, error) {
 	timeout := defaultDeviceTimeout
 	if v := getenv(envDeviceTimeout); v != "" {
 		d, err := time.ParseDuration(v)
@@ -283,7 +290,7 @@ func deviceFromEnv(getenv func(string) string, s settings.Settings, backend tail
 	return newDevice(deviceConfig{
 		Hostname: s.OperatorHostname, Tags: s.OperatorInitialTags, ControlURL: backend.LoginServer(), Port: s.OperatorPort,
 		Namespace: s.Namespace, Secret: s.OperatorSecret, Kube: kube, Backend: backend,
-		TempDir: getenv(envTempDir), Timeout: timeout, Log: logger,
+		TempDir: getenv(envTempDir), Timeout: timeout, Log: logger, TsnetDebug: tsnetDebug,
 	}), nil
 }
 

@@ -1,8 +1,9 @@
 // Command tailplane-proxy runs one tsnet-backed proxy whose role (L7 ingress,
 // L4 ingress, egress, connector) comes from its config.
 //
-// It is a thin main: settings from the environment (see settings.go), then
-// proxy.Engine.Run until SIGTERM or SIGINT, which start a graceful drain.
+// It is a thin main: no arguments but --help and --version (usage.go),
+// settings from the environment (see settings.go), then proxy.Engine.Run
+// until SIGTERM or SIGINT, which start a graceful drain.
 //
 // `tailplane-proxy nameserver` runs the DNSConfig nameserver instead (see
 // nameserver.go): the same image, so a DNSConfig needs no image of its own.
@@ -10,6 +11,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,6 +26,8 @@ import (
 	"tailscale.com/envknob"
 	"tailscale.com/logtail"
 
+	"github.com/tailplane/tailplane/internal/cmdline"
+	"github.com/tailplane/tailplane/internal/tslog"
 	"github.com/tailplane/tailplane/proxy"
 )
 
@@ -33,30 +40,57 @@ func main() {
 	// login server, the DERP servers of its netmap and its targets.
 	envknob.SetNoLogsNoSupport()
 	logtail.Disable()
-	logger := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: true, Prefix: "tailplane-proxy"})
-	if len(os.Args) > 1 && os.Args[1] == "nameserver" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		err := runNameserver(ctx, os.Args[2:], logger.WithPrefix("nameserver"))
-		stop()
-		if err != nil {
-			logger.Error("nameserver stopped", "err", err)
-			os.Exit(1)
-		}
-		return
-	}
-	if err := run(logger); err != nil {
-		logger.Error("cannot start", "err", err)
-		os.Exit(1)
-	}
+	os.Exit(mainExit(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-func run(logger *log.Logger) error {
+// mainExit is main's logic: the command line (`kubectl exec` with a flag
+// must not start a second proxy in the pod), then the proxy or the
+// nameserver until SIGTERM or SIGINT. It returns the exit status.
+func mainExit(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	nameserver := len(args) > 0 && args[0] == "nameserver"
+	if !nameserver {
+		if code, done := cmdline.Check(usage, args, stdout, stderr); done {
+			return code
+		}
+	}
+	ls, err := tslog.FromEnv(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "tailplane-proxy: cannot start:", err)
+		return 1
+	}
+	logger := tslog.New(stderr, ls.JSON).WithPrefix("tailplane-proxy")
+	// klog's logger is process-wide: client-go's informers log through it.
+	tslog.RouteKlog(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	opts, err := optionsFromEnv(ctx, os.Getenv, logger)
+	if nameserver {
+		err := runNameserver(ctx, args[1:], stdout, logger.WithPrefix("nameserver"))
+		var bad badArgs
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return cmdline.ExitOK
+		case errors.As(err, &bad):
+			fmt.Fprintln(stderr, "tailplane-proxy nameserver:", bad.error)
+			return cmdline.ExitUsage
+		case err != nil:
+			logger.Error("nameserver stopped", "err", err)
+			return 1
+		}
+		return 0
+	}
+	if err := run(ctx, getenv, logger, ls); err != nil {
+		logger.Error("cannot start", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, getenv func(string) string, logger *log.Logger, ls tslog.Settings) error {
+	opts, err := optionsFromEnv(ctx, getenv, logger)
 	if err != nil {
 		return err
 	}
+	opts.TsnetDebug = ls.TsnetDebug
 	engine, err := proxy.New(opts)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ func TestNameserverSubcommandAnswers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runNameserver(ctx, []string{"--records", records, "--listen", addr}, log.New(io.Discard))
+		done <- runNameserver(ctx, []string{"--records", records, "--listen", addr}, io.Discard, log.New(io.Discard))
 	}()
 	t.Cleanup(func() {
 		cancel()

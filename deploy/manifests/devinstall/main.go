@@ -131,7 +131,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 // startCluster runs devcluster with args (up ...) and waits for its ready
 // line; the returned func waits for it to end. When ctx ends (Ctrl-C), it
 // interrupts devcluster, which stops everything it started, and reports a
-// clean stop as nil.
+// clean stop as nil; so is devcluster's own clean exit (devcluster down).
 func startCluster(ctx context.Context, devcluster string, args []string, logger *log.Logger) (func() error, error) {
 	cmd := exec.Command(devcluster, args...)
 	cmd.Stderr = os.Stderr
@@ -170,7 +170,12 @@ func startCluster(ctx context.Context, devcluster string, args []string, logger 
 			if ctx.Err() != nil {
 				return nil // it had the same Ctrl-C and stopped first
 			}
-			return fmt.Errorf("devcluster up exited: %v", err)
+			if err == nil {
+				// devcluster down (go tool task dev:down) stopped it.
+				logger.Info("devcluster stopped")
+				return nil
+			}
+			return fmt.Errorf("devcluster up exited: %w", err)
 		case <-ctx.Done():
 			_ = cmd.Process.Signal(os.Interrupt)
 			if err := <-exited; err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +32,7 @@ func TestMain(m *testing.M) {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	fmt.Println("ready kubeconfig=" + filepath.Join(dir, "kubeconfig"))
 	got := <-sig
 	_ = os.WriteFile(filepath.Join(dir, "signal"), []byte(got.String()), 0o644)
@@ -96,6 +98,29 @@ func TestInterruptIsACleanStop(t *testing.T) {
 	}
 	if sig, err := os.ReadFile(filepath.Join(dir, "signal")); err != nil || string(sig) != "interrupt" {
 		t.Fatalf("devcluster was not interrupted: %q, %v", sig, err)
+	}
+}
+
+// devcluster down (go tool task dev:down) stops devcluster up, which exits
+// 0: the foreground dev ends cleanly too, not with "exited: <nil>".
+func TestDevclusterDownIsACleanStop(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("FAKE_DEVCLUSTER", dir)
+	wait, err := startCluster(context.Background(), os.Args[0], []string{"up"}, log.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	// What devcluster down does to the up process.
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("dev after devcluster down reported %v, want a clean stop", err)
 	}
 }
 

@@ -204,6 +204,7 @@ func runCurl(args []string) error {
 	if _, err := node.Up(ctx); err != nil {
 		return fmt.Errorf("curl: join the tailnet: %w", err)
 	}
+	defer leave(node)
 	if lc, err := node.LocalClient(); err == nil {
 		if err := checkPolicy(ctx, lc, env, o.url, o.tags); err != nil {
 			return err
@@ -245,6 +246,17 @@ func runCurl(args []string) error {
 		return fmt.Errorf("curl: %s", resp.Status)
 	}
 	return nil
+}
+
+// leave logs the ephemeral node out, so that it leaves the device list now
+// (devcluster's control, Tailscale and Headscale delete an ephemeral device
+// that logs out) instead of staying listed, offline, after every request.
+func leave(node *tsnet.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if lc, err := node.LocalClient(); err == nil {
+		_ = lc.Logout(ctx)
+	}
 }
 
 // mintKey creates a pre-authorized auth key through the tailnet's API with

@@ -115,6 +115,41 @@ func TestDeletedDeviceLeavesPeers(t *testing.T) {
 	waitStatus(ctx, t, gone, "gone is logged out", func(st *ipnstate.Status) bool { return st.BackendState == "NeedsLogin" })
 }
 
+// An ephemeral device that logs out (devcluster curl's, when it is done)
+// leaves the device list at once, as on Tailscale.
+func TestEphemeralDeviceLeavesOnLogout(t *testing.T) {
+	tn := startForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := join(ctx, t, tn, "curl")
+	api := client(t, tn, tn.ClientSecret)
+	listed := func() bool {
+		devices, err := api.Devices().List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range devices {
+			if d.Hostname == "curl" {
+				return true
+			}
+		}
+		return false
+	}
+	if !listed() {
+		t.Fatal("the joined device is not listed")
+	}
+	lc, err := node.LocalClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Fatal("the ephemeral device is still listed after it logged out")
+	}
+}
+
 // Devices with the same hostname get name, name-1, name-2, as on
 // Tailscale; each keeps its name while it exists.
 func TestDuplicateHostnamesAreNumbered(t *testing.T) {

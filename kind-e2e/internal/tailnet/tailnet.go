@@ -254,6 +254,13 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 	known := t.Control.Node(req.NodeKey) != nil || (!req.OldNodeKey.IsZero() && t.Control.Node(req.OldNodeKey) != nil)
 	if known && !t.devices.removed(req.NodeKey) {
 		next.ServeHTTP(w, r) // re-registration of a node already let in
+		if loggingOut(req) && t.devices.info(req.NodeKey).Ephemeral {
+			// As on Tailscale, an ephemeral device that logs out is
+			// deleted at once (devcluster curl's, after its request).
+			if n := t.Control.Node(req.NodeKey); n != nil {
+				t.removeNode(n)
+			}
+		}
 		return
 	}
 	nk := req.NodeKey.String()
@@ -308,6 +315,12 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// loggingOut reports whether req is a logout: tailscale's client sends its
+// register request with an expiry in the past.
+func loggingOut(req tailcfg.RegisterRequest) bool {
+	return !req.Expiry.IsZero() && req.Expiry.Before(time.Now())
 }
 
 // afterMapRequest runs after each map request with a Hostinfo: the

@@ -62,10 +62,11 @@ func checkBinary(t *testing.T, p v1.Platform, binary []byte) {
 	}
 }
 
-// runBinary runs the binary here: without its settings it must fail at once
-// with its own message, which proves it is our program and runs without
-// anything from the image's (empty) base.
-func runBinary(ctx context.Context, t *testing.T, cmd string, binary []byte) {
+// runBinary runs the binary here: --version prints the version the build
+// stamped; without its settings it must fail at once with its own message,
+// which proves it is our program and runs without anything from the image's
+// (empty) base.
+func runBinary(ctx context.Context, t *testing.T, cmd, version string, binary []byte) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), cmd)
 	if err := os.WriteFile(path, binary, 0o755); err != nil {
@@ -86,6 +87,9 @@ func runBinary(ctx context.Context, t *testing.T, cmd string, binary []byte) {
 	case "tailplane-proxy":
 		run.Env = []string{"TAILPLANE_STATE_DIR=" + t.TempDir()}
 		want = []string{"tailplane-proxy: cannot start", "set exactly one of TAILPLANE_CONFIG_SECRET and TAILPLANE_CONFIG_FILE"}
+	}
+	if out, err := exec.CommandContext(runCtx, path, "--version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), cmd+" "+version+" ") {
+		t.Errorf("%s --version: %v, output %q; want %q first", cmd, err, out, cmd+" "+version)
 	}
 	out, err := run.CombinedOutput()
 	var exit *exec.ExitError

@@ -144,7 +144,7 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	for _, p := range opts.Platforms {
 		dir := filepath.Join(binDir, strings.ReplaceAll(p.String(), "/", "-"))
 		start := time.Now()
-		if err := compile(ctx, opts.ModuleDir, p, opts.Commands, dir); err != nil {
+		if err := compile(ctx, opts.ModuleDir, p, opts.Commands, opts.Version, dir); err != nil {
 			return nil, err
 		}
 		opts.Logger.Info("compiled", "platform", p.String(), "took", time.Since(start).Round(time.Millisecond))

@@ -10,15 +10,18 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tailplane/tailplane/internal/version"
 )
 
 // compile cross-compiles the commands for one platform into outDir (one file
 // per command, named after its folder) with `go build`. The flags are those of
 // a release build: static (CGO_ENABLED=0), no local paths (-trimpath), no
-// symbol table or DWARF (-s -w). The Go build cache is used, so a second build
-// of unchanged source takes seconds.
-func compile(ctx context.Context, moduleDir string, p v1.Platform, commands []Command, outDir string) error {
-	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", outDir + string(filepath.Separator)}
+// symbol table or DWARF (-s -w), and the version stamped (--version prints
+// it). The Go build cache is used, so a second build of unchanged source
+// takes seconds.
+func compile(ctx context.Context, moduleDir string, p v1.Platform, commands []Command, ver, outDir string) error {
+	args := []string{"build", "-trimpath", "-ldflags=-s -w -X " + version.Symbol + "=" + ver, "-o", outDir + string(filepath.Separator)}
 	for _, c := range commands {
 		args = append(args, c.Package)
 	}

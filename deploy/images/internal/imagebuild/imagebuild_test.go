@@ -286,7 +286,7 @@ func checkImage(ctx context.Context, t *testing.T, img v1.Image, p v1.Platform, 
 	}
 	checkBinary(t, p, binary)
 	if p.Architecture == runtime.GOARCH {
-		runBinary(ctx, t, c.Name, binary)
+		runBinary(ctx, t, c.Name, opts.Version, binary)
 	}
 }
 
