@@ -73,7 +73,10 @@ subjects:
 		setAPIServerProxyMode(ctx, "true")
 
 		// kubectl reaches the tailnet through a SOCKS5 proxy that dials
-		// with a tailnet client, as through `devcluster join`'s.
+		// with a tailnet client, as through `devcluster join`'s. Its
+		// token is a placeholder, as `tailscale configure kubeconfig`
+		// writes: in auth mode the proxy sends the operator's own
+		// credentials (without one, kubectl asks for a password).
 		client := newTailnetClient(ctx, "e2e-apiserver-proxy")
 		DeferCleanup(client.close)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,7 +96,7 @@ clusters:
       proxy-url: socks5://%s
 users:
   - name: tailnet
-    user: {}
+    user: {token: unused}
 contexts:
   - name: tailnet
     context: {cluster: tailnet, user: tailnet}
@@ -110,10 +113,12 @@ current-context: tailnet
 
 	It("serves kubectl as the caller, with the groups of its grant", func(ctx SpecContext) {
 		// The first request waits for the device's certificate.
-		Eventually(func() (string, error) {
-			return devcluster("kubectl", "--kubeconfig", kubeconfig, "--request-timeout=20s",
+		Eventually(func(g Gomega) {
+			out, err := devcluster("kubectl", "--kubeconfig", kubeconfig, "--request-timeout=20s",
 				"get", "secret", "operator", "-n", "tailscale", "-o", "jsonpath={.metadata.name}")
-		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Equal("operator"))
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(Equal("operator"))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		out, err := devcluster("kubectl", "--kubeconfig", kubeconfig, "--request-timeout=20s", "get", "secret", "operator", "-n", "default")
 		Expect(err).To(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("(Forbidden)"))
