@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -80,4 +81,39 @@ func TestProxyClassGatesAndApplies(t *testing.T) {
 		return nil
 	})
 	h.wantCondition("classy", "False", "ProxyPending", "no Tailscale hostname known yet")
+}
+
+// The operator's ACME settings (PROXY_ACME_DIRECTORY_URL, PROXY_ACME_CA_FILE)
+// reach the proxy's container through the pipeline, with a default
+// ProxyClass that sets nothing: that class gets no CustomTSEnvVar Warning,
+// which is about a ProxyClass's own TS_ env only (devcluster's default
+// configuration is warning-free).
+func TestOperatorACMEReachesProxiesWithoutWarning(t *testing.T) {
+	h := newHarness(t, func(s *settings.Settings) {
+		s.ProxyACME = settings.ACME{DirectoryURL: "https://127.0.0.1:14000/dir", CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"}
+		s.DefaultProxyClass = "plain-" + s.Namespace
+	})
+	class := "plain-" + h.opNS
+	h.createClusterCR(resources.ProxyClasses, "ProxyClass", class, `{}`)
+	h.createService(exposed("acme", nil))
+	testpoll.Until(t, settle, "the proxy's ACME env", func() error {
+		sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), h.names("svc", "acme").Base, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		env := map[string]string{}
+		for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		if env["TS_DEBUG_ACME_DIRECTORY_URL"] != "https://127.0.0.1:14000/dir" || env["SSL_CERT_FILE"] != "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt" {
+			return fmt.Errorf("env %v", env)
+		}
+		return nil
+	})
+	if st, msg := h.proxyClassReady(class); st != "True" {
+		t.Fatalf("ProxyClassReady %s %s", st, msg)
+	}
+	if n, msgs := h.events("default", class, corev1.EventTypeWarning, "CustomTSEnvVar"); n != 0 {
+		t.Fatalf("%d CustomTSEnvVar Warnings on the default ProxyClass: %q", n, msgs)
+	}
 }

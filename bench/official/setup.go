@@ -117,7 +117,7 @@ func (e *Env) install(ctx context.Context, logger *log.Logger) error {
 	if e.Cluster, err = NewCluster(filepath.Join(e.dir, "kubeconfig")); err != nil {
 		return err
 	}
-	values, err := yaml.Marshal(TailplaneValues(e.Tailnet))
+	values, err := yaml.Marshal(TailplaneValues())
 	if err != nil {
 		return err
 	}

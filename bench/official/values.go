@@ -74,13 +74,11 @@ func OfficialValues(env TailnetEnv) map[string]any {
 
 // TailplaneValues are Tailplane's chart values for the side-by-side run,
 // added to devinstall's own (it reads them from the devcluster folder's
-// values.yaml): the IngressClass and loadBalancerClass tailplane, and
-// devinstall's SSL_CERT_FILE again (a values file replaces lists).
-func TailplaneValues(env TailnetEnv) map[string]any {
+// values.yaml): the IngressClass and loadBalancerClass tailplane.
+// devinstall's CA file for the operator is a chart value
+// (proxyConfig.acmeCAFile), which extraEnv leaves alone.
+func TailplaneValues() map[string]any {
 	extraEnv := []any{map[string]any{"name": "OPERATOR_LOAD_BALANCER_CLASS", "value": TailplaneClass}}
-	if ca := env["TS_POD_ACME_CA_FILE"]; ca != "" && ca != env["TS_ACME_CA_FILE"] {
-		extraEnv = append(extraEnv, map[string]any{"name": "SSL_CERT_FILE", "value": ca})
-	}
 	return map[string]any{
 		"ingressClass":   map[string]any{"name": TailplaneClass, "enabled": true},
 		"operatorConfig": map[string]any{"logging": "dev", "extraEnv": extraEnv},
@@ -88,8 +86,9 @@ func TailplaneValues(env TailnetEnv) map[string]any {
 }
 
 // ProxyClass is the official operator's default ProxyClass: its proxies get
-// devcluster's ACME directory and CA, as devinstall's ProxyClass gives
-// Tailplane's, and pull no image (the official proxy skeleton says Always,
+// devcluster's ACME directory and CA (the official operator has no setting
+// for every proxy, so TS_ env here, with its CustomTSEnvVar Warning; devinstall
+// gives Tailplane's proxies the same through chart values), and pull no image (the official proxy skeleton says Always,
 // and no registry is reachable).
 func ProxyClass(env TailnetEnv) map[string]any {
 	proxyEnv := []any{map[string]any{"name": "TS_DEBUG_ACME_DIRECTORY_URL", "value": env["TS_DEBUG_ACME_DIRECTORY_URL"]}}

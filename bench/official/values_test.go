@@ -74,11 +74,11 @@ func TestOfficialChartRendersWithTheValues(t *testing.T) {
 	}
 }
 
-// Tailplane's values move it to the tailplane classes and keep the real
-// node's SSL_CERT_FILE that devinstall would set (a values file replaces
-// the whole list); the official ProxyClass never pulls an image.
+// Tailplane's values move it to the tailplane classes, and leave the CA
+// file to devinstall's chart value (no SSL_CERT_FILE in extraEnv, which
+// would replace it); the official ProxyClass never pulls an image.
 func TestTailplaneValuesAndProxyClass(t *testing.T) {
-	v := TailplaneValues(devclusterEnv)
+	v := TailplaneValues()
 	if got := v["ingressClass"].(map[string]any)["name"]; got != TailplaneClass {
 		t.Errorf("IngressClass %v, want %s", got, TailplaneClass)
 	}
@@ -87,7 +87,7 @@ func TestTailplaneValuesAndProxyClass(t *testing.T) {
 		m := e.(map[string]any)
 		env[m["name"].(string)] = m["value"].(string)
 	}
-	if env["OPERATOR_LOAD_BALANCER_CLASS"] != TailplaneClass || env["SSL_CERT_FILE"] != devclusterEnv["TS_POD_ACME_CA_FILE"] {
+	if _, ok := env["SSL_CERT_FILE"]; env["OPERATOR_LOAD_BALANCER_CLASS"] != TailplaneClass || ok || v["proxyConfig"] != nil {
 		t.Errorf("Tailplane's extra env %v", env)
 	}
 	pc, err := yaml.Marshal(ProxyClass(devclusterEnv))

@@ -222,6 +222,32 @@ func TestRenderValues(t *testing.T) {
 	}
 }
 
+// proxyConfig.acmeDirectoryURL and acmeCAFile reach the operator as its
+// settings for the proxies, and as the TS_ and SSL_ env its own device
+// reads; unset, none of the four is there. extraEnv still replaces one.
+func TestACMEValues(t *testing.T) {
+	const dir, ca = "https://acme.example.com/dir", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+	e := env(t, render(t, seedValues(t, "proxyConfig.acmeDirectoryURL="+dir, "proxyConfig.acmeCAFile="+ca)).deployment(t))
+	for name, value := range map[string]string{
+		"PROXY_ACME_DIRECTORY_URL": dir, "TS_DEBUG_ACME_DIRECTORY_URL": dir, "PROXY_ACME_CA_FILE": ca, "SSL_CERT_FILE": ca,
+	} {
+		if got := e[name].Value; got != value {
+			t.Errorf("env %s = %q, want %q", name, got, value)
+		}
+	}
+	e = env(t, render(t, seedValues(t)).deployment(t))
+	for _, name := range []string{"PROXY_ACME_DIRECTORY_URL", "TS_DEBUG_ACME_DIRECTORY_URL", "PROXY_ACME_CA_FILE", "SSL_CERT_FILE"} {
+		if v, ok := e[name]; ok {
+			t.Errorf("without ACME values: env %s = %q", name, v.Value)
+		}
+	}
+	e = env(t, render(t, seedValues(t, "proxyConfig.acmeCAFile="+ca, "operatorConfig.extraEnv[0].name=SSL_CERT_FILE",
+		"operatorConfig.extraEnv[0].value=/etc/ssl/bundle.pem")).deployment(t))
+	if e["SSL_CERT_FILE"].Value != "/etc/ssl/bundle.pem" || e["PROXY_ACME_CA_FILE"].Value != ca {
+		t.Errorf("extraEnv SSL_CERT_FILE: %v %v", e["SSL_CERT_FILE"], e["PROXY_ACME_CA_FILE"])
+	}
+}
+
 // Bad values fail the install before anything is sent, each with a message
 // naming the value.
 func TestBadValuesRejected(t *testing.T) {
@@ -241,6 +267,8 @@ func TestBadValuesRejected(t *testing.T) {
 		{"API server proxy mode", seedValues(t, "apiServerProxyConfig.mode=yes"), `apiServerProxyConfig.mode is "yes": want "true"`},
 		{"impersonation", seedValues(t, "apiServerProxyConfig.allowImpersonation=maybe"), `apiServerProxyConfig.allowImpersonation is "maybe"`},
 		{"OAuth client and volume", seedValues(t, "oauthSecretVolume.secret.secretName=mine"), "both oauth.clientId/clientSecret and oauthSecretVolume are set"},
+		{"ACME directory not a URL", seedValues(t, "proxyConfig.acmeDirectoryURL=acme.example.com/dir"), "at '/proxyConfig/acmeDirectoryURL'"},
+		{"ACME CA file not absolute", seedValues(t, "proxyConfig.acmeCAFile=ca.pem"), "at '/proxyConfig/acmeCAFile'"},
 		{"workload identity", seedValues(t, "oauth.audience=api.tailscale.com"), "oauth.audience is set: Tailplane's operator does not support workload identity federation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

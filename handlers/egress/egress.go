@@ -147,7 +147,7 @@ func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey strin
 		return nil, err
 	}
 	objs, err := proxyset.Render(proxyset.Spec{Parent: Parent(svc), Namespace: s.Namespace, Image: s.ProxyImage,
-		Configs: []*config.Config{cfg}})
+		Configs: []*config.Config{cfg}, ACME: s.ProxyACME})
 	if err != nil {
 		return nil, err
 	}

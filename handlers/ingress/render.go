@@ -68,6 +68,7 @@ func RenderWithPlugins(ing *networkingv1.Ingress, s settings.Settings, lookup Se
 		Namespace: s.Namespace,
 		Image:     s.ProxyImage,
 		Configs:   []*config.Config{cfg},
+		ACME:      s.ProxyACME,
 	}
 	if customTLS(ing) {
 		spec.ExtraSecrets = []string{TLSSecretName(ing)}

@@ -155,7 +155,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		configs[i].LoginServer = be.LoginServer()
 	}
 	objs, err := proxyset.Render(proxyset.Spec{Parent: parent, Namespace: p.d.Settings.Namespace,
-		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets})
+		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets, ACME: p.d.Settings.ProxyACME})
 	if err != nil {
 		return runtime.Permanent(fmt.Errorf("render proxy for %s %s/%s: %w", m.Kind, obj.GetNamespace(), obj.GetName(), err))
 	}

@@ -332,3 +332,48 @@ func TestApplyKeepsTheRestrictedPodSecurityContext(t *testing.T) {
 		t.Errorf("the ProxyClass's securityContext was not used as it is: %+v", sc)
 	}
 }
+
+// The operator's ACME settings reach every proxy container without a
+// ProxyClass, and so without its CustomTSEnvVar warning; a ProxyClass that
+// names its own directory (env, or Let's Encrypt staging on an L7 proxy)
+// wins for its proxies.
+func TestOperatorACMEEnv(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1", Annotations: map[string]string{"tailscale.com/expose": "true"}},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.43.0.10", Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	s := settings.Settings{Namespace: "tailscale", ProxyImage: "proxy:1", ProxyTags: []string{"tag:k8s"},
+		ProxyACME: settings.ACME{DirectoryURL: "https://pebble:14000/dir", CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"}}
+	objs, err := service.Render(svc, s, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := env(objs.StatefulSet.Spec.Template.Spec.Containers[0])
+	if got["TS_DEBUG_ACME_DIRECTORY_URL"] != "https://pebble:14000/dir" || got["SSL_CERT_FILE"] != "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt" {
+		t.Fatalf("env %v", got)
+	}
+	empty := &v1alpha1.ProxyClass{}
+	if w := proxyclass.EnvWarnings(empty); len(w) != 0 {
+		t.Fatalf("warnings of an empty ProxyClass: %q", w)
+	}
+	if got := env(proxyclass.Apply(objs.StatefulSet, empty, proxyclass.L4).Spec.Template.Spec.Containers[0]); got["TS_DEBUG_ACME_DIRECTORY_URL"] != "https://pebble:14000/dir" {
+		t.Fatalf("an empty ProxyClass dropped the operator's directory: %v", got)
+	}
+	own := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{StatefulSet: &v1alpha1.StatefulSet{Pod: &v1alpha1.Pod{TailscaleContainer: &v1alpha1.Container{
+		Env: []v1alpha1.Env{{Name: "TS_DEBUG_ACME_DIRECTORY_URL", Value: "https://other/dir"}},
+	}}}}}
+	if got := env(proxyclass.Apply(objs.StatefulSet, own, proxyclass.L4).Spec.Template.Spec.Containers[0]); got["TS_DEBUG_ACME_DIRECTORY_URL"] != "https://other/dir" || got["SSL_CERT_FILE"] == "" {
+		t.Fatalf("with the ProxyClass's own directory: %v", got)
+	}
+	staging := &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{UseLetsEncryptStagingEnvironment: true}}
+	if got := env(proxyclass.Apply(objs.StatefulSet, staging, proxyclass.L7).Spec.Template.Spec.Containers[0]); got["TS_DEBUG_ACME_DIRECTORY_URL"] != proxyclass.LetsEncryptStagingDirectory {
+		t.Fatalf("with useLetsEncryptStagingEnvironment: %v", got)
+	}
+	s.ProxyACME = settings.ACME{}
+	if objs, err = service.Render(svc, s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := env(objs.StatefulSet.Spec.Template.Spec.Containers[0]); got["TS_DEBUG_ACME_DIRECTORY_URL"] != "" || got["SSL_CERT_FILE"] != "" {
+		t.Fatalf("env without ACME settings: %v", got)
+	}
+}

@@ -9,6 +9,6 @@
 // Everything here is pure: objects in, objects out, no cluster.
 //
 // It imports Kubernetes API types, proxy/config, internal/proxystate (the
-// labels and state Secret keys shared with the proxy) and
-// tailscale.com/util/dnsname.
+// labels and state Secret keys shared with the proxy), handlers/settings
+// (the operator's ACME settings) and tailscale.com/util/dnsname.
 package proxyset

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 )
@@ -27,6 +28,11 @@ const (
 	EnvPodIP        = "POD_IP"
 	EnvPodName      = "POD_NAME"
 	EnvPodUID       = "POD_UID"
+	// EnvACMEDirectoryURL and EnvCertFile carry the operator's ACME
+	// settings (settings.ACME): tsnet's ACME directory knob, and the file
+	// Go's crypto/x509 reads its roots from.
+	EnvACMEDirectoryURL = "TS_DEBUG_ACME_DIRECTORY_URL"
+	EnvCertFile         = "SSL_CERT_FILE"
 )
 
 // ScratchDir is where tailplane-proxy keeps its scratch files (tsnet's
@@ -108,6 +114,10 @@ type Spec struct {
 	// ExtraSecrets are further Secrets in the operator namespace the proxy
 	// may read (an Ingress's TLS certificate copy); the Role names them.
 	ExtraSecrets []string
+	// ACME is the operator's ACME server for every proxy (settings
+	// ProxyACME), rendered as the container's env. A ProxyClass's env is
+	// applied later and wins.
+	ACME settings.ACME
 }
 
 // Replica is what belongs to one replica of a proxy.
@@ -252,7 +262,7 @@ func statefulSet(spec Spec, names Names, labels map[string]string, replicas int3
 						Name:            ContainerName,
 						Image:           spec.Image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						Env: []corev1.EnvVar{
+						Env: append([]corev1.EnvVar{
 							fieldEnv(EnvPodIP, "status.podIP"),
 							fieldEnv(EnvPodName, "metadata.name"),
 							fieldEnv(EnvPodUID, "metadata.uid"),
@@ -261,7 +271,7 @@ func statefulSet(spec Spec, names Names, labels map[string]string, replicas int3
 							// after its Pod (Names.Replica).
 							{Name: EnvConfigSecret, Value: "$(" + EnvPodName + ")-config"},
 							{Name: EnvStateSecret, Value: "$(" + EnvPodName + ")"},
-						},
+						}, acmeEnv(spec.ACME)...),
 						// Userspace networking (tsnet): no privileges, no
 						// capabilities, no init container, and nothing
 						// written outside ScratchDir.
@@ -286,4 +296,16 @@ func statefulSet(spec Spec, names Names, labels map[string]string, replicas int3
 			},
 		},
 	}
+}
+
+// acmeEnv is the env that points a proxy at the operator's ACME server.
+func acmeEnv(a settings.ACME) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if a.DirectoryURL != "" {
+		env = append(env, corev1.EnvVar{Name: EnvACMEDirectoryURL, Value: a.DirectoryURL})
+	}
+	if a.CAFile != "" {
+		env = append(env, corev1.EnvVar{Name: EnvCertFile, Value: a.CAFile})
+	}
+	return env
 }

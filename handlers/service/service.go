@@ -207,6 +207,7 @@ func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey strin
 		Namespace: s.Namespace,
 		Image:     s.ProxyImage,
 		Configs:   []*config.Config{cfg},
+		ACME:      s.ProxyACME,
 	})
 }
 

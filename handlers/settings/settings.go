@@ -10,7 +10,9 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 
@@ -41,6 +43,11 @@ const (
 	EnvHeadscaleURL        = "HEADSCALE_URL"
 	EnvHeadscaleAPIKeyFile = "HEADSCALE_API_KEY_FILE"
 	EnvHeadscaleUser       = "HEADSCALE_USER"
+	// Tailplane's own: the ACME directory every proxy requests its
+	// certificates from, and the CA file it trusts (a staging or private
+	// ACME server). The official operator has only per-ProxyClass TS_ env.
+	EnvProxyACMEDirectoryURL = "PROXY_ACME_DIRECTORY_URL"
+	EnvProxyACMECAFile       = "PROXY_ACME_CA_FILE"
 )
 
 // Defaults.
@@ -113,6 +120,21 @@ type Settings struct {
 	// OperatorPort is the UDP port of the operator device's WireGuard
 	// (TS_PORT); 0 picks a free one.
 	OperatorPort uint16
+	// ProxyACME is what every proxy the operator creates uses for its
+	// certificates (PROXY_ACME_DIRECTORY_URL, PROXY_ACME_CA_FILE); the zero
+	// value leaves Let's Encrypt and the image's roots.
+	ProxyACME ACME
+}
+
+// ACME points devices at an ACME server other than Let's Encrypt's.
+type ACME struct {
+	// DirectoryURL is the ACME directory (http or https URL); "" is Let's
+	// Encrypt's.
+	DirectoryURL string
+	// CAFile is a PEM file, at that path inside the proxy's Pod, of the
+	// CAs that sign the ACME server's certificate; "" trusts the image's
+	// roots only.
+	CAFile string
 }
 
 // FromEnv reads the settings through getenv (os.Getenv in production). Every
@@ -135,6 +157,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	if err := s.readHeadscale(getenv); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, s.readACME(getenv)...)
 	if s.Namespace == "" {
 		if b, err := os.ReadFile(namespaceFile); err == nil {
 			s.Namespace = strings.TrimSpace(string(b))
@@ -194,6 +217,26 @@ func (s *Settings) readHeadscale(getenv func(string) string) error {
 	s.LoginServer = s.HeadscaleURL
 	return nil
 }
+
+// readACME reads the proxies' ACME settings: an absolute http(s) URL, and a
+// file path as the proxy's Pod sees it (nothing the operator can open).
+func (s *Settings) readACME(getenv func(string) string) []error {
+	var errs []error
+	s.ProxyACME = ACME{DirectoryURL: strings.TrimSpace(getenv(EnvProxyACMEDirectoryURL)), CAFile: strings.TrimSpace(getenv(EnvProxyACMECAFile))}
+	if v := s.ProxyACME.DirectoryURL; v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL of an ACME directory (e.g. %s)", EnvProxyACMEDirectoryURL, v, letsEncryptStaging))
+		}
+	}
+	if v := s.ProxyACME.CAFile; v != "" && !path.IsAbs(v) {
+		errs = append(errs, fmt.Errorf("%s: %q is not an absolute path (the file as the proxy's Pod reads it)", EnvProxyACMECAFile, v))
+	}
+	return errs
+}
+
+// letsEncryptStaging is an example ACME directory for messages.
+const letsEncryptStaging = "https://acme-staging-v02.api.letsencrypt.org/directory"
 
 func orDefault(v, def string) string {
 	if v = strings.TrimSpace(v); v != "" {

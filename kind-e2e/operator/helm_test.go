@@ -2,7 +2,6 @@ package operator
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -23,9 +22,10 @@ var _ = Describe("the Helm release", Ordered, func() {
 	}
 
 	// latest is the number of the newest revision, checking that it is the
-	// deployed one and every older one superseded. It is 1 unless the
-	// restart spec (seed_test.go), which runs `go tool task dev` again and
-	// so upgrades, ran first.
+	// deployed one and every older one superseded. It is 1 unless a spec
+	// that installs again ran first: the restart spec (seed_test.go), which
+	// runs `go tool task dev` again, or the API server proxy's
+	// (apiserverproxy_test.go).
 	latest := func() int {
 		GinkgoHelper()
 		out, err := revisions()
@@ -49,13 +49,21 @@ var _ = Describe("the Helm release", Ordered, func() {
 			`jsonpath={.spec.template.spec.containers[0].env[?(@.name=="OPERATOR_HOSTNAME")].value}`)).To(Equal("tailscale-operator"))
 	})
 
+	// The default ProxyClass sets no TS_ env (devcluster's ACME server is
+	// a chart value), so it earns no CustomTSEnvVar Warning: the default
+	// configuration is warning-free.
+	It("has a valid default ProxyClass without Warning Events", func(ctx SpecContext) {
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "get", "proxyclass", "devcluster", "-o", `jsonpath={.status.conditions[?(@.type=="ProxyClassReady")].status}`)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal("True"))
+		Expect(devcluster("kubectl", "get", "events", "-A", "--ignore-not-found",
+			"--field-selector", "involvedObject.kind=ProxyClass,involvedObject.name=devcluster,type=Warning",
+			"-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)).To(BeEmpty())
+	}, SpecTimeout(2*time.Minute))
+
 	It("is upgraded when installed again", func(ctx SpecContext) {
 		before := latest()
-		cmd := exec.CommandContext(ctx, "go", "run", "./deploy/manifests/devinstall", "--dir", suite.clusterDir())
-		cmd.Dir = suite.root
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		Expect(string(out)).To(ContainSubstring("operator is installed"))
+		devinstall(ctx)
 		Expect(latest()).To(Equal(before + 1))
 		Expect(devcluster("kubectl", "-n", "tailscale", "get", "deployment", "operator", "-o", "jsonpath={.status.readyReplicas}")).To(Equal("1"))
 	}, SpecTimeout(4*time.Minute))

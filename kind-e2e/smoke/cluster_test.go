@@ -164,6 +164,14 @@ var _ = Describe("devcluster", Ordered, func() {
 		caCert, err := httpGet(ctx, "http://"+clusterIP+"/file?path="+dir+"ca.crt")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(caCert).To(ContainSubstring("BEGIN CERTIFICATE"))
+		// The bundle holds devcluster's local CA (the ACME server's) too,
+		// and tailnet.env names it for pods: a pod that mounts over the
+		// host folder of D/acme-ca.pem (an emptyDir on /tmp) still trusts
+		// the ACME server.
+		localCA, err := os.ReadFile(filepath.Join(suiteCluster.dir, "acme-ca.pem"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(caCert).To(ContainSubstring(strings.TrimSpace(string(localCA))), "devcluster's local CA in the pod's ca.crt")
+		Expect(suiteCluster.env).To(HaveKeyWithValue("TS_POD_ACME_CA_FILE", dir+"ca.crt"))
 		// The host does not see the pod's mounts.
 		_, err = os.Stat(dir + "token")
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the token must exist only inside the pod's mount namespace")

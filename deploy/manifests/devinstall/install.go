@@ -41,10 +41,6 @@ const ProxyClassName = "devcluster"
 // pod-security.kubernetes.io/enforce=<podSecurity> (go tool task dev:
 // restricted), so that the API server refuses any operator or proxy pod that
 // does not meet that Pod Security Standard.
-//
-// The ProxyClass's SSL_CERT_FILE is TS_POD_ACME_CA_FILE of tailnet.env: on
-// the real node (devcluster up --node real) a container reads no host file,
-// and devcluster puts its CA into the pods' service-account CA bundle.
 func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) error {
 	env, err := readEnv(filepath.Join(dir, "tailnet.env"))
 	if err != nil {
@@ -67,25 +63,6 @@ func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) e
 	if err != nil {
 		return err
 	}
-	values := map[string]any{
-		"oauth":          map[string]any{"clientId": env["TS_API_CLIENT_ID"], "clientSecret": env["TS_API_CLIENT_SECRET"]},
-		"loginServer":    env["TS_CONTROL_URL"],
-		"operatorConfig": map[string]any{"logging": "dev"},
-		"proxyConfig":    map[string]any{"defaultProxyClass": ProxyClassName},
-	}
-	if env["TS_CONTROL"] == "headscale" {
-		// devcluster up --control headscale: Headscale's API key instead
-		// of an OAuth client; proxies log in to Headscale.
-		delete(values, "oauth")
-		values["loginServer"] = ""
-		values["headscale"] = map[string]any{"url": env["HEADSCALE_URL"], "apiKey": env["HEADSCALE_API_KEY"]}
-	}
-	if pod := env["TS_POD_ACME_CA_FILE"]; pod != "" && pod != env["TS_ACME_CA_FILE"] {
-		// The real node: its tailnet also serves control over TLS on port
-		// 443 of the bridge address (Tailscale's Noise client falls back
-		// there), with a certificate of the CA in the pods' bundle.
-		values["operatorConfig"].(map[string]any)["extraEnv"] = []any{map[string]any{"name": "SSL_CERT_FILE", "value": pod}}
-	}
 	if podSecurity != "" {
 		if err := labelNamespace(ctx, kube, chart.Namespace, map[string]string{
 			"pod-security.kubernetes.io/enforce": podSecurity, "pod-security.kubernetes.io/warn": podSecurity,
@@ -97,7 +74,7 @@ func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) e
 	helmLog.SetLevel(log.WarnLevel)
 	logger.Info("installing the Helm chart; waiting for the operator", "chart", chart.Name, "release", chart.ReleaseName, "namespace", chart.Namespace)
 	rel, err := chart.Install(ctx, cfg, chart.Namespace, chart.Options{
-		Values: mergeValues(values, extra), Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
+		Values: mergeValues(chartValues(env), extra), Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
 		// A devcluster set up by an older devinstall holds the same objects,
 		// applied without Helm: adopt them.
 		TakeOwnership: true,
@@ -106,27 +83,57 @@ func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) e
 		return fmt.Errorf("%w (see devcluster's logs in %s)", err, dir)
 	}
 	logger.Info("operator ready", "release", rel.Name, "revision", rel.Version, "status", rel.Info.Status)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	return apply(ctx, dyn, mapper, defaultProxyClass())
+}
 
-	// The default ProxyClass: proxies request certificates from devcluster's
-	// ACME server (Pebble) and trust its CA, as a user would point them at a
-	// staging directory. TS_ env vars draw a CustomTSEnvVar Warning: expected.
-	// The ACME server's CA as a pod reads it: the host file on the process
-	// node, the service account's CA bundle (to which devcluster adds it)
-	// on the real node; older devclusters wrote only TS_ACME_CA_FILE. A
-	// plain-HTTP directory (e2e:kind's) needs none.
-	proxyEnv := []any{map[string]any{"name": "TS_DEBUG_ACME_DIRECTORY_URL", "value": env["TS_DEBUG_ACME_DIRECTORY_URL"]}}
-	if strings.HasPrefix(env["TS_DEBUG_ACME_DIRECTORY_URL"], "https:") {
-		proxyEnv = append(proxyEnv, map[string]any{"name": "SSL_CERT_FILE", "value": cmp.Or(env["TS_POD_ACME_CA_FILE"], env["TS_ACME_CA_FILE"])})
+// chartValues are devinstall's chart values for the tailnet of tailnet.env:
+// its OAuth client (or Headscale's API key) and login server, and its ACME
+// server for every device of the release (proxyConfig.acmeDirectoryURL and
+// acmeCAFile), the way a user points a release at a staging directory.
+//
+// The CA file is the ACME server's CA as a pod reads it: tailnet.env's
+// TS_POD_ACME_CA_FILE, the service account's CA bundle, to which devcluster
+// adds its local CA (the host's files are no pod's: the real node's
+// containers see none, and the chart's emptyDir on /tmp hides a folder
+// under /tmp from the process node's); older devclusters wrote only
+// TS_ACME_CA_FILE. The operator trusts it too, which the real node's
+// control server on port 443 needs. A plain-HTTP directory needs none.
+func chartValues(env map[string]string) map[string]any {
+	proxy := map[string]any{"defaultProxyClass": ProxyClassName}
+	if dir := env["TS_DEBUG_ACME_DIRECTORY_URL"]; dir != "" {
+		proxy["acmeDirectoryURL"] = dir
+		if strings.HasPrefix(dir, "https:") {
+			proxy["acmeCAFile"] = cmp.Or(env["TS_POD_ACME_CA_FILE"], env["TS_ACME_CA_FILE"])
+		}
 	}
-	proxyClass := &unstructured.Unstructured{Object: map[string]any{
+	values := map[string]any{
+		"oauth":          map[string]any{"clientId": env["TS_API_CLIENT_ID"], "clientSecret": env["TS_API_CLIENT_SECRET"]},
+		"loginServer":    env["TS_CONTROL_URL"],
+		"operatorConfig": map[string]any{"logging": "dev"},
+		"proxyConfig":    proxy,
+	}
+	if env["TS_CONTROL"] == "headscale" {
+		// devcluster up --control headscale: Headscale's API key instead
+		// of an OAuth client; proxies log in to Headscale.
+		delete(values, "oauth")
+		values["loginServer"] = ""
+		values["headscale"] = map[string]any{"url": env["HEADSCALE_URL"], "apiKey": env["HEADSCALE_API_KEY"]}
+	}
+	return values
+}
+
+// defaultProxyClass is the default ProxyClass (proxyConfig.defaultProxyClass),
+// empty: the ACME settings are the release's, so it sets no TS_ env and
+// earns no CustomTSEnvVar Warning. It stays for users' manifests that name
+// it, and as the place to try ProxyClass settings. Applied over one of an
+// older devinstall, it drops the env that one set (same field manager).
+func defaultProxyClass() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyClass",
 		"metadata": map[string]any{"name": ProxyClassName},
-		"spec": map[string]any{"statefulSet": map[string]any{"pod": map[string]any{"tailscaleContainer": map[string]any{
-			"env": proxyEnv,
-		}}}},
+		"spec":     map[string]any{},
 	}}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	return apply(ctx, dyn, mapper, proxyClass)
 }
 
 // labelNamespace creates namespace ns with labels, or adds them to it.

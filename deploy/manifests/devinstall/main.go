@@ -3,10 +3,11 @@
 // Helm chart deploy/chart/tailplane-operator, release tailscale-operator in
 // namespace tailscale, through the Helm SDK, with devcluster's tailnet (the
 // OAuth client from D/tailnet.env as oauth.clientId/clientSecret, loginServer
-// pointing at devcluster's control server), waiting for the operator as
-// --wait does; then a default ProxyClass "devcluster" that points proxies at
-// devcluster's ACME directory (Pebble), the way a user points proxies at a
-// staging directory. Run again, it upgrades the release.
+// pointing at devcluster's control server, and devcluster's ACME directory
+// (Pebble) for every device as proxyConfig.acmeDirectoryURL and
+// acmeCAFile, the way a user points a release at a staging directory),
+// waiting for the operator as --wait does; then an empty default ProxyClass
+// "devcluster". Run again, it upgrades the release.
 //
 // With --up it first starts `devcluster up` and keeps it running until
 // Ctrl-C (go tool task dev); without it, it installs into a running one.

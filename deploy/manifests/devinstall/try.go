@@ -24,8 +24,9 @@ func tryText(dir string) string {
 	}
 	return fmt.Sprintf(`
 Tailplane's operator is installed in devcluster (Helm release tailscale-operator,
-namespace tailscale; running "go tool task dev" again upgrades it), with the
-default ProxyClass %[2]q (devcluster's ACME directory). Try:
+namespace tailscale; running "go tool task dev" again upgrades it, adding chart
+values from %[1]s/values.yaml), every device on devcluster's ACME directory
+(chart value proxyConfig.acmeDirectoryURL), and the default ProxyClass %[2]q. Try:
   %[4]s -n tailscale get pods,statefulsets,proxyclass
   # echo backends, then the seed's exposed Service and Ingress:
   %[4]s apply -f kind-e2e/operator/testdata/echo.yaml \
@@ -43,6 +44,9 @@ default ProxyClass %[2]q (devcluster's ACME directory). Try:
   %[4]s apply -f examples/proxygroup-kube-apiserver.yaml
   kubectl config set-cluster tailnet --server=https://k8s-api.%[5]s \
       --certificate-authority=%[1]s/ca.pem --proxy-url=socks5://127.0.0.1:1055
+  # or the operator's own device: apiServerProxyConfig: {mode: "noauth"} in
+  # %[1]s/values.yaml, "go run ./deploy/manifests/devinstall --dir %[1]s",
+  # then --server=https://tailscale-operator.%[5]s
 %[3]sCtrl-C stops the cluster.
 `, abs, ProxyClassName, pluginTry(abs), kubectl, domain, join)
 }

@@ -31,6 +31,8 @@ func TestTryTextFitsControlServerAndFolder(t *testing.T) {
 		"examples/seed/07-proxygroup.yaml",
 		"go tool task dev:join DEV_DIR=" + custom,
 		"devcluster's ACME directory",
+		"apiServerProxyConfig: {mode: \"noauth\"} in\n  # " + custom + "/values.yaml",
+		"--server=https://tailscale-operator.devcluster.ts.net",
 	} {
 		if !strings.Contains(dev, want) {
 			t.Errorf("devcluster's try-steps lack %q:\n%s", want, dev)

@@ -51,3 +51,47 @@ proxyConfig:
 		t.Error("a broken values.yaml: no error")
 	}
 }
+
+// devcluster's ACME server reaches every device through the chart's values
+// (proxyConfig.acmeDirectoryURL, acmeCAFile: the CA as a pod reads it), not
+// through the default ProxyClass, which sets nothing and so earns no
+// CustomTSEnvVar Warning.
+func TestChartValuesCarryTheACMEServer(t *testing.T) {
+	env := map[string]string{
+		"TS_API_CLIENT_ID": "id", "TS_API_CLIENT_SECRET": "secret", "TS_CONTROL_URL": "http://127.0.0.1:4000",
+		"TS_DEBUG_ACME_DIRECTORY_URL": "https://127.0.0.1:14000/dir", "TS_ACME_CA_FILE": "/tmp/devcluster-x/acme-ca.pem",
+		"TS_POD_ACME_CA_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+	}
+	want := map[string]any{
+		"oauth":          map[string]any{"clientId": "id", "clientSecret": "secret"},
+		"loginServer":    "http://127.0.0.1:4000",
+		"operatorConfig": map[string]any{"logging": "dev"},
+		"proxyConfig": map[string]any{"defaultProxyClass": ProxyClassName,
+			"acmeDirectoryURL": "https://127.0.0.1:14000/dir", "acmeCAFile": "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"},
+	}
+	if got := chartValues(env); !reflect.DeepEqual(got, want) {
+		t.Errorf("values %v\nwant %v", got, want)
+	}
+	// An older devcluster's tailnet.env: the one CA file there is.
+	delete(env, "TS_POD_ACME_CA_FILE")
+	if got := chartValues(env)["proxyConfig"].(map[string]any)["acmeCAFile"]; got != "/tmp/devcluster-x/acme-ca.pem" {
+		t.Errorf("acmeCAFile without TS_POD_ACME_CA_FILE: %v", got)
+	}
+	// A plain-HTTP directory: no CA file.
+	env["TS_DEBUG_ACME_DIRECTORY_URL"] = "http://198.19.0.1:14000/dir"
+	proxy := chartValues(env)["proxyConfig"].(map[string]any)
+	if _, ok := proxy["acmeCAFile"]; ok || proxy["acmeDirectoryURL"] != "http://198.19.0.1:14000/dir" {
+		t.Errorf("plain-HTTP directory: %v", proxy)
+	}
+	// Headscale: its API key instead of the OAuth client, the same ACME server.
+	env["TS_CONTROL"], env["HEADSCALE_URL"], env["HEADSCALE_API_KEY"] = "headscale", "http://127.0.0.1:8080", "key"
+	got := chartValues(env)
+	if _, ok := got["oauth"]; ok || got["loginServer"] != "" || got["proxyConfig"].(map[string]any)["acmeDirectoryURL"] == nil {
+		t.Errorf("headscale values %v", got)
+	}
+
+	pc := defaultProxyClass()
+	if pc.GetName() != ProxyClassName || !reflect.DeepEqual(pc.Object["spec"], map[string]any{}) {
+		t.Errorf("default ProxyClass %v: want an empty spec", pc.Object)
+	}
+}

@@ -47,10 +47,15 @@ func (r *realNode) Stop() {
 
 // startControlPlane starts the control plane as the node kind needs it: for
 // the real node, reachable from pods on the node's bridge address and with
-// Services in a range kube-proxy can route.
+// Services in a range kube-proxy can route. On either node, pods trust
+// devcluster's local CA through their service-account CA bundle
+// (controlplane.PodCAFile): the real node's containers see no host file,
+// and on the process node a pod may mount over the host folder holding it
+// (the operator chart's emptyDir on /tmp hides a devcluster folder under
+// /tmp, as tests make them).
 func startControlPlane(ctx context.Context, dir, self, nodeKind string) (*controlplane.Cluster, error) {
 	if nodeKind != "real" {
-		return controlplane.Start(ctx, dir, self)
+		return controlplane.StartWith(ctx, dir, self, controlplane.Options{PodTrustsLocalCA: true})
 	}
 	if err := realnode.PrepareNetwork(); err != nil {
 		return nil, err
@@ -98,16 +103,6 @@ func secondTailnetHost(nodeKind string) string {
 		return realnode.SecondHostIP
 	}
 	return "127.0.0.1"
-}
-
-// podCAFile is where the real node's pods read devcluster's local CA (see
-// controlplane.Options.PodTrustsLocalCA); "" for the process node, whose
-// pods read the host's file.
-func podCAFile(nodeKind string) string {
-	if nodeKind == "real" {
-		return controlplane.PodCAFile
-	}
-	return ""
 }
 
 // assetsDir is the folder of the devcluster binary, where the real node's

@@ -90,10 +90,9 @@ func (s *tailnetStack) controlURL() string {
 // the first tailnet's.
 //
 // podCAFile is where a pod reads the ACME server's CA (devcluster's local
-// CA): the host file for the process node, whose pods are host processes;
-// for the real node, controlplane.PodCAFile (the control plane adds the
-// local CA to every pod's service-account CA bundle). tailnet.env has it as
-// TS_POD_ACME_CA_FILE.
+// CA): controlplane.PodCAFile, since the control plane adds the local CA to
+// every pod's service-account CA bundle; "" means the host file.
+// tailnet.env has it as TS_POD_ACME_CA_FILE.
 func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {

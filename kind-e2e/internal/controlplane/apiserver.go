@@ -79,9 +79,10 @@ type Options struct {
 	AdvertiseAddress string
 	// PodTrustsLocalCA adds LocalCA to the root CA bundle every pod gets
 	// (ca.crt of its service-account volume, ConfigMap kube-root-ca.crt)
-	// after the apiserver's own CA. The real node's containers read no
-	// host file, and this is how they trust what LocalCA signs: the
-	// tailnet's ACME server (SSL_CERT_FILE=PodCAFile).
+	// after the apiserver's own CA: how pods trust what LocalCA signs, the
+	// tailnet's ACME server (SSL_CERT_FILE=PodCAFile). devcluster up sets
+	// it on both nodes: the real node's containers read no host file, and
+	// a process node's pod may mount over the folder of one.
 	PodTrustsLocalCA bool
 }
 

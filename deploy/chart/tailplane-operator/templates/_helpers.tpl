@@ -101,6 +101,20 @@ operatorConfig.extraEnv is merged in.
   value: {{ .Values.ingressClass.name | quote }}
 - name: PROXY_DEFAULT_CLASS
   value: {{ .Values.proxyConfig.defaultProxyClass | default "" | quote }}
+{{- /* PROXY_ACME_* for the proxies; the TS_ and SSL_ names for the operator's
+own device, which serves the API server proxy with a certificate. */}}
+{{- with .Values.proxyConfig.acmeDirectoryURL }}
+- name: PROXY_ACME_DIRECTORY_URL
+  value: {{ . | quote }}
+- name: TS_DEBUG_ACME_DIRECTORY_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.proxyConfig.acmeCAFile }}
+- name: PROXY_ACME_CA_FILE
+  value: {{ . | quote }}
+- name: SSL_CERT_FILE
+  value: {{ . | quote }}
+{{- end }}
 - name: OPERATOR_DEFAULT_LOAD_BALANCER
   value: "false"
 - name: APISERVER_PROXY
