@@ -40,13 +40,19 @@ func (o *Operator) Post(obj *unstructured.Unstructured, eventType, reason, messa
 	o.recorder.Event(obj, eventType, reason, message)
 }
 
-// PostOnce records an Event about obj like Post, unless the cluster
-// already holds an Event of the same type, reason and message about the
-// same object (by UID): a problem with an object is told once per cause,
-// not again at every start of the operator (the recorder's correlator only
-// knows its own process). The lookup and the post run on the poster
-// goroutine, off the caller's path; when the lookup fails (no permission to
-// list Events, say) the Event is posted, so nothing is lost.
+// PostOnce records an Event about obj like Post, except that the first
+// time since this operator started that it would post a given Event (same
+// object UID, type, reason and message), it posts nothing if the cluster
+// already holds that Event: an earlier run of the operator told it, and a
+// restart, which handles every object again, should not tell every problem
+// again (the recorder's correlator only knows its own process). Later
+// calls post as Post does, so a problem that comes back while the
+// operator runs is told again. The lookup and the post run on the poster
+// goroutine, off the caller's path; when the lookup fails (no permission
+// to list Events, say) the Event is posted, so nothing is lost. An Event
+// about the very same version of the object (its resourceVersion) is not
+// posted twice either: handling an unchanged object again tells nothing
+// new.
 func (o *Operator) PostOnce(obj *unstructured.Unstructured, eventType, reason, message string) {
 	o.queueEvent(pending{ref: refOf(obj), typ: eventType, reason: reason, format: "%s", args: []any{message}, once: true})
 }
@@ -59,6 +65,9 @@ type pending struct {
 	// once: post only if no such Event exists yet (PostOnce).
 	once bool
 }
+
+// onceKey is what makes two PostOnce Events the same.
+type onceKey struct{ uid, typ, reason, message string }
 
 // refOf is the Event's involvedObject for obj.
 func refOf(obj *unstructured.Unstructured) *corev1.ObjectReference {
@@ -78,8 +87,11 @@ func (o *Operator) queueEvent(e pending) {
 }
 
 // postedBefore reports whether an Event like e (same object UID, type,
-// reason and message) is in the cluster already.
-func (o *Operator) postedBefore(ctx context.Context, e pending) bool {
+// reason and message) is in the cluster already: any such Event when
+// first is set (the first time since the start), else only one about the
+// same version of the object (its resourceVersion), so that a problem
+// told for an object that changed since is told again.
+func (o *Operator) postedBefore(ctx context.Context, e pending, first bool) bool {
 	if o.kube == nil || e.ref.UID == "" {
 		return false
 	}
@@ -92,7 +104,7 @@ func (o *Operator) postedBefore(ctx context.Context, e pending) bool {
 	}
 	msg := fmt.Sprintf(e.format, e.args...)
 	for _, ev := range list.Items {
-		if ev.Message == msg {
+		if ev.Message == msg && (first || ev.InvolvedObject.ResourceVersion == e.ref.ResourceVersion) {
 			return true
 		}
 	}
@@ -111,11 +123,19 @@ func (o *Operator) postEvents(done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-done; cancel() }()
+	// checked holds the PostOnce Events seen since the start: after the
+	// first, only an Event about the same object version counts.
+	checked := map[onceKey]bool{}
 	for {
 		select {
 		case e := <-o.eventQueue:
-			if e.once && o.postedBefore(ctx, e) {
-				continue
+			if e.once {
+				k := onceKey{uid: string(e.ref.UID), typ: e.typ, reason: e.reason, message: fmt.Sprintf(e.format, e.args...)}
+				first := !checked[k]
+				checked[k] = true
+				if o.postedBefore(ctx, e, first) {
+					continue
+				}
 			}
 			o.recorder.Eventf(e.ref, e.typ, e.reason, e.format, e.args...)
 		case <-done:

@@ -33,9 +33,9 @@ func (d *Deps) PatchStatus(ctx context.Context, gvr schema.GroupVersionResource,
 
 // Post records an Event about a typed or unstructured object of any kind
 // (TypeMeta set: the Event's involvedObject needs apiVersion and kind). A
-// Warning is posted once per cause: not when the cluster already holds the
-// same Warning about the object (runtime.Operator.PostOnce), so a restart
-// of the operator does not repeat every problem it finds again.
+// Warning goes through runtime.Operator.PostOnce: one that an earlier run
+// of the operator posted already is not posted again at the start, so a
+// restart does not repeat every problem it finds again.
 func (d *Deps) Post(obj any, eventType, reason, message string) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
