@@ -40,6 +40,23 @@ func (h *harness) events(namespace, name, eventType, reason string) (int, []stri
 	return n, msgs
 }
 
+// restartUntilHandled restarts the operator times times, each time until it
+// handled the object name again (a resume, seen in the runtime's Normal
+// Event).
+func (h *harness) restartUntilHandled(name string, times int) {
+	h.t.Helper()
+	for i := range times {
+		resumed, _ := h.events(h.ns, name, corev1.EventTypeNormal, runtime.ReasonHandled)
+		h.restart()
+		testpoll.Until(h.t, settle, fmt.Sprintf("restart %d handled %s", i+1, name), func() error {
+			if n, _ := h.events(h.ns, name, corev1.EventTypeNormal, runtime.ReasonHandled); n <= resumed {
+				return fmt.Errorf("%d handled Events, as before the restart", n)
+			}
+			return nil
+		})
+	}
+}
+
 // A refused Service gets its Warning once: every operator start handles it
 // again (a resume, seen in the runtime's Normal Event), and none posts the
 // same INVALIDSERVICE again, since the stored condition already says it. A
@@ -49,16 +66,7 @@ func TestWarningNotPostedAgainAtRestart(t *testing.T) {
 	h.createService(exposed("bad", map[string]string{"tailscale.com/hostname": "not_a_label"}))
 	h.wantCondition("bad", "False", "ProxyInvalid", "not_a_label")
 	h.wantEvent(h.ns, "bad", corev1.EventTypeWarning, "INVALIDSERVICE", "not_a_label")
-	for i := range 3 {
-		resumed, _ := h.events(h.ns, "bad", corev1.EventTypeNormal, runtime.ReasonHandled)
-		h.restart()
-		testpoll.Until(t, settle, fmt.Sprintf("restart %d handled the Service", i+1), func() error {
-			if n, _ := h.events(h.ns, "bad", corev1.EventTypeNormal, runtime.ReasonHandled); n <= resumed {
-				return fmt.Errorf("%d handled Events, as before the restart", n)
-			}
-			return nil
-		})
-	}
+	h.restartUntilHandled("bad", 3)
 	if n, msgs := h.events(h.ns, "bad", corev1.EventTypeWarning, "INVALIDSERVICE"); n != 1 {
 		t.Fatalf("%d INVALIDSERVICE Events after 3 restarts, want 1: %q", n, msgs)
 	}
@@ -74,16 +82,7 @@ func TestIngressWarningNotPostedAgainAtRestart(t *testing.T) {
 	h.createIngressClass(false)
 	h.createIngress("missing", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("nope", 80)})
 	h.wantEvent(h.ns, "missing", corev1.EventTypeWarning, "InvalidIngressBackend", "nope")
-	for i := range 2 {
-		resumed, _ := h.events(h.ns, "missing", corev1.EventTypeNormal, runtime.ReasonHandled)
-		h.restart()
-		testpoll.Until(t, settle, fmt.Sprintf("restart %d handled the Ingress", i+1), func() error {
-			if n, _ := h.events(h.ns, "missing", corev1.EventTypeNormal, runtime.ReasonHandled); n <= resumed {
-				return fmt.Errorf("%d handled Events, as before the restart", n)
-			}
-			return nil
-		})
-	}
+	h.restartUntilHandled("missing", 2)
 	// The poster goroutine works after the handler: give a repeat every
 	// chance to show before counting.
 	testpoll.Always(t, 2*time.Second, "one InvalidIngressBackend Event", func() error {
