@@ -1,8 +1,6 @@
 package handlers_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,18 +29,7 @@ const reportFollowed = 6 * time.Second
 // written. A newest spec that is refused while the previous module runs
 // leaves Ready True and says which module serves.
 func TestRoutingPluginRunTimeFailures(t *testing.T) {
-	mod := canaryModule(t)
-	sum := sha256.Sum256(mod)
-	pin := hex.EncodeToString(sum[:])
-	h := newHarness(t, nil)
-	h.createIngressClass(false)
-	h.backend("web", 80)
-	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
-	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "site") })
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
-	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h, _, pin := canarySite(t)
 	h.routingPlugin("canary", "canary", pin, "route")
 	testpoll.Until(t, settle, "accepted", func() error {
 		if st, msg, _ := h.pluginCondition("canary", "Accepted"); st != "True/Compiled" {

@@ -90,18 +90,7 @@ func (h *harness) pluginCondition(name, typ string) (string, string, *unstructur
 // module needs an ungranted capability, or whose pin is wrong, is refused
 // with the reason and never reaches a proxy.
 func TestRoutingPlugin(t *testing.T) {
-	mod := canaryModule(t)
-	sum := sha256.Sum256(mod)
-	pin := hex.EncodeToString(sum[:])
-	h := newHarness(t, nil)
-	h.createIngressClass(false)
-	h.backend("web", 80)
-	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
-	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "site") })
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
-	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h, mod, pin := canarySite(t)
 
 	h.routingPlugin("nocap", "canary", pin) // canary imports route functions
 	h.routingPlugin("badpin", "canary", "0000000000000000000000000000000000000000000000000000000000000000", "route")
@@ -179,6 +168,10 @@ func TestRoutingPlugin(t *testing.T) {
 	mod2 := append(slices.Clone(mod), 0x00, 0x05, 0x03, 'n', 'e', 'w', 1) // a custom section: same code, new digest
 	sum2 := sha256.Sum256(mod2)
 	pin2 := hex.EncodeToString(sum2[:])
+	cm, err := h.kube.CoreV1().ConfigMaps(h.ns).Get(h.ctx(), "canary", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cm.BinaryData["module.wasm.gz"] = gz(mod2)
 	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Update(h.ctx(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -310,4 +303,24 @@ func TestRoutingPluginSourceCreatedAfterThePlugin(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// canarySite is a harness with an Ingress "site" whose proxy exists, and
+// the canary module in ConfigMap "canary" of the test namespace; it
+// returns the module and its sha256 pin.
+func canarySite(t *testing.T) (h *harness, mod []byte, pin string) {
+	t.Helper()
+	mod = canaryModule(t)
+	sum := sha256.Sum256(mod)
+	pin = hex.EncodeToString(sum[:])
+	h = newHarness(t, nil)
+	h.createIngressClass(false)
+	h.backend("web", 80)
+	h.createIngress("site", nil, networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
+	testpoll.Until(t, settle, "proxy", func() error { return h.proxyExists("ingress", "site") })
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: h.ns}, BinaryData: map[string][]byte{"module.wasm.gz": gz(mod)}}
+	if _, err := h.kube.CoreV1().ConfigMaps(h.ns).Create(h.ctx(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return h, mod, pin
 }
