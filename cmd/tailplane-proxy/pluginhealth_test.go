@@ -50,15 +50,7 @@ func TestPluginLoaderReportsRunTimeFailures(t *testing.T) {
 	if err != nil || len(routers) != 1 {
 		t.Fatalf("routers: %v, %v", routers, err)
 	}
-	reports := func() ([]proxystate.PluginReport, error) {
-		sec, err := kube.CoreV1().Secrets(ns).Get(ctx, "proxy-0", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		var r []proxystate.PluginReport
-		err = json.Unmarshal(sec.Data[proxystate.KeyPluginStatus], &r)
-		return r, err
-	}
+	reports := func() ([]proxystate.PluginReport, error) { return pluginReports(ctx, kube, ns) }
 	if r, err := reports(); err != nil || len(r) != 1 || !r[0].Loaded || r[0].Failures != nil {
 		t.Fatalf("plugin_status = %+v, %v; want the plugin loaded, nothing failed yet", r, err)
 	}

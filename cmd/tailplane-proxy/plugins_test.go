@@ -113,15 +113,7 @@ func TestPluginLoaderRetriesFailedLoads(t *testing.T) {
 	if d := decide(); d.Action != route.Deny || d.Status != http.StatusServiceUnavailable {
 		t.Fatalf("fail-closed plugin without its module: %+v, want 503", d)
 	}
-	reports := func() ([]proxystate.PluginReport, error) {
-		sec, err := kube.CoreV1().Secrets(ns).Get(ctx, "proxy-0", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		var r []proxystate.PluginReport
-		err = json.Unmarshal(sec.Data[proxystate.KeyPluginStatus], &r)
-		return r, err
-	}
+	reports := func() ([]proxystate.PluginReport, error) { return pluginReports(ctx, kube, ns) }
 	if r, err := reports(); err != nil || len(r) != 1 || r[0].Loaded || r[0].Error == "" {
 		t.Fatalf("plugin_status = %+v, %v; want the failure", r, err)
 	}
@@ -242,4 +234,15 @@ func TestPluginLoaderReadsChunksAndCachesByDigest(t *testing.T) {
 	if st := fresh.manager.Statuses(); len(st) != 1 || st[0].Loaded || !strings.Contains(st[0].Error, "not found") {
 		t.Fatalf("without the cache: %+v, want the chunks not found", st)
 	}
+}
+
+// pluginReports reads plugin_status from the state Secret proxy-0 of ns.
+func pluginReports(ctx context.Context, kube kubernetes.Interface, ns string) ([]proxystate.PluginReport, error) {
+	sec, err := kube.CoreV1().Secrets(ns).Get(ctx, "proxy-0", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var r []proxystate.PluginReport
+	err = json.Unmarshal(sec.Data[proxystate.KeyPluginStatus], &r)
+	return r, err
 }
