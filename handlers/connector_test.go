@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -47,7 +47,7 @@ func (c *connectorFixture) get() *v1alpha1.Connector {
 		c.t.Fatal(err)
 	}
 	var cn v1alpha1.Connector
-	if err := kit.FromUnstructured(u, &cn); err != nil {
+	if err := cluster.FromUnstructured(u, &cn); err != nil {
 		c.t.Fatal(err)
 	}
 	return &cn

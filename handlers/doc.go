@@ -1,20 +1,24 @@
-// Package handlers holds Tailplane's operator logic as small handler modules,
-// one sub-package per concern: service, egress, ingress and connector (proxy
-// parents, as hooks on handlers/pipeline), ingressclass, proxyclassready (the
-// ProxyClass kind; the pure rules are handlers/proxyclass), plugin
-// (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission policies),
-// tailnet (Tailnet: the credentials of other tailnets, which ProxyGroups and
-// Connectors join through spec.tailnet) and unsupported (the official kinds
-// not run yet). Each module exposes Register: a pure render step (parent
-// object and settings to desired children or proxy configs), unit-tested
-// without a cluster, and a thin apply step. docs/development.md ("Adding a
-// handler module") lists the steps.
+// Package handlers holds Tailplane's operator logic. Register (register.go)
+// adds every handler module to a runtime.Operator; handlers/README.md is the
+// guide to writing one.
 //
-// Register (register.go) adds every module to a runtime.Operator. Shared by
-// the modules: handlers/pipeline (the proxy lifecycle: N replicas, keys,
-// hostnames, apply, scale-down, cleanup), handlers/kit (dependencies and
-// cluster writes), handlers/proxyset (a proxy's objects and names),
-// handlers/resources and handlers/conditions.
+// The folder shows the design:
+//   - handlers/<module>: one registered module per kind of object: service
+//     (exposed and LoadBalancer Services), egress (ExternalName Services to
+//     the tailnet), ingress (Ingresses), connector (Connector), proxygroup
+//     (ProxyGroup and its members), ingressclass, proxyclass, plugin
+//     (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission
+//     policies), dnsconfig (DNSConfig and its nameserver), tailnet (Tailnet:
+//     the credentials of other tailnets) and unsupported (the official kinds
+//     not served yet). A module is a pure render step, unit-tested without a
+//     cluster, and a thin apply step.
+//   - handlers/lib/<library>: what modules share and never register:
+//     pipeline (the proxy lifecycle that proxy parents are hooks on),
+//     cluster (the dependencies every module gets and the cluster writes they
+//     share), proxyset (a proxy's objects and names), proxyclassrules (how a
+//     ProxyClass applies to a proxy), settings, resources and conditions.
+//     Libraries never import modules.
+//   - handlers/bench: the operator benchmarks.
 //
 // Handlers may import runtime/, crds/, internal/tailnet, internal/proxystate
 // (the state Secret keys and labels shared with the proxy) and proxy/config;

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tailplane/tailplane/handlers/connector"
-	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -130,7 +130,7 @@ func TestExternalNameRecheckWritesNothing(t *testing.T) {
 	h := newHarness(t, nil)
 	h.stop()
 	counter := &writeCounter{namespace: h.opNS}
-	h.adjustDeps = func(d *kit.Deps) {
+	h.adjustDeps = func(d *cluster.Deps) {
 		cfg := env.Config(t)
 		cfg.QPS, cfg.Burst = 200, 400
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
@@ -167,7 +167,7 @@ func TestExternalNameRecheckWritesNothing(t *testing.T) {
 func TestRoutesNotApprovedAfterTheGraceOnly(t *testing.T) {
 	h := newHarness(t, nil)
 	h.stop()
-	h.adjustDeps = func(d *kit.Deps) { d.RouteApprovalGrace = 2 * time.Second }
+	h.adjustDeps = func(d *cluster.Deps) { d.RouteApprovalGrace = 2 * time.Second }
 	h.start()
 	c := h.connector(`{"hostnamePrefix":"sr","replicas":2,"subnetRouter":{"advertiseRoutes":["10.42.0.0/16"]}}`)
 	testpoll.Until(t, settle, "replica configs", func() error {
@@ -225,7 +225,7 @@ func TestRoutesNotApprovedAfterTheGraceOnly(t *testing.T) {
 func TestRoutesNotApprovedOnHeadscale(t *testing.T) {
 	h := newHeadscaleHarness(t)
 	h.stop()
-	h.adjustDeps = func(d *kit.Deps) { d.RouteApprovalGrace = 200 * time.Millisecond }
+	h.adjustDeps = func(d *cluster.Deps) { d.RouteApprovalGrace = 200 * time.Millisecond }
 	h.start()
 	c := h.connector(`{"hostnamePrefix":"sr","subnetRouter":{"advertiseRoutes":["10.42.0.0/16"]}}`)
 	testpoll.Until(t, settle, "replica config", func() error { _, err := c.config(0); return err })

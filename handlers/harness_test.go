@@ -29,9 +29,9 @@ import (
 	"github.com/tailplane/tailplane/crds"
 	"github.com/tailplane/tailplane/deploy/manifests"
 	"github.com/tailplane/tailplane/handlers"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
@@ -70,7 +70,7 @@ type harness struct {
 	control func(tailnet.Backend) tailnet.Backend
 	// adjustDeps, when set, changes the operator's Deps before its
 	// handlers register; set it before the operator (re)starts.
-	adjustDeps func(*kit.Deps)
+	adjustDeps func(*cluster.Deps)
 	// hardStop makes stop a kill rather than a graceful stop: handlers in
 	// flight are cancelled at once instead of finishing their cycle. Set
 	// it before the operator (re)starts.
@@ -150,7 +150,7 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d := kit.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), be, h.settings, runtime.NewLogger(testLogWriter(), false))
+	d := cluster.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), be, h.settings, runtime.NewLogger(testLogWriter(), false))
 	d.WatchNamespace = h.ns
 	d.OperatorNodeID = operatorNodeID
 	d.CertRefresh = 500 * time.Millisecond

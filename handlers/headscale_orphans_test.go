@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/headscaletest"
 	"github.com/tailplane/tailplane/internal/syncbuf"
 	"github.com/tailplane/tailplane/internal/tailnet"
@@ -66,7 +66,7 @@ func TestHeadscaleOrphanedKeysAreExpired(t *testing.T) {
 	h := newHarness(t, nil)
 	h.stop()
 	h.control = func(tailnet.Backend) tailnet.Backend { return operator }
-	h.adjustDeps = func(d *kit.Deps) {
+	h.adjustDeps = func(d *cluster.Deps) {
 		d.OrphanKeySweep, d.OrphanKeyGrace = 200*time.Millisecond, grace
 		d.Log = runtime.NewLogger(io.MultiWriter(&logs, testLogWriter()), false)
 	}

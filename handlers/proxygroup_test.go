@@ -22,10 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/kit"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/proxygroup"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -58,7 +58,7 @@ func (g *groupFixture) get() *v1alpha1.ProxyGroup {
 		g.t.Fatal(err)
 	}
 	var pg v1alpha1.ProxyGroup
-	if err := kit.FromUnstructured(u, &pg); err != nil {
+	if err := cluster.FromUnstructured(u, &pg); err != nil {
 		g.t.Fatal(err)
 	}
 	return &pg

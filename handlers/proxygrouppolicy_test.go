@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/proxygrouppolicy"
-	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 

@@ -6,10 +6,10 @@ import (
 	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/plugin"
-	"github.com/tailplane/tailplane/handlers/proxyclassready"
+	"github.com/tailplane/tailplane/handlers/proxyclass"
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/handlers/proxygrouppolicy"
 	"github.com/tailplane/tailplane/handlers/service"
@@ -20,7 +20,7 @@ import (
 
 // Register adds every handler module to op, sharing d and one proxy
 // pipeline.
-func Register(op *runtime.Operator, d *kit.Deps) {
+func Register(op *runtime.Operator, d *cluster.Deps) {
 	p := pipeline.New(d)
 	d.IndexParents()
 	service.Register(op, d, p)
@@ -29,7 +29,7 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 	connector.Register(op, d, p)
 	proxygroup.Register(op, d, p)
 	ingressclass.Register(op, d)
-	proxyclassready.Register(op, d)
+	proxyclass.Register(op, d)
 	plugin.Register(op, d, p)
 	proxygrouppolicy.Register(op, d)
 	unsupported.Register(op, d)

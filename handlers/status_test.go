@@ -3,8 +3,8 @@ package handlers_test
 import (
 	"testing"
 
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 )
 
 // A status written to an object deleted meanwhile is no error (the cycle
@@ -13,7 +13,7 @@ import (
 func TestStatusOfAGoneObjectIsNoError(t *testing.T) {
 	h := newHarness(t, nil)
 	h.stop()
-	d := &kit.Deps{Dyn: h.dyn}
+	d := &cluster.Deps{Dyn: h.dyn}
 	status := map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"hostname": "web.tail1.ts.net"}}}}
 	if err := d.PatchStatus(h.ctx(), resources.Services, h.ns, "gone", status); err != nil {
 		t.Fatalf("status of a Service that does not exist: %v", err)

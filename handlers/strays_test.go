@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
@@ -54,7 +54,7 @@ func TestStrayProxiesRemoved(t *testing.T) {
 	// Parent gone while the operator was down: found at the start.
 	h.stop()
 	h.deleteWithoutCleanup("web")
-	h.adjustDeps = func(d *kit.Deps) { d.StrayProxySweep = 300 * time.Millisecond }
+	h.adjustDeps = func(d *cluster.Deps) { d.StrayProxySweep = 300 * time.Millisecond }
 	h.start()
 	testpoll.Until(t, settle, "stray proxy of web removed", func() error { return h.proxyGone("svc", "web") })
 	if !slices.Contains(h.api.Deleted(), "nWEB") {

@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -70,13 +70,13 @@ func TestUpgradeReplacesEgressProxyOfTheSingleReplicaRelease(t *testing.T) {
 	h := newHarness(t, nil)
 	h.stop()
 	old := h.names("svc", "db")
-	parent := proxyset.Parent{Type: proxyset.ParentService, Namespace: h.ns, Name: "db", Role: kit.RoleEgress}
+	parent := proxyset.Parent{Type: proxyset.ParentService, Namespace: h.ns, Name: "db", Role: cluster.RoleEgress}
 	labels := func(secretType string) map[string]string {
 		l := parent.Labels()
 		l[proxystate.LabelSecretType] = secretType
 		if secretType == proxyset.SecretTypeConfig {
 			delete(l, proxyset.LabelProxyRole) // that release labelled only state Secrets
-			l[kit.LabelHostname] = h.ns + "-db-egress"
+			l[cluster.LabelHostname] = h.ns + "-db-egress"
 		}
 		return l
 	}

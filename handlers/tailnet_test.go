@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/tailnet"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
@@ -70,7 +70,7 @@ func (f *tailnetFixture) get() (*v1alpha1.Tailnet, error) {
 		return nil, err
 	}
 	var tn v1alpha1.Tailnet
-	return &tn, kit.FromUnstructured(u, &tn)
+	return &tn, cluster.FromUnstructured(u, &tn)
 }
 
 func (f *tailnetFixture) wantReady(status, reason, msgPart string) {

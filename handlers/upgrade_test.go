@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -54,7 +54,7 @@ func (h *harness) asOldRelease(objs ...oldObject) {
 				h.t.Fatal(err)
 			}
 		}
-		unlabel := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, kit.LabelProxyRole)
+		unlabel := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, cluster.LabelProxyRole)
 		if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), h.names(o.parentType, o.name).StateSecret, types.MergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
 			h.t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 	h.simulateLogin("ingress", "site", "nSITE", h.ns+"-site.tail1.ts.net", "100.64.0.31")
 	h.wantCondition("old", "True", "ProxyCreated", "ProxyCreated")
 	h.stop()
-	h.asOldRelease(oldObject{resources.Services, "svc", "old", kit.RoleIngressL4}, oldObject{resources.Ingresses, "ingress", "site", kit.RoleIngressL7})
+	h.asOldRelease(oldObject{resources.Services, "svc", "old", cluster.RoleIngressL4}, oldObject{resources.Ingresses, "ingress", "site", cluster.RoleIngressL7})
 	keys := len(h.api.Keys())
 
 	h.start()
@@ -123,7 +123,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 		if len(ing.Annotations) > 0 {
 			return fmt.Errorf("Ingress: annotations %v", ing.Annotations)
 		}
-		for _, o := range []struct{ res, parentType, name, role string }{{"services", "svc", "old", kit.RoleIngressL4}, {"ingresses", "ingress", "site", kit.RoleIngressL7}} {
+		for _, o := range []struct{ res, parentType, name, role string }{{"services", "svc", "old", cluster.RoleIngressL4}, {"ingresses", "ingress", "site", cluster.RoleIngressL7}} {
 			if s := h.stateOf(o.res, o.name); s == nil || s.Data["last-handled"] == "" {
 				return fmt.Errorf("no state ConfigMap for %s: %+v", o.name, s)
 			}
@@ -131,7 +131,7 @@ func TestUpgradeResumesOldReleaseParents(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if st.Labels[kit.LabelProxyRole] != o.role {
+			if st.Labels[cluster.LabelProxyRole] != o.role {
 				return fmt.Errorf("state Secret of %s: labels %v", o.name, st.Labels)
 			}
 		}
@@ -169,7 +169,7 @@ func TestUpgradeCleansUpOldReleaseParent(t *testing.T) {
 	h := newHarness(t, nil)
 	h.exposedOnline("left", "nLEFT", "100.64.0.32")
 	h.stop()
-	h.asOldRelease(oldObject{resources.Services, "svc", "left", kit.RoleIngressL4})
+	h.asOldRelease(oldObject{resources.Services, "svc", "left", cluster.RoleIngressL4})
 	h.patchService("left", `{"metadata":{"annotations":{"tailscale.com/expose":null}}}`)
 
 	h.start()

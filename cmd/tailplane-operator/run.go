@@ -19,8 +19,8 @@ import (
 
 	"github.com/tailplane/tailplane/handlers"
 	"github.com/tailplane/tailplane/handlers/egress"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tslog"
@@ -138,7 +138,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	var deps *kit.Deps
+	var deps *cluster.Deps
 	withDevice, err := deviceWanted(getenv)
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	} else {
 		logger.Warn("running without a tailnet device of its own (" + envDevice + "=false)")
 	}
-	deps = kit.NewDeps(op, kube, dyn, backend, s, logger)
+	deps = cluster.NewDeps(op, kube, dyn, backend, s, logger)
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
 		deps.ClusterDomain = egress.ClusterDomain(string(b))
 	}

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/cmdline"
 	"github.com/tailplane/tailplane/internal/tslog"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/tailplane/tailplane/deploy/chart"
 	"github.com/tailplane/tailplane/deploy/internal/rbaccheck"
 	"github.com/tailplane/tailplane/deploy/manifests"
-	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/testenv"
 )
 

@@ -4,6 +4,6 @@
 // connector). connector.go is pure (validation, hostnames, configs,
 // status); register.go adds it to the pipeline.
 //
-// It may import handlers/pipeline, handlers/kit, handlers/proxyset,
-// handlers/proxyclass, crds/ and proxy/config.
+// It may import handlers/lib/pipeline, handlers/lib/cluster, handlers/lib/proxyset,
+// handlers/lib/proxyclassrules, crds/ and proxy/config.
 package connector

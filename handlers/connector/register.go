@@ -10,28 +10,28 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyclass"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
-type module struct{ d *kit.Deps }
+type module struct{ d *cluster.Deps }
 
 // Register adds the Connector module to the pipeline: every Connector gets
 // its replicas; a change of routes, exit node or tags reaches the running
 // replicas without new devices; scaling down deletes the removed replicas'
 // devices; delete removes every device, child and the finalizer.
-func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
 		ID: "connector", Resource: resources.Connectors, Kind: "Connector",
-		ParentType: ParentType, Role: kit.RoleConnector, ProxyKind: proxyclass.Connector, ClusterScoped: true,
+		ParentType: ParentType, Role: cluster.RoleConnector, ProxyKind: proxyclassrules.Connector, ClusterScoped: true,
 		IsOurs:  func(*unstructured.Unstructured) bool { return true },
 		Tailnet: pipeline.SpecTailnet,
 		Plan:    m.plan,
@@ -42,7 +42,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 
 func decode(obj *unstructured.Unstructured) (*v1alpha1.Connector, error) {
 	var cn v1alpha1.Connector
-	if err := kit.FromUnstructured(obj, &cn); err != nil {
+	if err := cluster.FromUnstructured(obj, &cn); err != nil {
 		return nil, runtime.Permanent(err)
 	}
 	cn.APIVersion, cn.Kind = v1alpha1.GroupVersion.String(), "Connector"

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/nameserver"
 	"github.com/tailplane/tailplane/internal/proxystate"
 )
@@ -15,7 +15,7 @@ import (
 // AnnotationTailnetFQDN names an egress Service's tailnet target.
 const AnnotationTailnetFQDN = "tailscale.com/tailnet-fqdn"
 
-// The proxy roles (kit.RoleEgress, kit.RoleIngressL7) that get records.
+// The proxy roles (cluster.RoleEgress, cluster.RoleIngressL7) that get records.
 const (
 	roleEgress    = "egress"
 	roleIngressL7 = "ingress-l7"

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/nameserver"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/runtime"
@@ -29,7 +29,7 @@ import (
 const indexAll = "dnsconfigs-all"
 
 type module struct {
-	d *kit.Deps
+	d *cluster.Deps
 	// mu makes one DNSConfig's list-render-apply one step: the records of
 	// two handlers at once must not overwrite each other with older ones.
 	mu sync.Mutex
@@ -40,7 +40,7 @@ type module struct {
 // applies the nameserver's objects with the current records and sets
 // NameserverReady and status.nameserver.ip; deleting the DNSConfig deletes
 // them (the finalizer holds it until then).
-func Register(op *runtime.Operator, d *kit.Deps) {
+func Register(op *runtime.Operator, d *cluster.Deps) {
 	m := &module{d: d}
 	op.Index(resources.DNSConfigs, indexAll, func(obj *unstructured.Unstructured) map[string]any {
 		return map[string]any{"all": "/" + obj.GetName()}
@@ -76,7 +76,7 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 
 func decode(obj *unstructured.Unstructured) (*v1alpha1.DNSConfig, error) {
 	var dc v1alpha1.DNSConfig
-	if err := kit.FromUnstructured(obj, &dc); err != nil {
+	if err := cluster.FromUnstructured(obj, &dc); err != nil {
 		return nil, runtime.Permanent(err)
 	}
 	dc.APIVersion, dc.Kind = v1alpha1.GroupVersion.String(), "DNSConfig"

@@ -7,7 +7,7 @@
 //
 // This file and records.go are the pure part (objects and records from
 // typed inputs); register.go applies them and imports runtime/ and
-// handlers/kit as well.
+// handlers/lib/cluster as well.
 package dnsconfig
 
 import (
@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/settings"
+	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/nameserver"
 	"github.com/tailplane/tailplane/internal/proxystate"
 )

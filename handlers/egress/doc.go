@@ -8,6 +8,6 @@
 // does.
 //
 // register.go is the thin apply step (Register): it imports runtime/ and
-// handlers/kit as well; the render files import Kubernetes API types,
-// handlers/proxyset, handlers/settings and proxy/config only.
+// handlers/lib/cluster as well; the render files import Kubernetes API types,
+// handlers/lib/proxyset, handlers/lib/settings and proxy/config only.
 package egress

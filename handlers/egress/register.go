@@ -12,46 +12,46 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyclass"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
 // Role is the role of egress proxies.
-const Role = kit.RoleEgress
+const Role = cluster.RoleEgress
 
-type module struct{ d *kit.Deps }
+type module struct{ d *cluster.Deps }
 
 // Register adds the egress module to the pipeline: the proxy and its
 // headless Service are applied and the user's Service is rewritten to an
 // ExternalName pointing at it; delete removes the device, the objects, then
 // the finalizer. Removing the annotations removes the proxy (the Service
 // stays an ExternalName, as in the official operator).
-func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
 		ID: "egress", Resource: resources.Services, Kind: "Service",
 		ParentType: proxyset.ParentService, Role: Role, NameKey: NameKey, LegacyNameKey: proxyset.ParentService,
-		ProxyKind: proxyclass.Egress,
+		ProxyKind: proxyclassrules.Egress,
 		IsOurs:    m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 		Tailnet: pipeline.AnnotatedTailnet,
 	})
 }
 
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	return err == nil && IsEgress(svc)
 }
 
 // plan is one egress replica dialling the tailnet target, with a headless
 // Service in front; the user's Service then points at that.
 func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipel
 
 // report writes TailscaleProxyReady with the official reasons.
 func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 
 // release removes the condition of a Service that is no longer egress.
 func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ []proxyset.Device) error {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return err
 	}

@@ -14,18 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/handlers/ingressclass"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/plugin"
-	"github.com/tailplane/tailplane/handlers/proxyclass"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
 // Role is the role of Ingress proxies.
-const Role = kit.RoleIngressL7
+const Role = cluster.RoleIngressL7
 
 // Event reasons of the apply step (beyond the render step's).
 const (
@@ -44,27 +44,27 @@ const (
 	ReasonProxyRenaming = pipeline.ReasonProxyRenaming
 )
 
-type module struct{ d *kit.Deps }
+type module struct{ d *cluster.Deps }
 
 // Register adds the Ingress module to the pipeline: create, update and
 // resume apply the proxy; delete (and an Ingress that left the class)
 // removes the device, the objects, then the finalizer. An index of backend
 // Services re-handles an Ingress when one of its backends changes
 // (ClusterIP, ports, created, deleted).
-func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
 		ID: "ingress", Resource: resources.Ingresses, Kind: "Ingress",
-		ParentType: proxyset.ParentIngress, Role: Role, ProxyKind: proxyclass.L7,
+		ParentType: proxyset.ParentIngress, Role: Role, ProxyKind: proxyclassrules.L7,
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 		Tailnet: pipeline.AnnotatedTailnet,
 	})
-	op.Index(resources.Ingresses, kit.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
+	op.Index(resources.Ingresses, cluster.IndexIngressesByBackend, func(obj *unstructured.Unstructured) map[string]any {
 		if !m.isOurs(obj) {
 			return nil
 		}
 		var ing networkingv1.Ingress
-		if kit.FromUnstructured(obj, &ing) != nil {
+		if cluster.FromUnstructured(obj, &ing) != nil {
 			return nil
 		}
 		out := map[string]any{}
@@ -77,16 +77,16 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 		return nil, m.refreshTLS(ctx, p, ev)
 	}, d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool {
 		var ing networkingv1.Ingress
-		return kit.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
+		return cluster.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 	}))...)
 	op.Watch(resources.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return d.Indexed(kit.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), resources.Ingresses)
+		return d.Indexed(cluster.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), resources.Ingresses)
 	}, d.Scope()...)
 }
 
 func decode(obj *unstructured.Unstructured) (*networkingv1.Ingress, error) {
 	var ing networkingv1.Ingress
-	if err := kit.FromUnstructured(obj, &ing); err != nil {
+	if err := cluster.FromUnstructured(obj, &ing); err != nil {
 		return nil, runtime.Permanent(err)
 	}
 	ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"

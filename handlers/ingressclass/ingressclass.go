@@ -5,7 +5,7 @@
 // never land on the tailnet; the official operator documents the same rule.
 //
 // register.go is the thin apply step (Register), which imports runtime/ and
-// handlers/kit as well; the check itself imports only Kubernetes API types.
+// handlers/lib/cluster as well; the check itself imports only Kubernetes API types.
 package ingressclass
 
 import (

@@ -13,7 +13,7 @@
 // plugin.go is the pure part (decoding, targets, the proxy config entry);
 // register.go is the apply step, fetch.go the sources and pull policy,
 // store.go the content-addressed copies, health.go the proxies' failure
-// reports (Degraded, its Warning Event, the watch of their state Secrets). It imports runtime/, handlers/kit,
-// handlers/proxyset, proxy/config, plugins/host (compile-only use: the
+// reports (Degraded, its Warning Event, the watch of their state Secrets). It imports runtime/, handlers/lib/cluster,
+// handlers/lib/proxyset, proxy/config, plugins/host (compile-only use: the
 // operator never runs a plugin), plugins/source and plugins/remote.
 package plugin

@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/plugins/host"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -39,7 +39,7 @@ const LabelPlugin = "tailplane.dev/routingplugin"
 const statusInterval = 15 * time.Second
 
 type module struct {
-	d *kit.Deps
+	d *cluster.Deps
 	p *pipeline.Pipeline
 
 	mu     sync.Mutex
@@ -58,7 +58,7 @@ type module struct {
 // proxies and collects copies no plugin uses. Ready, Degraded and loadedBy
 // follow the proxies' reports: re-read when a proxy writes its state
 // Secret's plugin_status, and by a timer.
-func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d, p: p, failingPosted: map[types.UID]time.Time{}}
 	op.OnCreate(resources.RoutingPlugins, "routingplugin-create", m.handle, d.Scope()...)
 	op.OnUpdate(resources.RoutingPlugins, "routingplugin-update", m.handle, d.Scope()...)
@@ -254,7 +254,7 @@ func (m *module) cleanup(ctx context.Context, ev *runtime.Event) (any, error) {
 // Targeting returns the accepted RoutingPlugins of namespace that target the
 // object (kind "Ingress"), for its proxy's config, and the module copies its
 // proxy must be allowed to read.
-func Targeting(ctx context.Context, d *kit.Deps, kind, namespace, name string, objLabels map[string]string) ([]config.Plugin, []string, error) {
+func Targeting(ctx context.Context, d *cluster.Deps, kind, namespace, name string, objLabels map[string]string) ([]config.Plugin, []string, error) {
 	list, err := d.Dyn.Resource(resources.RoutingPlugins).Namespace(namespace).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil // the CRD is not installed
@@ -336,7 +336,7 @@ func (m *module) loaded(ctx context.Context, rp *RoutingPlugin) (metav1.Conditio
 		if !Targets(rp, "Ingress", ing.Namespace, ing.Name, ing.Labels) {
 			continue
 		}
-		parent := proxyset.Parent{Type: proxyset.ParentIngress, Namespace: ing.Namespace, Name: ing.Name, Role: kit.RoleIngressL7}
+		parent := proxyset.Parent{Type: proxyset.ParentIngress, Namespace: ing.Namespace, Name: ing.Name, Role: cluster.RoleIngressL7}
 		proxy, err := m.p.ReadProxy(ctx, parent, 1)
 		if err != nil {
 			return metav1.Condition{}, nil, err

@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -27,7 +27,7 @@ func registerAPIServer(op *runtime.Operator, g *groups) {
 		return t == string(v1alpha1.ProxyGroupTypeKubeAPIServer)
 	}
 	op.OnDelete(resources.ProxyGroups, "proxygroup-apiserver-cleanup", func(ctx context.Context, ev *runtime.Event) (any, error) {
-		return nil, kit.Retry(g.releaseAPIServer(ctx, ev.Object), ev.Retry)
+		return nil, cluster.Retry(g.releaseAPIServer(ctx, ev.Object), ev.Retry)
 	}, runtime.When(isAPIServer))
 }
 

@@ -7,6 +7,6 @@
 //
 // proxygroup.go and members.go are pure (rendering and validation, unit
 // tested); register.go and members_apply.go are the thin apply side. It may
-// import handlers/kit, pipeline, proxyset, ingress, service, resources,
+// import handlers/lib/cluster, pipeline, proxyset, ingress, service, resources,
 // proxy/config, internal/tailnet and runtime.
 package proxygroup

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/egress"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
@@ -53,12 +53,12 @@ func registerEgress(op *runtime.Operator, g *groups) {
 	opts := g.d.Scope(runtime.When(runtime.Or(isEgressMember, hasFinalizer(FinalizerEgress))), g.d.StateStore())
 	op.On(resources.Services, "proxygroup-egress-sync", func(ctx context.Context, ev *runtime.Event) (any, error) {
 		if !isEgressMember(ev.Object) {
-			return nil, kit.Retry(g.releaseEgress(ctx, ev.Object, true), ev.Retry)
+			return nil, cluster.Retry(g.releaseEgress(ctx, ev.Object, true), ev.Retry)
 		}
-		return nil, kit.Retry(g.serveEgress(ctx, ev.Object), ev.Retry)
+		return nil, cluster.Retry(g.serveEgress(ctx, ev.Object), ev.Retry)
 	}, append(opts, runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))...)
 	op.OnDelete(resources.Services, "proxygroup-egress-cleanup", func(ctx context.Context, ev *runtime.Event) (any, error) {
-		return nil, kit.Retry(g.releaseEgress(ctx, ev.Object, false), ev.Retry)
+		return nil, cluster.Retry(g.releaseEgress(ctx, ev.Object, false), ev.Retry)
 	}, opts...)
 	sel := labels.SelectorFromSet(labels.Set{proxystate.LabelManaged: "true", proxystate.LabelParentType: ParentType}).String()
 	op.Watch(resources.Pods, "proxygroup-pods", func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
@@ -126,7 +126,7 @@ func (g *groups) clusterServices(ctx context.Context, group string) ([]corev1.Se
 // the group), an EndpointSlice of the replicas serving it, and points the
 // member's externalName at it; the group's replicas get its target.
 func (g *groups) serveEgress(ctx context.Context, obj *unstructured.Unstructured) error {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return runtime.Permanent(err)
 	}
@@ -334,7 +334,7 @@ func (g *groups) releaseEgress(ctx context.Context, obj *unstructured.Unstructur
 		}
 	}
 	if clearStatus {
-		svc, err := kit.DecodeService(obj)
+		svc, err := cluster.DecodeService(obj)
 		if err != nil {
 			return runtime.Permanent(err)
 		}

@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
@@ -63,12 +63,12 @@ func registerMembers(op *runtime.Operator, g *groups) {
 		opts := g.d.Scope(runtime.When(runtime.Or(k.isMember, hasFinalizer(k.finalizer))), g.d.StateStore())
 		sync := func(ctx context.Context, ev *runtime.Event) (any, error) {
 			if !k.isMember(ev.Object) {
-				return nil, kit.Retry(g.release(ctx, k, ev.Object, true), ev.Retry)
+				return nil, cluster.Retry(g.release(ctx, k, ev.Object, true), ev.Retry)
 			}
-			return nil, kit.Retry(g.serve(ctx, k, ev.Object), ev.Retry)
+			return nil, cluster.Retry(g.serve(ctx, k, ev.Object), ev.Retry)
 		}
 		cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
-			return nil, kit.Retry(g.release(ctx, k, ev.Object, false), ev.Retry)
+			return nil, cluster.Retry(g.release(ctx, k, ev.Object, false), ev.Retry)
 		}
 		id := "proxygroup-" + strings.ToLower(k.kind)
 		op.On(k.resource, id+"-sync", sync, append(opts,
@@ -166,7 +166,7 @@ func (g *groups) group(ctx context.Context, name string) (*v1alpha1.ProxyGroup, 
 // while the group is not available.
 func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, service string) (memberStatus, error) {
 	st := memberStatus{Total: Replicas(pg)}
-	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: kit.RoleProxyGroup}, st.Total)
+	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}, st.Total)
 	if err != nil {
 		return st, err
 	}

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/ingress"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -24,7 +24,7 @@ import (
 func (g *groups) ingressKind() *memberKind {
 	decodeIng := func(obj *unstructured.Unstructured) (*networkingv1.Ingress, error) {
 		var ing networkingv1.Ingress
-		if err := kit.FromUnstructured(obj, &ing); err != nil {
+		if err := cluster.FromUnstructured(obj, &ing); err != nil {
 			return nil, runtime.Permanent(err)
 		}
 		ing.APIVersion, ing.Kind = "networking.k8s.io/v1", "Ingress"
@@ -97,14 +97,14 @@ func (g *groups) serviceKind() *memberKind {
 	return &memberKind{
 		kind: "Service", resource: resources.Services, finalizer: FinalizerService, isMember: g.isServiceMember,
 		render: func(_ context.Context, obj *unstructured.Unstructured) (*Member, error) {
-			svc, err := kit.DecodeService(obj)
+			svc, err := cluster.DecodeService(obj)
 			if err != nil {
 				return nil, runtime.Permanent(err)
 			}
 			return ServiceMember(svc, g.d.Settings)
 		},
 		invalid: func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error {
-			svc, err := kit.DecodeService(obj)
+			svc, err := cluster.DecodeService(obj)
 			if err != nil {
 				return runtime.Permanent(err)
 			}
@@ -115,7 +115,7 @@ func (g *groups) serviceKind() *memberKind {
 			return setStatus(ctx, svc, conds, nil, svc.Spec.Type == corev1.ServiceTypeLoadBalancer)
 		},
 		status: func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error {
-			svc, err := kit.DecodeService(obj)
+			svc, err := cluster.DecodeService(obj)
 			if err != nil {
 				return runtime.Permanent(err)
 			}

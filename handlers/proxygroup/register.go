@@ -16,14 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
 	"github.com/tailplane/tailplane/handlers/ingress"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/plugin"
-	"github.com/tailplane/tailplane/handlers/proxyclass"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -37,7 +37,7 @@ const (
 )
 
 type groups struct {
-	d *kit.Deps
+	d *cluster.Deps
 	p *pipeline.Pipeline
 
 	mu    sync.Mutex
@@ -64,11 +64,11 @@ func (g *groups) lockGroup(name string) (unlock func()) {
 // a group's replicas host every valid member's Tailscale Service; a change
 // of a member re-renders its group (and the group it left); a change of a
 // group re-handles its members.
-func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	g := &groups{d: d, p: p}
 	p.Register(op, pipeline.Module{
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
-		ParentType: ParentType, Role: kit.RoleProxyGroup, ProxyKind: proxyclass.L7, ClusterScoped: true,
+		ParentType: ParentType, Role: cluster.RoleProxyGroup, ProxyKind: proxyclassrules.L7, ClusterScoped: true,
 		IsOurs:  func(*unstructured.Unstructured) bool { return true },
 		Tailnet: pipeline.SpecTailnet,
 		Plan:    g.plan,
@@ -111,7 +111,7 @@ func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
 
 func decode(obj *unstructured.Unstructured) (*v1alpha1.ProxyGroup, error) {
 	var pg v1alpha1.ProxyGroup
-	if err := kit.FromUnstructured(obj, &pg); err != nil {
+	if err := cluster.FromUnstructured(obj, &pg); err != nil {
 		return nil, runtime.Permanent(err)
 	}
 	pg.APIVersion, pg.Kind = v1alpha1.GroupVersion.String(), "ProxyGroup"
@@ -291,6 +291,6 @@ func (g *groups) isServiceMember(obj *unstructured.Unstructured) bool {
 	if a["tailscale.com/expose"] == "true" {
 		return true
 	}
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	return err == nil && service.IsTailscaleLoadBalancer(svc, service.ClaimOf(g.d.Settings))
 }

@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
@@ -50,7 +50,7 @@ func podIsReady(p *corev1.Pod) bool {
 // replicaPods reads the group's wanted replicas (from the API server, not a
 // cache) and their Pods.
 func (g *groups) replicaPods(ctx context.Context, pg *v1alpha1.ProxyGroup) ([]replicaPod, error) {
-	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: kit.RoleProxyGroup}, Replicas(pg))
+	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}, Replicas(pg))
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@
 //
 // This file is the pure part (merge and render); register.go applies it. It
 // imports crds/ and Kubernetes API types; register.go also runtime/ and
-// handlers/kit.
+// handlers/lib/cluster.
 package proxygrouppolicy
 
 import (

@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/runtime"
 )
 
 type module struct {
-	d *kit.Deps
+	d *cluster.Deps
 	// mu makes each namespace's list-render-apply one step: two policies of
 	// a namespace handled at once must not apply a merge that misses one.
 	mu sync.Mutex
@@ -30,7 +30,7 @@ type module struct {
 // deleting the last one deletes them (the finalizer holds the policy until
 // then). Each policy gets ProxyGroupPolicyReady, and a Warning Event when
 // the admission policies cannot be written.
-func Register(op *runtime.Operator, d *kit.Deps) {
+func Register(op *runtime.Operator, d *cluster.Deps) {
 	m := &module{d: d}
 	op.OnCreate(resources.ProxyGroupPolicies, "proxygrouppolicy-create", m.handle, d.Scope()...)
 	op.OnUpdate(resources.ProxyGroupPolicies, "proxygrouppolicy-update", m.handle, d.Scope()...)
@@ -45,7 +45,7 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 
 func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 	var p v1alpha1.ProxyGroupPolicy
-	if err := kit.FromUnstructured(ev.Object, &p); err != nil {
+	if err := cluster.FromUnstructured(ev.Object, &p); err != nil {
 		return nil, runtime.Permanent(err)
 	}
 	p.APIVersion, p.Kind = v1alpha1.GroupVersion.String(), "ProxyGroupPolicy"
@@ -92,7 +92,7 @@ func (m *module) sync(ctx context.Context, namespace string) (ingress, egress []
 			continue
 		}
 		var p v1alpha1.ProxyGroupPolicy
-		if err := kit.FromUnstructured(u, &p); err != nil {
+		if err := cluster.FromUnstructured(u, &p); err != nil {
 			return nil, nil, err
 		}
 		live = append(live, p)

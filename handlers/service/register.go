@@ -11,45 +11,45 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/proxyclass"
-	"github.com/tailplane/tailplane/handlers/proxyset"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
 // Role is the role of the L4 proxies of exposed Services.
-const Role = kit.RoleIngressL4
+const Role = cluster.RoleIngressL4
 
-type module struct{ d *kit.Deps }
+type module struct{ d *cluster.Deps }
 
 // Register adds the exposed-Service module to the pipeline: create, update
 // and resume apply the proxy; delete (and a Service that stopped asking for
 // a proxy) removes the device, the proxy's objects, then the finalizer.
 // Services that never asked for a proxy match no handler and are never
 // touched.
-func Register(op *runtime.Operator, d *kit.Deps, p *pipeline.Pipeline) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	m := &module{d: d}
 	p.Register(op, pipeline.Module{
 		ID: "service", Resource: resources.Services, Kind: "Service",
-		ParentType: proxyset.ParentService, Role: Role, ProxyKind: proxyclass.L4,
+		ParentType: proxyset.ParentService, Role: Role, ProxyKind: proxyclassrules.L4,
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 		Tailnet: pipeline.AnnotatedTailnet,
 	})
 }
 
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	return err == nil && Classify(svc, ClaimOf(m.d.Settings)) != NotOurs
 }
 
 // plan is one L4 replica forwarding every port to the ClusterIP (or the
 // externalName, which must resolve before the Service is Ready).
 func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipel
 // report writes TailscaleProxyReady with the official reasons and, for a
 // tailscale LoadBalancer, status.loadBalancer.ingress.
 func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out pipeline.Outcome) error {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 // release removes the condition and the LoadBalancer addresses of a Service
 // that no longer asks for a proxy (annotation removed, class switched away).
 func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, devices []proxyset.Device) error {
-	svc, err := kit.DecodeService(obj)
+	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return err
 	}

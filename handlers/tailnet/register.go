@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
-	"github.com/tailplane/tailplane/handlers/conditions"
-	"github.com/tailplane/tailplane/handlers/kit"
-	"github.com/tailplane/tailplane/handlers/pipeline"
-	"github.com/tailplane/tailplane/handlers/resources"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	itailnet "github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -41,7 +41,7 @@ const (
 )
 
 type module struct {
-	d *kit.Deps
+	d *cluster.Deps
 	// newBackend builds a tailnet's backend (itailnet.NewTailscale).
 	newBackend func(itailnet.Options) (itailnet.Backend, error)
 }
@@ -55,7 +55,7 @@ type module struct {
 // Tailnets (the delete handler matches them alone); deleting a Tailnet drops
 // its backend, as the official operator does, even while ProxyGroups or
 // Connectors use it: they then report that their Tailnet is unavailable.
-func Register(op *runtime.Operator, d *kit.Deps) {
+func Register(op *runtime.Operator, d *cluster.Deps) {
 	m := &module{d: d, newBackend: func(o itailnet.Options) (itailnet.Backend, error) { return itailnet.NewTailscale(o) }}
 	store := d.StateStore()
 	op.On(resources.Tailnets, "tailnet-check", m.check, store,
@@ -107,7 +107,7 @@ func Register(op *runtime.Operator, d *kit.Deps) {
 
 func isValid(obj *unstructured.Unstructured) bool {
 	var tn v1alpha1.Tailnet
-	if err := kit.FromUnstructured(obj, &tn); err != nil {
+	if err := cluster.FromUnstructured(obj, &tn); err != nil {
 		return false
 	}
 	return IsReady(tn.Status.Conditions)
@@ -117,7 +117,7 @@ func isValid(obj *unstructured.Unstructured) bool {
 // records the outcome: registry, condition, Event.
 func (m *module) check(ctx context.Context, ev *runtime.Event) (any, error) {
 	var tn v1alpha1.Tailnet
-	if err := kit.FromUnstructured(ev.Object, &tn); err != nil {
+	if err := cluster.FromUnstructured(ev.Object, &tn); err != nil {
 		return nil, runtime.Permanent(err)
 	}
 	tn.APIVersion, tn.Kind = v1alpha1.GroupVersion.String(), "Tailnet"

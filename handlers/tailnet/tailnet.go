@@ -5,13 +5,13 @@
 // operator needs as the official operator does (list devices, auth keys and
 // Tailscale Services), and reports the result in the TailnetReady condition
 // (reasons TailnetValid, InvalidSecret, InvalidOAuth) with Events on failure.
-// A valid Tailnet's backend goes into the shared registry (kit.Deps.Tailnets)
+// A valid Tailnet's backend goes into the shared registry (cluster.Deps.Tailnets)
 // under its name, where the proxy pipeline finds it for ProxyGroups and
 // Connectors with spec.tailnet.
 //
 // This file is the pure part (the Secret's rules, the condition); register.go
 // applies it. It imports crds/ and Kubernetes API types; register.go also
-// runtime/, handlers/kit and internal/tailnet.
+// runtime/, handlers/lib/cluster and internal/tailnet.
 package tailnet
 
 import (

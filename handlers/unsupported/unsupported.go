@@ -6,7 +6,7 @@
 //
 // This file is the pure part (which kinds, and what to say); register.go
 // applies it. It imports crds/ and Kubernetes API types; register.go also
-// runtime/ and handlers/kit.
+// runtime/ and handlers/lib/cluster.
 package unsupported
 
 import (

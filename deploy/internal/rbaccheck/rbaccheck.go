@@ -31,9 +31,9 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/egress"
-	"github.com/tailplane/tailplane/handlers/proxyclass"
+	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/handlers/service"
-	"github.com/tailplane/tailplane/handlers/settings"
 	"github.com/tailplane/tailplane/internal/testenv"
 )
 
@@ -138,13 +138,13 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 	}
 	// With a ProxyClass applied, including an env var that replaces one of
 	// the operator's (server-side apply refuses duplicate names).
-	objs.StatefulSet = proxyclass.Apply(objs.StatefulSet, &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
+	objs.StatefulSet = proxyclassrules.Apply(objs.StatefulSet, &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
 		Metrics: &v1alpha1.Metrics{Enable: true},
 		StatefulSet: &v1alpha1.StatefulSet{Labels: v1alpha1.Labels{"team": "net"}, Pod: &v1alpha1.Pod{
 			Tolerations:        []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
 			TailscaleContainer: &v1alpha1.Container{Env: []v1alpha1.Env{{Name: "TS_KUBE_SECRET", Value: "x"}, {Name: "EXTRA", Value: "1"}}},
 		}},
-	}}, proxyclass.L4)
+	}}, proxyclassrules.L4)
 	var rendered []*unstructured.Unstructured
 	for _, o := range objs.List() {
 		rendered = append(rendered, toUnstructured(t, o))
@@ -152,13 +152,13 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 	operator := As(admin, operatorNS, "operator")
 	Apply(t, ctx, operator, rendered)
 	// metrics.enable: the metrics Service, and the ServiceMonitor it owns.
-	metricsSvc := proxyclass.MetricsService(objs.StatefulSet)
+	metricsSvc := proxyclassrules.MetricsService(objs.StatefulSet)
 	Apply(t, ctx, operator, []*unstructured.Unstructured{toUnstructured(t, metricsSvc)})
 	liveMetrics, err := adminCS.CoreV1().Services(operatorNS).Get(ctx, metricsSvc.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	Apply(t, ctx, operator, []*unstructured.Unstructured{proxyclass.ServiceMonitor(liveMetrics, &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
+	Apply(t, ctx, operator, []*unstructured.Unstructured{proxyclassrules.ServiceMonitor(liveMetrics, &v1alpha1.ProxyClass{Spec: v1alpha1.ProxyClassSpec{
 		Metrics: &v1alpha1.Metrics{Enable: true, ServiceMonitor: &v1alpha1.ServiceMonitor{Enable: true, Labels: v1alpha1.Labels{"release": "prometheus"}}},
 	}})})
 

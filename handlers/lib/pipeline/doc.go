@@ -1,0 +1,17 @@
+// Package pipeline is the one way a proxy parent (an exposed Service, an
+// egress Service, an Ingress, a Connector) gets its proxy: validate, pick
+// the ProxyClass, claim the hostnames, read the replicas, mint their auth
+// keys, render, apply, scale down, and report. A module supplies only what is
+// particular to its kind of parent, as the hooks of a Module: whether an
+// object is its, what proxy it wants (Plan), and how an Outcome shows on
+// the parent (Report, Release).
+//
+// A proxy is a StatefulSet of one or more replicas; each replica has its own
+// config Secret, state Secret, auth key and device (proxyset.Names.Replica).
+// Scaling down deletes the removed replicas' devices and Secrets; deleting
+// the parent, or a parent that stops asking for a proxy, deletes them all.
+//
+// It may import handlers/lib/cluster, handlers/lib/proxyset, handlers/lib/proxyclassrules, the
+// shared internal packages and runtime; modules import it, never the other
+// way round.
+package pipeline

@@ -1,0 +1,303 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// UncheckedRetry is how soon a parent whose Tailnet exists but was not
+// checked yet (after a restart) is handled again.
+const UncheckedRetry = 2 * time.Second
+
+// HostnameRetry is how often a parent whose hostname is taken checks again
+// (sooner when the other parent lets the name go).
+const HostnameRetry = 30 * time.Second
+
+// Pipeline runs the proxies of every registered module. One Pipeline is
+// shared by all modules, so that hostname claims see each other.
+type Pipeline struct {
+	d *cluster.Deps
+
+	mu      sync.Mutex
+	modules map[string]*Module // by role
+	claims  hostnameClaims
+}
+
+// New returns the pipeline of the modules that share d, and starts watching
+// the proxies' state Secrets (a parent is handled again when a replica
+// reports a device, a new name or a refused config), and, on a tailnet
+// whose keys carry no description, sweeping its orphaned auth keys; and
+// sweeping the proxies whose parent left without its delete handler.
+func New(d *cluster.Deps) *Pipeline {
+	p := &Pipeline{d: d, modules: map[string]*Module{}}
+	p.claims.wake = p.enqueueKey
+	p.watchState()
+	p.registerOrphanSweep()
+	p.registerStraySweep()
+	return p
+}
+
+// Register adds m's handlers: one for create, update, resume and enqueue
+// runs the pipeline; delete removes every replica's device, the proxy's
+// objects, then the finalizer. Objects that neither ask for m's proxy nor
+// have one match no handler.
+func (p *Pipeline) Register(op *runtime.Operator, m Module) {
+	p.mu.Lock()
+	p.modules[m.Role] = &m
+	p.mu.Unlock()
+	ours := []runtime.Option{runtime.When(runtime.Or(m.IsOurs, p.hasProxyPredicate(&m))), p.d.StateStore()}
+	if !m.ClusterScoped {
+		ours = p.d.Scope(ours...)
+	}
+	sync := func(ctx context.Context, ev *runtime.Event) (any, error) {
+		return nil, cluster.Retry(p.syncLegacy(ctx, &m, ev), ev.Retry)
+	}
+	cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
+		be, err := p.cleanupBackend(ctx, &m, ev.Object)
+		if err == nil {
+			err = p.deleteProxy(ctx, be, m.parent(ev.Object))
+		}
+		if err == nil && m.LegacyNameKey != "" {
+			err = p.adoptLegacy(ctx, &m, ev.Object)
+		}
+		return nil, cluster.Retry(err, ev.Retry)
+	}
+	op.On(m.Resource, m.ID+"-sync", sync, append(ours,
+		runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))...)
+	op.OnDelete(m.Resource, m.ID+"-cleanup", cleanup, ours...)
+}
+
+// parent is the proxyset parent of obj's proxy in m.
+func (m *Module) parent(obj *unstructured.Unstructured) proxyset.Parent {
+	return proxyset.Parent{Type: m.ParentType, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		UID: obj.GetUID(), Role: m.Role, NameKey: m.NameKey}
+}
+
+// sync brings obj's proxy and status in line with obj.
+func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstructured) error {
+	if !m.IsOurs(obj) {
+		return p.release(ctx, m, obj)
+	}
+	be, err := p.backend(m, obj)
+	if err != nil && p.unchecked(ctx, m.tailnetOf(obj), err) {
+		p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
+		return nil
+	}
+	if err != nil {
+		// Retried: the Tailnet's handler has its users handled again when
+		// it becomes ready.
+		msg := TailnetUnavailable(err)
+		return errors.Join(m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseTailnet, Message: msg}),
+			runtime.Temporary(err, TailnetRetry))
+	}
+	plan, err := m.Plan(ctx, obj)
+	if err != nil || plan == nil {
+		return err
+	}
+	if plan.Invalid != "" {
+		return m.Report(ctx, obj, Outcome{Stage: Invalid, Cause: CauseInvalid, Message: plan.Invalid})
+	}
+	pc, waiting, err := p.d.ProxyClassFor(ctx, plan.ProxyClass)
+	if err != nil {
+		return err
+	}
+	if waiting != "" {
+		return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseProxyClass, Message: waiting})
+	}
+	if err := p.moveTailnet(ctx, m, obj, m.tailnetOf(obj)); err != nil {
+		return err
+	}
+	if err := p.dropReplacedProxy(ctx, m, obj); err != nil {
+		return err
+	}
+	parent := m.parent(obj)
+	if err := p.claims.claim(ctx, p.d, parent, plan.Hostnames, p.describe); err != nil {
+		// Retried: the other parent may give the name up.
+		return errors.Join(m.Report(ctx, obj, Outcome{Stage: Invalid, Cause: CauseHostnameTaken, Message: err.Error()}),
+			runtime.Temporary(err, HostnameRetry))
+	}
+	if m.LegacyNameKey != "" {
+		if err := p.adoptLegacy(ctx, m, obj); err != nil {
+			return err
+		}
+	}
+	proxy, err := p.read(ctx, parent, len(plan.Hostnames))
+	if err != nil {
+		return err
+	}
+	configs := make([]*config.Config, len(plan.Hostnames))
+	for i, r := range proxy.Replicas {
+		key, err := p.authKey(ctx, be, r, plan.Tags)
+		if err != nil {
+			msg := err.Error()
+			if refused, ok := RefusedTags(err, plan.Tags); ok {
+				// Only a policy edit fixes it, which no watch sees.
+				msg, err = refused, runtime.Temporary(err, TagsRetry)
+			}
+			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: msg}))
+		}
+		if configs[i], err = plan.Config(i, key); err != nil {
+			return runtime.Permanent(err)
+		}
+		// The one place the login server is chosen: the tailnet's.
+		configs[i].LoginServer = be.LoginServer()
+	}
+	objs, err := proxyset.Render(proxyset.Spec{Parent: parent, Namespace: p.d.Settings.Namespace,
+		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets, ACME: p.d.Settings.ProxyACME})
+	if err != nil {
+		return runtime.Permanent(fmt.Errorf("render proxy for %s %s/%s: %w", m.Kind, obj.GetNamespace(), obj.GetName(), err))
+	}
+	if name := m.tailnetOf(obj); name != "" {
+		for _, r := range objs.Replicas {
+			r.ConfigSecret.Labels[LabelTailnet] = name
+		}
+	}
+	var extra []any
+	if plan.Extra != nil {
+		extra = plan.Extra(objs)
+	}
+	if err := p.d.ApplyProxy(ctx, objs, pc, m.ProxyKind, plan.Hostnames, extra...); err != nil {
+		// Shown whole: the API server's refusal (a ProxyClass value it
+		// rejects, say) is what the user must fix.
+		return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseApply, Message: "failed to provision proxy: " + err.Error()}))
+	}
+	if err := p.scaleDown(ctx, be, proxy); err != nil {
+		return err
+	}
+	if plan.AfterApply != nil {
+		if err := plan.AfterApply(ctx, objs); err != nil {
+			return err
+		}
+	}
+	out := outcome(proxy, plan.Hostnames)
+	if out.Stage == Ready && plan.Check != nil {
+		if msg, retry := plan.Check(ctx); msg != "" {
+			p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), retry)
+			out.Stage, out.Cause, out.Message = Failed, CauseCheck, msg
+		}
+	}
+	return m.Report(ctx, obj, out)
+}
+
+// outcome is the one definition of pending, renamed and refused: a replica
+// whose proxy refused its config fails the parent (and is not serving when
+// its running process applied no config); one without a device (no ID or
+// no name yet) or still under its old name keeps it pending.
+func outcome(proxy *Proxy, hostnames []string) Outcome {
+	out := Outcome{Stage: Ready}
+	for i, r := range proxy.Replicas {
+		out.Devices = append(out.Devices, r.Device)
+		if r.Device.ID != "" && r.Device.Named(hostnames[i]) && (configError(r) == "" || configApplied(r)) {
+			out.Serving = append(out.Serving, r.Device)
+		}
+	}
+	for i, r := range proxy.Replicas {
+		switch {
+		case configError(r) != "":
+			return Outcome{Stage: Failed, Cause: CauseConfigError, Message: configError(r), Devices: out.Devices, Serving: out.Serving}
+		case r.Device.ID == "" || r.Device.FQDN == "":
+			if out.Stage > Pending {
+				out.Stage, out.Cause, out.Message = Pending, CauseNoDevice, "no Tailscale hostname known yet, waiting for proxy pod to finish auth"
+			}
+		case !r.Device.Named(hostnames[i]):
+			if out.Stage > Pending {
+				out.Stage, out.Cause, out.Message = Pending, CauseRenaming, RenamePending(r.Device, hostnames[i])
+			}
+		}
+	}
+	return out
+}
+
+// RenamePending is the message of a proxy whose device does not have its
+// new hostname yet (the proxy renamed it; control has not).
+func RenamePending(dev proxyset.Device, hostname string) string {
+	want := hostname
+	if _, domain, ok := strings.Cut(dev.FQDN, "."); ok {
+		want += "." + domain
+	}
+	return fmt.Sprintf("waiting for the device to be renamed: it is still %s, not yet %s", dev.FQDN, want)
+}
+
+// release clears the status of a parent that no longer asks for m's proxy,
+// then deletes the proxy and waits until the watch saw it gone: the cycle
+// then ends with the parent matching no handler, and the runtime removes
+// the finalizer.
+func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Unstructured) error {
+	parent := m.parent(obj)
+	proxy, err := p.read(ctx, parent, 0)
+	if err != nil {
+		return err
+	}
+	var devices []proxyset.Device
+	for _, r := range proxy.Extra {
+		devices = append(devices, r.Device)
+	}
+	if err := m.Release(ctx, obj, devices); err != nil {
+		return err
+	}
+	be, err := p.cleanupBackend(ctx, m, obj)
+	if err != nil {
+		return err
+	}
+	if err := p.deleteProxy(ctx, be, parent); err != nil {
+		return err
+	}
+	if m.LegacyNameKey != "" {
+		if err := p.adoptLegacy(ctx, m, obj); err != nil {
+			return err
+		}
+	}
+	return p.waitProxyGone(ctx, m, obj.GetNamespace(), obj.GetName())
+}
+
+// describe names a parent for messages: "Service default/web".
+func (p *Pipeline) describe(role, namespace, name string) string {
+	p.mu.Lock()
+	m := p.modules[role]
+	p.mu.Unlock()
+	kind := "Service"
+	if m != nil {
+		kind = m.Kind
+	}
+	return kind + " " + namespace + "/" + name
+}
+
+// resourceOf is the resource of the parents whose proxies have role.
+func (p *Pipeline) resourceOf(role string) (schema.GroupVersionResource, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.modules[role]; ok {
+		return m.Resource, true
+	}
+	return schema.GroupVersionResource{}, false
+}
+
+// enqueueKey has the runtime handle a parent ("role/namespace/name") again
+// after delay.
+func (p *Pipeline) enqueueKey(key string, after time.Duration) {
+	role, ns, name := splitKey(key)
+	if res, ok := p.resourceOf(role); ok {
+		p.d.Op.Enqueue(res, objectKey(ns, name), after)
+	}
+}
+
+// objectKey is the runtime's key of an object: "namespace/name", or the
+// name of a cluster-scoped one.
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
