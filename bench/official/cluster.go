@@ -204,8 +204,12 @@ func (c *Cluster) ProxyPods(ctx context.Context, operatorNS, ns, name string) ([
 }
 
 // parentSelector selects the objects both operators label with their
-// parent (the official operator's label names, which Tailplane keeps).
+// parent (the official operator's label names, which Tailplane keeps); a
+// cluster-scoped parent (ns "", a ProxyGroup) has no namespace label.
 func parentSelector(ns, name string) string {
+	if ns == "" {
+		return "tailscale.com/parent-resource=" + name
+	}
 	return "tailscale.com/parent-resource=" + name + ",tailscale.com/parent-resource-ns=" + ns
 }
 

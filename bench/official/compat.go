@@ -27,6 +27,9 @@ type Snapshot struct {
 	// DeviceName is the device's MagicDNS name; DeviceTags its tags.
 	DeviceName string
 	DeviceTags []string
+	// TailscaleService summarizes the Tailscale Service a ProxyGroup member
+	// is served as (SummarizeService); "" for other parents.
+	TailscaleService string
 }
 
 // CompatRow is one line of the compatibility table.
@@ -44,7 +47,7 @@ func Compare(caseName string, official, tailplane Snapshot) []CompatRow {
 	row := func(prop string, o, t []string) CompatRow {
 		return CompatRow{Case: caseName, Property: prop, Official: list(o), Tailplane: list(t)}
 	}
-	return []CompatRow{
+	rows := []CompatRow{
 		row("status conditions", official.Conditions, tailplane.Conditions),
 		row("status fields", official.Status, tailplane.Status),
 		row("Events", official.Events, tailplane.Events),
@@ -53,6 +56,10 @@ func Compare(caseName string, official, tailplane Snapshot) []CompatRow {
 		row("device name", []string{official.DeviceName}, []string{tailplane.DeviceName}),
 		row("device tags", official.DeviceTags, tailplane.DeviceTags),
 	}
+	if official.TailscaleService != "" || tailplane.TailscaleService != "" {
+		rows = append(rows, row("Tailscale Service", []string{official.TailscaleService}, []string{tailplane.TailscaleService}))
+	}
+	return rows
 }
 
 // list is a sorted, de-duplicated, "; "-joined list, or "(none)".
@@ -117,6 +124,38 @@ func LoadBalancerStatus(ingress []any) []string {
 			}
 		}
 	}
+	return out
+}
+
+// OtherStatus lists the status fields that neither the conditions nor
+// LoadBalancerStatus cover (a ProxyGroup's devices, say) as "path=value",
+// lists by index, each value by its Shape.
+func OtherStatus(status map[string]any) []string {
+	var out []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, y := range x {
+				if path == "" && (k == "conditions" || k == "loadBalancer") {
+					continue
+				}
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				walk(p, y)
+			}
+		case []any:
+			for i, y := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), y)
+			}
+		default:
+			out = append(out, fmt.Sprintf("%s=%s", path, Shape(fmt.Sprint(x))))
+		}
+	}
+	walk("", status)
+	slices.Sort(out)
 	return out
 }
 

@@ -111,3 +111,47 @@ func TestSettleWaitsUntilTheSnapshotStopsChanging(t *testing.T) {
 		t.Fatalf("never settling: error %v, want one naming what was awaited", err)
 	}
 }
+
+// A ProxyGroup's devices are compared field by field, by index, with their
+// addresses by family; the conditions and the load balancer status are
+// left to their own rows.
+func TestOtherStatus(t *testing.T) {
+	status := map[string]any{
+		"conditions":   []any{map[string]any{"type": "ProxyGroupReady"}},
+		"loadBalancer": map[string]any{"ingress": []any{}},
+		"devices": []any{
+			map[string]any{"hostname": "ingress-proxies-0", "tailnetIPs": []any{"100.64.0.3", "fd7a:115c:a1e0::3"}},
+			map[string]any{"hostname": "ingress-proxies-1"},
+		},
+	}
+	got := OtherStatus(status)
+	want := []string{"devices[0].hostname=ingress-proxies-0", "devices[0].tailnetIPs[0]=<IPv4>", "devices[0].tailnetIPs[1]=<IPv6>", "devices[1].hostname=ingress-proxies-1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("OtherStatus = %q, want %q", got, want)
+	}
+}
+
+// A Tailscale Service summary hides what differs on every run (addresses,
+// annotation values, the comment's words) and keeps what a user relies on;
+// the row appears only for snapshots that have one.
+func TestTailscaleServiceRow(t *testing.T) {
+	a := SummarizeService(tailscaleService{Ports: []string{"tcp:443", "tcp:80"}, Tags: []string{"tag:k8s"}, Comment: "managed by A",
+		Annotations: map[string]string{"tailscale.com/owner-references": `{"ownerRefs":[{"operatorID":"n1"}]}`}, Addrs: []string{"100.100.1.1", "fd7a::1"}})
+	b := SummarizeService(tailscaleService{Ports: []string{"tcp:80", "tcp:443"}, Tags: []string{"tag:k8s"}, Comment: "managed by B",
+		Annotations: map[string]string{"tailscale.com/owner-references": `{"ownerRefs":[{"operatorID":"n2"}]}`}, Addrs: []string{"100.100.1.2", "fd7a::2"}})
+	if a != b || !strings.Contains(a, "ports=tcp:443,tcp:80 tags=tag:k8s comment=true annotations=tailscale.com/owner-references addrs=<IPv4>,<IPv6>") {
+		t.Errorf("summaries %q and %q, want equal and complete", a, b)
+	}
+	rows := Compare("member", Snapshot{TailscaleService: a}, Snapshot{TailscaleService: "(absent)"})
+	if last := rows[len(rows)-1]; last.Property != "Tailscale Service" || last.Same() {
+		t.Errorf("last row %+v, want a differing Tailscale Service row", last)
+	}
+	for _, r := range Compare("dedicated", Snapshot{}, Snapshot{}) {
+		if r.Property == "Tailscale Service" {
+			t.Error("a parent without a Tailscale Service got the row")
+		}
+	}
+	if got := parentSelector("", "ingress-proxies"); got != "tailscale.com/parent-resource=ingress-proxies" {
+		t.Errorf("selector of a cluster-scoped parent: %q", got)
+	}
+}

@@ -66,7 +66,8 @@ func (e *Env) seedObject(file string, annotations map[string]string) (*unstructu
 // Run measures both operators: the seed's echo backends first, then each
 // operator's idle RSS, each exposure Runs times per operator (alternating),
 // the compatibility snapshots, the L7 load, the exposed-annotation Service
-// (each operator alone) and Services at once.
+// and the ProxyGroup with its members (each operator alone) and Services at
+// once.
 func Run(ctx context.Context, e *Env, logger *log.Logger) (Report, error) {
 	var r Report
 	if err := e.backends(ctx); err != nil {
@@ -83,19 +84,33 @@ func Run(ctx context.Context, e *Env, logger *log.Logger) (Report, error) {
 	}
 	domain := e.Tailnet["TS_MAGICDNS_DOMAIN"]
 	for _, x := range exposures() {
+		if !e.Cfg.Does(CaseDedicated) {
+			break
+		}
 		lines, rows, notes, err := e.timeExposure(ctx, x, domain, logger)
 		if err != nil {
 			return r, err
 		}
 		r.Lines, r.Compat, r.Notes = append(r.Lines, lines...), append(r.Compat, rows...), append(r.Notes, notes...)
 	}
-	rows, notes, err := e.exposeAlone(ctx, domain, logger)
-	if err != nil {
-		return r, err
+	alone := []struct {
+		name string
+		run  func(context.Context, string, *log.Logger) ([]CompatRow, []string, error)
+	}{{CaseExpose, e.exposeAlone}, {CaseProxyGroup, e.proxyGroupAlone}}
+	for _, c := range alone {
+		if !e.Cfg.Does(c.name) {
+			continue
+		}
+		rows, notes, err := c.run(ctx, domain, logger)
+		if err != nil {
+			return r, err
+		}
+		r.Compat, r.Notes = append(r.Compat, rows...), append(r.Notes, notes...)
 	}
-	r.Compat, r.Notes = append(r.Compat, rows...), append(r.Notes, notes...)
 	r.Lines = append(r.Lines, Line{What: "operator RSS, idle (after install)", Unit: "MiB", Official: idle[0], Tailplane: idle[1], Samples: 1})
-	r.Lines = append(r.Lines, e.manyServices(ctx, logger)...)
+	if e.Cfg.Does(CaseServices) {
+		r.Lines = append(r.Lines, e.manyServices(ctx, logger)...)
+	}
 	return r, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,30 @@ type Config struct {
 	LoadWorkers int
 	// SocksAddr is where `devcluster join` serves its SOCKS5 proxy.
 	SocksAddr string
+	// Cases are the parts of the run to do (CaseDedicated, ...); empty
+	// does them all.
+	Cases []string
 }
+
+// The parts of a run, for Config.Cases.
+const (
+	// CaseDedicated: the seed's Ingress and LoadBalancer Service, timed
+	// Runs times, under load, and compared.
+	CaseDedicated = "dedicated"
+	// CaseExpose: the Service annotated tailscale.com/expose, compared.
+	CaseExpose = "expose"
+	// CaseProxyGroup: an ingress ProxyGroup with a Service and an Ingress
+	// member, compared.
+	CaseProxyGroup = "proxygroup"
+	// CaseServices: Services LoadBalancer Services at once per operator.
+	CaseServices = "services"
+)
+
+// AllCases are the parts of a run, in the order they run.
+func AllCases() []string { return []string{CaseDedicated, CaseExpose, CaseProxyGroup, CaseServices} }
+
+// Does says whether the run does the part name.
+func (c Config) Does(name string) bool { return len(c.Cases) == 0 || slices.Contains(c.Cases, name) }
 
 // Env is the running side-by-side setup.
 type Env struct {

@@ -30,6 +30,8 @@ func (c *Cluster) TakeSnapshot(ctx context.Context, env TailnetEnv, parent *unst
 	}
 	ingress, _, _ := unstructured.NestedSlice(live.Object, "status", "loadBalancer", "ingress")
 	s.Status = append(s.Status, LoadBalancerStatus(ingress)...)
+	status, _, _ := unstructured.NestedMap(live.Object, "status")
+	s.Status = append(s.Status, OtherStatus(status)...)
 	events, err := c.Kube.CoreV1().Events(live.GetNamespace()).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(live.GetUID())})
 	if err != nil {
 		return s, fmt.Errorf("events of %s: %w", live.GetName(), err)

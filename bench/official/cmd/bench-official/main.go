@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,11 +44,20 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	fs.DurationVar(&cfg.LoadFor, "load", 10*time.Second, "L7 load duration per proxy")
 	fs.IntVar(&cfg.LoadWorkers, "clients", 8, "concurrent L7 clients")
 	fs.StringVar(&cfg.SocksAddr, "socks", "127.0.0.1:1056", "address of the devcluster join SOCKS5 proxy")
+	cases := fs.String("cases", "", "comma-separated parts to run: "+strings.Join(official.AllCases(), ",")+" (default all)")
 	out := fs.String("out", "", "also write the report to this file (default WORK/report.md)")
 	skipBuild := fs.Bool("skip-build", false, "use the images of the last run")
 	buildOnly := fs.Bool("build-only", false, "build the images, then stop")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cases != "" {
+		cfg.Cases = strings.Split(*cases, ",")
+		for _, c := range cfg.Cases {
+			if !slices.Contains(official.AllCases(), c) {
+				return fmt.Errorf("-cases: unknown part %q", c)
+			}
+		}
 	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
