@@ -272,6 +272,23 @@ func (s *server) tailnetForRegister(req peeked) *Tailnet {
 	return s.tailnetOf(req.NodeKey)
 }
 
+// claim makes the node with key k a device of t only: a node that
+// registers with another tailnet's auth key leaves the tailnet it was in,
+// as on Tailscale, where it would be a new device there.
+func (s *server) claim(t *Tailnet, k key.NodePublic) {
+	for _, o := range s.tailnets {
+		if in, removed := o.devices.member(k); o == t || !in || removed {
+			continue
+		}
+		o.devices.remove(k)
+		if a, ok := o.store.admitted(k.String()); ok {
+			a.Removed = true
+			o.store.admit(k.String(), a)
+		}
+		o.saveNodes()
+	}
+}
+
 // onSetDNS publishes a DNS-01 record through its node's tailnet.
 func (s *server) onSetDNS(req *tailcfg.SetDNSRequest) error {
 	t := s.tailnetOf(req.NodeKey)

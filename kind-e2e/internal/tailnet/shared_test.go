@@ -175,3 +175,69 @@ func TestAuthKeyDecidesTheTailnet(t *testing.T) {
 		t.Fatalf("a made-up key: %v, want unknown auth key", err)
 	}
 }
+
+// deviceAddrs are the addresses of a tailnet's devices by hostname, as its
+// API lists them.
+func deviceAddrs(ctx context.Context, t *testing.T, tn *Tailnet) map[string][]string {
+	t.Helper()
+	devices, err := client(t, tn, tn.ClientSecret).Devices().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, d := range devices {
+		out[d.Hostname] = d.Addresses
+	}
+	return out
+}
+
+// Restarted on the same state files, the tailnets of one control server
+// keep their own OAuth clients and devices; tailnets saved by control
+// servers of their own (devcluster before they shared one), whose node IDs
+// overlap, are restored with addresses that do not.
+func TestSharedTailnetsResume(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cfg := func(name string) Config {
+		return Config{StateFile: filepath.Join(dir, name+".json"), Addr: "127.0.0.1:0", MagicDNSDomain: name + ".ts.net", Logger: testLogger()}
+	}
+	// Each on its own control server first: both number their nodes from 1.
+	for _, name := range []string{"one", "two"} {
+		tn, err := Start(ctx, cfg(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		join(ctx, t, tn, name+"-node")
+		tn.Close()
+	}
+	tns, err := StartShared(ctx, cfg("one"), cfg("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, two := tns[0], tns[1]
+	a, b := deviceAddrs(ctx, t, one), deviceAddrs(ctx, t, two)
+	if len(a) != 1 || len(b) != 1 || a["one-node"] == nil || b["two-node"] == nil {
+		t.Fatalf("restored devices: %v and %v, want one-node and two-node, each in its tailnet", a, b)
+	}
+	if slices.Equal(a["one-node"], b["two-node"]) {
+		t.Fatalf("both tailnets' devices have addresses %v", a["one-node"])
+	}
+	addr := strings.TrimPrefix(one.URL, "http://")
+	clientOne := one.ClientID
+	one.Close()
+
+	again := cfg("one")
+	again.Addr = addr
+	tns, err = StartShared(ctx, again, cfg("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tns[0].Close()
+	if tns[0].ClientID != clientOne || tns[0].URL != tns[1].URL {
+		t.Fatalf("after the restart: client %s at %s, %s; want %s and one URL", tns[0].ClientID, tns[0].URL, tns[1].URL, clientOne)
+	}
+	if got := deviceAddrs(ctx, t, tns[1]); !slices.Equal(got["two-node"], b["two-node"]) || len(got) != 1 {
+		t.Fatalf("the second tailnet's devices after the restart: %v, want %v", got, b)
+	}
+}

@@ -203,9 +203,10 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		t.store.admit(nk, adm)
 	}
 	if known {
-		// A deleted device's node key, let in again with a new auth key:
-		// a new device, as on Tailscale.
+		// A deleted device's node key, or another tailnet's, let in
+		// again with a new auth key: a new device, as on Tailscale.
 		t.fields.remove(req.NodeKey)
+		t.hub.claim(t, req.NodeKey)
 	}
 	t.hub.regMu.Lock()
 	defer t.hub.regMu.Unlock()
