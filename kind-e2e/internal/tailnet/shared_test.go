@@ -85,7 +85,8 @@ func TestTailnetsShareOneControlServer(t *testing.T) {
 }
 
 // An API token of the second tailnet sees and changes only that tailnet:
-// its devices, keys and services; the first tailnet's are not found.
+// its devices, keys, policy and services; the first tailnet's are not
+// found or left alone.
 func TestSecondTailnetsTokenSeesOnlyItsTailnet(t *testing.T) {
 	one, two := startTwo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -142,6 +143,21 @@ func TestSecondTailnetsTokenSeesOnlyItsTailnet(t *testing.T) {
 	}
 	if got := hosts(apiOne); len(got) != 1 {
 		t.Fatalf("the first tailnet's devices after the second's attempts: %v", got)
+	}
+
+	before, err := apiOne.PolicyFile().Raw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := `{"acls": [{"action": "accept", "src": ["tag:none"], "dst": ["tag:none:*"]}]}`
+	if err := apiTwo.PolicyFile().Set(ctx, deny, ""); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := apiTwo.PolicyFile().Raw(ctx); err != nil || raw.HuJSON != deny {
+		t.Fatalf("the second tailnet's policy after set: %+v, %v", raw, err)
+	}
+	if raw, err := apiOne.PolicyFile().Raw(ctx); err != nil || raw.HuJSON != before.HuJSON {
+		t.Fatalf("the first tailnet's policy changed with the second's: %+v, %v", raw, err)
 	}
 
 	if err := apiOne.VIPServices().CreateOrUpdate(ctx, tsapi.Service{Name: "svc:web", Ports: []string{"tcp:443"}}); err != nil {
