@@ -17,8 +17,10 @@ import (
 // --tailnets 2 (which BeforeSuite passes), and a ProxyGroup with
 // spec.tailnet on it serving an Ingress: its device is made by the second
 // tailnet's control, a client of that tailnet reaches the Ingress and a
-// client of the operator's tailnet cannot; the Tailnet's Secret deleted
-// and restored is reported with the official reason; deleting the group
+// client of the operator's tailnet cannot; a Connector with spec.tailnet
+// gets its device and route there too (both tailnets behind one control
+// URL, told apart by credentials); the Tailnet's Secret deleted and
+// restored is reported with the official reason; deleting the group
 // deletes its device there and leaves no Secret or finalizer.
 var _ = Describe("a ProxyGroup on a second tailnet", Ordered, func() {
 	const (
@@ -202,6 +204,43 @@ spec:
 			Should(Equal("ProxyGroupReady " + group + "-0"))
 		Expect(groupDevices(ctx, second)()).To(ConsistOf(group+"-0"), "the same device, none made again")
 	}, SpecTimeout(5*time.Minute))
+
+	It("runs a Connector with spec.tailnet in the second tailnet, behind the same control URL", func(ctx SpecContext) {
+		Expect(env["SECOND_TS_CONTROL_URL"]).To(Equal(env["TS_CONTROL_URL"]), "one control server, told apart by credentials")
+		const connector, route = "second-conn", "10.77.0.0/24"
+		Expect(kubectlApply(fmt.Sprintf(`
+apiVersion: tailscale.com/v1alpha1
+kind: Connector
+metadata:
+  name: %s
+spec:
+  tailnet: %s
+  subnetRouter:
+    advertiseRoutes: [%q]
+`, connector, tailnetName, route))).To(Succeed())
+		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "connector", connector) })
+		Expect(waitConnectorReady(ctx, connector, 1)).To(ConsistOf(HavePrefix(connector + "-connector.")))
+
+		By("its device is the second tailnet's, with its route, and not the operator's")
+		dev := deviceNamed(ctx, second, connector+"-connector")
+		Expect(dev.Name).To(Equal(connector + "-connector." + env["SECOND_TS_MAGICDNS_DOMAIN"]))
+		Eventually(func() ([]string, error) {
+			r, err := second.Devices().SubnetRoutes(ctx, dev.ID)
+			if err != nil {
+				return nil, err
+			}
+			return r.Advertised, nil
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ConsistOf(route))
+		Expect(deviceHostnames(ctx, first)).NotTo(ContainElement(connector+"-connector"), "the Connector's device on the operator's tailnet")
+		_, err := first.Devices().Get(ctx, dev.ID)
+		Expect(tsapi.IsNotFound(err)).To(BeTrue(), "the operator's tailnet's token reads the second tailnet's device: %v", err)
+
+		By("deleting the Connector deletes its device in the second tailnet")
+		out, err := devcluster("kubectl", "delete", "connector", connector, "--wait=true", "--timeout=2m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() ([]string, error) { return deviceHostnames(ctx, second) }).WithContext(ctx).WithTimeout(time.Minute).
+			WithPolling(time.Second).ShouldNot(ContainElement(connector + "-connector"))
+	}, SpecTimeout(4*time.Minute))
 
 	It("deletes the group's device and Tailscale Service from the second tailnet, leaving no Secret or finalizer", func(ctx SpecContext) {
 		selector := "tailscale.com/parent-resource=" + group

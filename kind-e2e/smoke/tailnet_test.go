@@ -72,18 +72,20 @@ func persistentNode(hostname, authKey, dir string) *tsnet.Server {
 }
 
 func tailnetSpecs() {
-	It("runs a second tailnet of its own with --tailnets 2", func(ctx SpecContext) {
+	It("runs a second tailnet behind the same control server with --tailnets 2, told apart by its OAuth client", func(ctx SpecContext) {
 		netns.SetEnabled(false)
 		env := suiteCluster.env
-		Expect(env["SECOND_TS_CONTROL_URL"]).NotTo(Equal(env["TS_CONTROL_URL"]))
-		base, err := url.Parse(env["SECOND_TS_CONTROL_URL"])
+		Expect(env["SECOND_TS_CONTROL_URL"]).To(Equal(env["TS_CONTROL_URL"]), "one control server, as on Tailscale")
+		Expect(env["SECOND_TS_API_URL"]).To(Equal(env["TS_API_URL"]))
+		Expect(env["SECOND_TS_API_CLIENT_ID"]).NotTo(Equal(env["TS_API_CLIENT_ID"]))
+		base, err := url.Parse(env["SECOND_TS_API_URL"])
 		Expect(err).NotTo(HaveOccurred())
 		second := &tsapi.Client{BaseURL: base, Tailnet: "-", Auth: &tsapi.OAuth{
 			ClientID: env["SECOND_TS_API_CLIENT_ID"], ClientSecret: env["SECOND_TS_API_CLIENT_SECRET"]}}
 		wrong := &tsapi.Client{BaseURL: base, Tailnet: "-", Auth: &tsapi.OAuth{
-			ClientID: env["TS_API_CLIENT_ID"], ClientSecret: env["TS_API_CLIENT_SECRET"]}}
+			ClientID: env["SECOND_TS_API_CLIENT_ID"], ClientSecret: env["TS_API_CLIENT_SECRET"]}}
 		_, err = wrong.Devices().List(ctx)
-		Expect(err).To(HaveOccurred(), "the first tailnet's OAuth client is refused by the second")
+		Expect(err).To(HaveOccurred(), "the second tailnet's client ID with the first's secret is refused")
 
 		node := newNode("second-node", mintKey(ctx, second, true))
 		node.ControlURL = env["SECOND_TS_CONTROL_URL"]

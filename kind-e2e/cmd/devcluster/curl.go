@@ -288,8 +288,9 @@ func mintKey(ctx context.Context, env map[string]string, desc string, ephemeral 
 	return k.Key, nil
 }
 
-// secondTailnet is env with the second tailnet's control server, API and
-// OAuth client (SECOND_TS_*) as its TS_* values.
+// secondTailnet is env with the second tailnet's OAuth client, MagicDNS
+// domain and URLs (SECOND_TS_*; devcluster writes the first's URLs there,
+// since one control server serves both) as its TS_* values.
 func secondTailnet(env map[string]string) (map[string]string, error) {
 	if env["SECOND_TS_CONTROL_URL"] == "" {
 		return nil, errors.New("this cluster runs one tailnet (no SECOND_TS_CONTROL_URL in tailnet.env): start it with devcluster up --tailnets 2")

@@ -36,9 +36,9 @@ func TestCurlRequest(t *testing.T) {
 	}
 }
 
-// --tailnet 2 joins the second tailnet of --tailnets 2 with its own
-// control server and OAuth client; a cluster of one tailnet says how to
-// get one.
+// --tailnet 2 joins the second tailnet of --tailnets 2 with its OAuth
+// client (and its control URL, the first's unless tailnet.env says
+// otherwise); a cluster of one tailnet says how to get one.
 func TestCurlSecondTailnet(t *testing.T) {
 	o, err := parseCurl([]string{"--tailnet", "2", "http://a.b/"})
 	if err != nil || o.tailnet != 2 {

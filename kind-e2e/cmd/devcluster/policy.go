@@ -40,7 +40,7 @@ type policySetter interface {
 func (o *tailnetOptions) addFlags(fs *flag.FlagSet) func() error {
 	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: acls, grants, tagOwners, autoApprovers, nodeAttrs); replaces the saved one and is re-read when it changes (default: the saved one, else allow everything and approve every advertised route and exit node)")
 	tags := fs.String("oauth-tags", "tag:k8s-operator", "comma-separated tags of the OAuth client: it may mint auth keys with these tags and the tags they own in the policy's tagOwners (empty: all tags)")
-	fs.IntVar(&o.tailnets, "tailnets", 1, "number of tailnets: 1, or 2 for a second tailnet (its own control server, API and OAuth client, in tailnet.env as SECOND_TS_*) that Tailnet objects can name")
+	fs.IntVar(&o.tailnets, "tailnets", 1, "number of tailnets: 1, or 2 for a second tailnet that Tailnet objects can name: behind the same control server and API URL, told apart by its own OAuth client and auth keys (in tailnet.env as SECOND_TS_*), as Tailscale serves its tailnets")
 	fs.StringVar(&o.control, "control", controlDevcluster, "control server: devcluster (its own, with the Tailscale API: OAuth client, Tailscale Services, certificates) or headscale (Headscale v0.27.1 from go tool task test:headscale, with devcluster's DERP; HEADSCALE_URL and HEADSCALE_API_KEY in tailnet.env)")
 	fs.StringVar(&o.headscaleBin, "headscale", "", "with --control headscale: the headscale binary (default: headscale next to devcluster)")
 	fs.Var(&o.groups, "group", "group of the tailnet's user directory, group:name=user@domain,... (repeatable); the policy may use it without defining it")

@@ -94,17 +94,6 @@ func tailnetHost(nodeKind string) string {
 	return "127.0.0.1"
 }
 
-// secondTailnetHost is where the second tailnet (--tailnets 2) listens: on
-// the real node another address of the bridge, since Tailscale's clients
-// dial port 443 of their control server's host (startTailnet) and the
-// first tailnet's control server has port 443 of tailnetHost.
-func secondTailnetHost(nodeKind string) string {
-	if nodeKind == "real" {
-		return realnode.SecondHostIP
-	}
-	return "127.0.0.1"
-}
-
 // assetsDir is the folder of the devcluster binary, where the real node's
 // binaries are built too; "" when unknown.
 func assetsDir() string {

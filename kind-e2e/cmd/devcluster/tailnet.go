@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -21,7 +20,7 @@ import (
 )
 
 // magicDNSDomain is the tailnet's DNS suffix; secondDNSDomain the second
-// tailnet's (--tailnets 2).
+// tailnet's (--tailnets 2), which shares the first's control server.
 const (
 	magicDNSDomain  = "devcluster.ts.net"
 	secondDNSDomain = "second.devcluster.ts.net"
@@ -73,8 +72,8 @@ func (s *tailnetStack) controlURL() string {
 }
 
 // startTailnet starts the DNS-01 responder, Pebble and the tailnet (and,
-// with o.tailnets 2, a second tailnet of its own control server, API and
-// OAuth client, for Tailnet objects), then writes D/ca.pem (Pebble's root),
+// with o.tailnets 2, a second tailnet behind the same control server and
+// API, with an OAuth client of its own, for Tailnet objects), then writes D/ca.pem (Pebble's root),
 // D/acme-ca.pem (the ACME server's CA) and D/tailnet.env. A non-empty
 // o.policy replaces the tailnets' policy files.
 //
@@ -83,22 +82,16 @@ func (s *tailnetStack) controlURL() string {
 // are host processes; the bridge address for the real node, whose pods'
 // network namespaces reach the host there and not on loopback.
 //
-// secondHost is where the second tailnet listens. Off loopback it must be
-// another address than host: a Tailscale client that dialled its control
-// server less than 2 minutes before dials port 443 of the control URL's
-// host over TLS (tailscale.com/control/ts2021), and on host that port is
-// the first tailnet's.
-//
 // podCAFile is where a pod reads the ACME server's CA (devcluster's local
 // CA): controlplane.PodCAFile, since the control plane adds the local CA to
 // every pod's service-account CA bundle; "" means the host file.
 // tailnet.env has it as TS_POD_ACME_CA_FILE.
-func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
+func startTailnet(ctx context.Context, dir, host, podCAFile string, o tailnetOptions, localCA *pki.CA, logger *log.Logger) (*tailnetStack, error) {
 	dns, err := acme.StartDNS(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("dns-01 server: %w", err)
 	}
-	serving, err := localCA.Issue(filepath.Join(dir, "pki"), "acme-serving", "devcluster ACME", false, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(host), net.ParseIP(secondHost)}, []string{"localhost"})
+	serving, err := localCA.Issue(filepath.Join(dir, "pki"), "acme-serving", "devcluster ACME", false, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(host)}, []string{"localhost"})
 	if err != nil {
 		dns.Close()
 		return nil, err
@@ -131,7 +124,7 @@ func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, 
 	if o.control == controlHeadscale {
 		s, lines, err = startHeadscale(ctx, dir, host, o, logger)
 	} else {
-		s, lines, err = startTestcontrol(ctx, dir, host, secondHost, tlsAddr, &cert, o, dns, logger)
+		s, lines, err = startTestcontrol(ctx, dir, host, tlsAddr, &cert, o, dns, logger)
 	}
 	if err != nil {
 		ca.Close()
@@ -165,38 +158,54 @@ func startTailnet(ctx context.Context, dir, host, secondHost, podCAFile string, 
 }
 
 // startTestcontrol starts devcluster's own tailnet (and the second one of
-// --tailnets 2) and returns the first lines of tailnet.env for it: the
-// control server, the API and its OAuth client. tlsAddr gives the TLS
-// address of a host ("" for none).
-func startTestcontrol(ctx context.Context, dir, host, secondHost string, tlsAddr func(host string) string, cert *tls.Certificate, o tailnetOptions, dns *acme.DNS, logger *log.Logger) (*tailnetStack, []string, error) {
-	tn, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), host, func(addr string) (*tailnet.Tailnet, error) {
-		return tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: addr, RelayHost: host, TLSAddr: tlsAddr(host), TLSCert: cert, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
-			ClientTags: o.clientTags, Groups: o.groups,
-			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
-		})
-	}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
+// --tailnets 2, behind the same control server) and returns the first
+// lines of tailnet.env for it: the control server, the API and the OAuth
+// clients. tlsAddr gives the TLS address of a host ("" for none).
+func startTestcontrol(ctx context.Context, dir, host string, tlsAddr func(host string) string, cert *tls.Certificate, o tailnetOptions, dns *acme.DNS, logger *log.Logger) (*tailnetStack, []string, error) {
+	tns, err := onSameAddr(filepath.Join(dir, "tailnet.addr"), host, func(addr string) ([]*tailnet.Tailnet, error) {
+		return tailnet.StartShared(ctx, tailnetConfigs(dir, o, dns, logger, func(c *tailnet.Config) {
+			c.Addr, c.RelayHost, c.TLSAddr, c.TLSCert = addr, host, tlsAddr(host), cert
+		})...)
+	}, func(tns []*tailnet.Tailnet) string { return hostPort(tns[0].URL) })
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &tailnetStack{net: tn}
-	if o.tailnets > 1 {
-		start := time.Now()
-		s.second, err = onSameAddr(filepath.Join(dir, "tailnet2.addr"), secondHost, func(addr string) (*tailnet.Tailnet, error) {
-			return tailnet.Start(ctx, tailnet.Config{
-				StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: addr, RelayHost: secondHost, TLSAddr: tlsAddr(secondHost), TLSCert: cert,
-				MagicDNSDomain: secondDNSDomain, Policy: o.policy,
-				OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
-			})
-		}, func(tn *tailnet.Tailnet) string { return hostPort(tn.URL) })
-		if err != nil {
-			tn.Close()
-			return nil, nil, fmt.Errorf("second tailnet: %w", err)
-		}
-		logger.Info("second tailnet up", "url", s.second.URL, "took", time.Since(start).Round(time.Millisecond))
+	s := &tailnetStack{net: tns[0]}
+	if len(tns) > 1 {
+		s.second = tns[1]
 	}
+	return s, envLines(s, "# devcluster tailnet; source this file or read it as KEY=VALUE lines."), nil
+}
+
+// tailnetConfigs are the configurations of devcluster's tailnet and, with
+// --tailnets 2, of the second one, which shares the first's control server
+// (serve sets where it listens): its own state, MagicDNS domain and OAuth
+// client, without the first's client tags and groups.
+func tailnetConfigs(dir string, o tailnetOptions, dns *acme.DNS, logger *log.Logger, serve func(*tailnet.Config)) []tailnet.Config {
+	onTXT := func(name, value string) { dns.Set(name, value) }
+	first := tailnet.Config{
+		StateFile: filepath.Join(dir, "tailnet-state.json"), MagicDNSDomain: magicDNSDomain, Policy: o.policy,
+		ClientTags: o.clientTags, Groups: o.groups, OnTXT: onTXT, Logger: logger.WithPrefix("tailnet"),
+	}
+	serve(&first)
+	cfgs := []tailnet.Config{first}
+	if o.tailnets > 1 {
+		cfgs = append(cfgs, tailnet.Config{
+			StateFile: filepath.Join(dir, "tailnet2-state.json"), MagicDNSDomain: secondDNSDomain, Policy: o.policy,
+			OnTXT: onTXT, Logger: logger.WithPrefix("tailnet2"),
+		})
+	}
+	return cfgs
+}
+
+// envLines are tailnet.env's lines for the tailnets of s, after header.
+// The second tailnet's SECOND_TS_* name the same control and API URL as
+// the first's, as on Tailscale: its OAuth client and auth keys are what
+// set it apart.
+func envLines(s *tailnetStack, header string) []string {
+	tn := s.net
 	lines := []string{
-		"# devcluster tailnet; source this file or read it as KEY=VALUE lines.",
+		header,
 		"TS_CONTROL_URL=" + tn.URL,
 		"TS_API_URL=" + tn.URL,
 		"TS_API_CLIENT_ID=" + tn.ClientID,
@@ -205,8 +214,9 @@ func startTestcontrol(ctx context.Context, dir, host, secondHost string, tlsAddr
 	}
 	if s.second != nil {
 		lines = append(lines,
-			"# The second tailnet (--tailnets 2): put its OAuth client in a Secret of the",
-			"# operator namespace (client_id, client_secret) and name it in a Tailnet",
+			"# The second tailnet (--tailnets 2), behind the same control server and API",
+			"# as the first, told apart by its OAuth client: put that client in a Secret of",
+			"# the operator namespace (client_id, client_secret) and name it in a Tailnet",
 			"# (spec.loginUrl: SECOND_TS_CONTROL_URL); devcluster curl --tailnet 2 joins it.",
 			"SECOND_TS_CONTROL_URL="+s.second.URL,
 			"SECOND_TS_API_URL="+s.second.URL,
@@ -214,7 +224,7 @@ func startTestcontrol(ctx context.Context, dir, host, secondHost string, tlsAddr
 			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
 			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
 	}
-	return s, lines, nil
+	return lines
 }
 
 // onSameAddr starts a server on the address saved in file (any port of

@@ -169,41 +169,17 @@ func startHostTailnet(ctx context.Context, dir, host string, o hostTailnetOption
 // --tailnets 2) on host for startHostTailnet, and returns the first lines of
 // tailnet.env for it.
 func startHostTestcontrol(ctx context.Context, dir, host string, o tailnetOptions, dns *acme.DNS, logger *log.Logger) (*tailnetStack, []string, error) {
-	anyPort := net.JoinHostPort(host, "0")
-	tn, err := tailnet.Start(ctx, tailnet.Config{
-		StateFile: filepath.Join(dir, "tailnet-state.json"), Addr: anyPort, RelayHost: host, MagicDNSDomain: magicDNSDomain, Policy: o.policy,
-		ClientTags: o.clientTags, Groups: o.groups,
-		OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet"),
-	})
+	tns, err := tailnet.StartShared(ctx, tailnetConfigs(dir, o, dns, logger, func(c *tailnet.Config) {
+		c.Addr, c.RelayHost = net.JoinHostPort(host, "0"), host
+	})...)
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &tailnetStack{net: tn}
-	if o.tailnets > 1 {
-		if s.second, err = tailnet.Start(ctx, tailnet.Config{
-			StateFile: filepath.Join(dir, "tailnet2-state.json"), Addr: anyPort, RelayHost: host, MagicDNSDomain: secondDNSDomain, Policy: o.policy,
-			OnTXT: func(name, value string) { dns.Set(name, value) }, Logger: logger.WithPrefix("tailnet2"),
-		}); err != nil {
-			tn.Close()
-			return nil, nil, fmt.Errorf("second tailnet: %w", err)
-		}
+	s := &tailnetStack{net: tns[0]}
+	if len(tns) > 1 {
+		s.second = tns[1]
 	}
-	lines := []string{
-		"# devcluster tailnet (devcluster tailnet --host " + host + "); source this file or read it as KEY=VALUE lines.",
-		"TS_CONTROL_URL=" + tn.URL,
-		"TS_API_URL=" + tn.URL,
-		"TS_API_CLIENT_ID=" + tn.ClientID,
-		"TS_API_CLIENT_SECRET=" + tn.ClientSecret,
-		"TS_MAGICDNS_DOMAIN=" + tn.MagicDNSDomain,
-	}
-	if s.second != nil {
-		lines = append(lines,
-			"SECOND_TS_CONTROL_URL="+s.second.URL,
-			"SECOND_TS_API_CLIENT_ID="+s.second.ClientID,
-			"SECOND_TS_API_CLIENT_SECRET="+s.second.ClientSecret,
-			"SECOND_TS_MAGICDNS_DOMAIN="+s.second.MagicDNSDomain)
-	}
-	return s, lines, nil
+	return s, envLines(s, "# devcluster tailnet (devcluster tailnet --host "+host+"); source this file or read it as KEY=VALUE lines."), nil
 }
 
 // issuerCA signs the ACME server's certificate.

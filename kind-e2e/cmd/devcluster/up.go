@@ -142,7 +142,7 @@ func runUp(args []string) error {
 		nodeDone, waitFor = done, ready
 	}
 
-	tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), secondTailnetHost(*nodeKind), controlplane.PodCAFile, tnOpts, cp.LocalCA, logger)
+	tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), controlplane.PodCAFile, tnOpts, cp.LocalCA, logger)
 	if err != nil {
 		return fmt.Errorf("tailnet: %w", err)
 	}

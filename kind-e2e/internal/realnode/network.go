@@ -21,11 +21,6 @@ const (
 	// kube-apiserver reaches the kubelet and pods reach the host. The
 	// kubelet refuses a loopback node address, so it cannot be 127.0.0.1.
 	NodeIP = "198.19.0.1"
-	// SecondHostIP is a second address of the bridge, outside the pods'
-	// address range (podRangeEnd): devcluster's second tailnet listens
-	// there, so that it has a port 443 of its own (see cmd/devcluster's
-	// startTailnet).
-	SecondHostIP = "198.19.0.254"
 	// podRangeEnd is the last address host-local hands to a pod.
 	podRangeEnd = "198.19.0.250"
 )
@@ -54,11 +49,9 @@ func ensureBridge() error {
 	if err := ipCmd("link", "add", Bridge, "type", "bridge"); err != nil && !strings.Contains(err.Error(), "File exists") {
 		return err
 	}
-	for _, ip := range []string{NodeIP, SecondHostIP} {
-		if err := ipCmd("addr", "add", ip+"/24", "dev", Bridge); err != nil &&
-			!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
-			return err
-		}
+	if err := ipCmd("addr", "add", NodeIP+"/24", "dev", Bridge); err != nil &&
+		!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
+		return err
 	}
 	if err := ipCmd("link", "set", Bridge, "up"); err != nil {
 		return err

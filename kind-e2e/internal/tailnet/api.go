@@ -78,18 +78,25 @@ func (t *Tailnet) serveToken(w http.ResponseWriter, r *http.Request) {
 
 func (t *Tailnet) authed(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			if user, _, basic := r.BasicAuth(); basic {
-				tok, ok = user, true // API keys are sent as the basic-auth user
-			}
-		}
+		tok, ok := apiToken(r)
 		if !ok || !t.store.validToken(tok) {
 			apiError(w, http.StatusUnauthorized, "API token invalid")
 			return
 		}
 		h(w, r)
 	})
+}
+
+// apiToken is the API token r carries: a bearer token, or an API key
+// sent as the basic-auth user.
+func apiToken(r *http.Request) (string, bool) {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return tok, true
+	}
+	if user, _, basic := r.BasicAuth(); basic {
+		return user, true
+	}
+	return "", false
 }
 
 // keyJSON is the API's key object.

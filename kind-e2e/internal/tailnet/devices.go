@@ -41,6 +41,20 @@ func (d *deviceRegistry) info(k key.NodePublic) deviceInfo {
 	return d.m[k]
 }
 
+// member reports whether k is a device of this registry and whether it
+// was deleted.
+func (d *deviceRegistry) member(k key.NodePublic) (in, removed bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, in := d.m[k]
+	return in, i.Removed
+}
+
+func (d *deviceRegistry) has(k key.NodePublic) bool {
+	in, _ := d.member(k)
+	return in
+}
+
 func (d *deviceRegistry) removed(k key.NodePublic) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -24,6 +24,13 @@
 // to another when that host goes away. Every node resolves a service's
 // MagicDNS name, and its hosts may get its certificate.
 //
+// One control server may serve several tailnets (StartShared), as
+// Tailscale serves many behind one URL: each has its own OAuth client,
+// auth keys, devices, policy, users, services and MagicDNS domain; the auth
+// key a node registers with decides its tailnet, its netmap shows only
+// that tailnet's peers, and an API token addresses only its client's
+// tailnet.
+//
 // It may import tailscale.com, github.com/tailscale/hujson (policy files),
 // the acme package (for DNS-01 records; its tests also use pki) and
 // charmbracelet/log.

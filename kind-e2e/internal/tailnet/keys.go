@@ -157,6 +157,19 @@ func (s *store) use(secret string) (*authKey, error) {
 	return nil, errors.New("invalid key: unknown auth key")
 }
 
+// minted reports whether secret is an auth key of this store, valid or
+// not: the key names the tailnet a node registers with.
+func (s *store) minted(secret string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.Keys {
+		if k.Secret == secret {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *store) get(id string) (*authKey, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

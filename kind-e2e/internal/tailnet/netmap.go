@@ -22,7 +22,9 @@ import (
 
 // serveMap passes a map request to testcontrol and rewrites each
 // MapResponse it streams back for that node, as Tailscale's control server
-// would send it: deleted devices are left out of the peers, every node
+// would send it: deleted devices and other tailnets' nodes are left out
+// of the peers and their users out of the profiles, a node of a tailnet
+// other than the first gets its tailnet's MagicDNS domain, every node
 // gets the Tailscale Services' DNS records and a service host the names
 // of its services as certificate names, a node's packet filter is the
 // policy's (acls, grants' ip and app: packetFilterFor), and in a
@@ -113,6 +115,7 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 	if raw := res["DNSConfig"]; raw != nil && string(raw) != "null" {
 		var dns tailcfg.DNSConfig
 		if json.Unmarshal(raw, &dns) == nil {
+			m.t.ownDomain(m.self, &dns)
 			records, certDomains := m.t.serviceDNS(m.self)
 			dns.ExtraRecords = append(dns.ExtraRecords, records...)
 			dns.CertDomains = append(dns.CertDomains, certDomains...)
@@ -139,7 +142,7 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 					ID  tailcfg.NodeID
 					Key key.NodePublic
 				}
-				if json.Unmarshal(p, &id) == nil && m.t.devices.removed(id.Key) {
+				if json.Unmarshal(p, &id) == nil && !m.t.live(id.Key) {
 					gone = append(gone, id.ID)
 					continue
 				}
@@ -157,12 +160,18 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 		var profiles []tailcfg.UserProfile
 		if json.Unmarshal(raw, &profiles) == nil {
 			self := m.t.Control.Node(m.self)
-			for i := range profiles {
-				if profiles[i].ID == taggedDevicesID && self != nil && len(self.Tags) > 0 {
-					profiles[i].LoginName = strings.TrimSuffix(self.Name, ".")
+			users := m.t.users()
+			kept := profiles[:0]
+			for _, p := range profiles {
+				if !users[p.ID] {
+					continue // another tailnet's user
 				}
+				if p.ID == taggedDevicesID && self != nil && len(self.Tags) > 0 {
+					p.LoginName = strings.TrimSuffix(self.Name, ".")
+				}
+				kept = append(kept, p)
 			}
-			res["UserProfiles"], _ = json.Marshal(profiles)
+			res["UserProfiles"], _ = json.Marshal(kept)
 		}
 	}
 	out, err := json.Marshal(res)
@@ -173,6 +182,37 @@ func (m *mapRewriter) rewrite(frame []byte) []byte {
 		out = zstdframe.AppendEncode(nil, out, zstdframe.FastestCompression)
 	}
 	return out
+}
+
+// users are the IDs of the users owning this tailnet's devices.
+func (t *Tailnet) users() map[tailcfg.UserID]bool {
+	out := map[tailcfg.UserID]bool{}
+	for _, n := range t.liveNodes() {
+		out[n.User] = true
+	}
+	return out
+}
+
+// ownDomain makes the DNS configuration testcontrol sends node k (in the
+// control server's MagicDNS domain, the first tailnet's) that of k's
+// tailnet: its search domain and the node's own certificate name.
+func (t *Tailnet) ownDomain(k key.NodePublic, dns *tailcfg.DNSConfig) {
+	control := t.Control.MagicDNSDomain
+	if t.MagicDNSDomain == control {
+		return
+	}
+	for i, d := range dns.Domains {
+		if d == control {
+			dns.Domains[i] = t.MagicDNSDomain
+		}
+	}
+	if n := t.Control.Node(k); n != nil {
+		for i, d := range dns.CertDomains {
+			if d == n.Hostinfo.Hostname()+"."+control {
+				dns.CertDomains[i] = n.Hostinfo.Hostname() + "." + t.MagicDNSDomain
+			}
+		}
+	}
 }
 
 // withoutUngrantedFunnel returns the self node of a map response (raw

@@ -52,26 +52,22 @@ func (s *store) setNodes(nodes []savedNode) error {
 	return s.saveLocked()
 }
 
-// restore puts the saved keys and nodes into the control server; it runs
-// before the server serves anything.
-func (t *Tailnet) restore() error {
-	noise, legacy, err := t.store.controlKeys()
-	if err != nil {
-		return err
-	}
-	t.fields.setKeys(noise, legacy)
+// restoreNodes puts the tailnet's saved nodes into the control server; it
+// runs before the server serves anything.
+func (t *Tailnet) restoreNodes() {
 	for _, sn := range t.store.savedNodes() {
 		if sn.Node == nil || sn.Node.Key.IsZero() {
 			continue
 		}
+		// Saved by a tailnet with a control server of its own (devcluster
+		// before its tailnets shared one), a node may have the ID of
+		// another tailnet's: it gets a free one (new addresses).
+		t.uniqueID(sn.Node)
 		u, l := t.owner(sn.Node.Tags, sn.Device.User)
+		sn.Node.User = u.ID
 		t.fields.put(sn.Node, u, l)
 		t.devices.add(sn.Node.Key, sn.Device)
 	}
-	// The control server starts with no routes or capabilities: give the
-	// restored nodes theirs.
-	t.syncAll()
-	return nil
 }
 
 // saveNodes writes the control server's live nodes to the state file.

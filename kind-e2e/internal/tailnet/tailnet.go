@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"tailscale.com/net/netns"
 	"tailscale.com/tailcfg"
 	"tailscale.com/tstest/integration/testcontrol"
 	"tailscale.com/types/key"
@@ -61,56 +59,64 @@ type Config struct {
 	Logger *log.Logger
 }
 
-// Tailnet is a running control server, DERP/STUN relay and API.
+// Tailnet is one tailnet of a running control server, DERP/STUN relay and
+// API (see StartShared): its OAuth client, auth keys, devices, policy,
+// users, Tailscale Services and MagicDNS domain are its own.
 type Tailnet struct {
-	// URL is the control server's and the API's base URL.
+	// URL is the control server's and the API's base URL, the same for
+	// every tailnet of one control server.
 	URL            string
 	MagicDNSDomain string
 	ClientID       string
 	ClientSecret   string
 	// ClientTags are the OAuth client's tags (Config.ClientTags).
 	ClientTags []string
-	// Control is the in-process control server.
+	// Control is the in-process control server, shared by the tailnets
+	// of StartShared.
 	Control *testcontrol.Server
 
 	clientTags []string
 	groups     map[string][]string
+	// ownerID is the user ID of the tailnet's owner: one per tailnet, so
+	// that user profiles of two tailnets never share an ID.
+	ownerID tailcfg.UserID
+	onTXT   func(name, value string)
 
+	hub     *server
+	api     http.Handler
 	store   *store
 	devices *deviceRegistry
-	relay   *relay
-	srv     *http.Server
-	conns   *connTracker
-	// tlsSrv and tlsConns serve Config.TLSAddr; nil without it.
-	tlsSrv   *http.Server
-	tlsConns *connTracker
-	fields   *controlFields
-	logger   *log.Logger
-	// regMu makes registrations and renames one at a time: each takes a
-	// free ID and name.
-	regMu sync.Mutex
+	fields  *controlFields
+	logger  *log.Logger
 	// saveMu orders saveNodes calls, so an older snapshot of the nodes
 	// never overwrites a newer one.
 	saveMu sync.Mutex
 	// routeMu guards routes and makes syncNode calls one at a time.
 	routeMu sync.Mutex
 	routes  routeState
-	// txtMu guards pendingTXT: DNS-01 records of service names on their
-	// way through testcontrol (serveSetDNS).
+	// txtMu guards pendingTXT: DNS-01 records of names on their way
+	// through testcontrol under another name (serveSetDNS).
 	txtMu      sync.Mutex
 	pendingTXT map[string]string
 	// appDNSSig (under routeMu) is the app connectors' DNS that nodes
 	// were last sent.
 	appDNSSig string
 	// ctx ends at Close, stopping background work (c2n fetches).
-	ctx  context.Context
-	stop context.CancelFunc
+	ctx context.Context
 }
 
-// Start runs the tailnet until Close.
+// Start runs one tailnet until Close.
 func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
-	// Nodes in this process dial loopback; no socket marks or routing tricks.
-	netns.SetEnabled(false)
+	tns, err := StartShared(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return tns[0], nil
+}
+
+// newTailnet loads one tailnet's state and policy; StartShared connects it
+// to the control server.
+func newTailnet(cfg Config, ownerID tailcfg.UserID) (*Tailnet, error) {
 	st, err := loadStore(cfg.StateFile)
 	if err != nil {
 		return nil, err
@@ -131,113 +137,22 @@ func Start(ctx context.Context, cfg Config) (*Tailnet, error) {
 	if err := st.setPolicy(pol.text); err != nil {
 		return nil, err
 	}
-	logf := func(format string, args ...any) { cfg.Logger.Debug(fmt.Sprintf(format, args...)) }
-	rl, derpMap, err := startRelay(ctx, cmp.Or(cfg.RelayHost, "127.0.0.1"), logf)
-	if err != nil {
-		return nil, err
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
-	if err != nil {
-		rl.close()
-		return nil, fmt.Errorf("tailnet listen %s: %w", cfg.Addr, err)
-	}
 	t := &Tailnet{
-		URL: "http://" + ln.Addr().String(), MagicDNSDomain: cfg.MagicDNSDomain,
-		ClientID: st.ClientID, ClientSecret: st.ClientSecret, ClientTags: slices.Clone(cfg.ClientTags),
-		clientTags: slices.Clone(cfg.ClientTags), groups: cfg.Groups,
-		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, relay: rl, logger: cfg.Logger,
+		MagicDNSDomain: cfg.MagicDNSDomain,
+		ClientID:       st.ClientID, ClientSecret: st.ClientSecret, ClientTags: slices.Clone(cfg.ClientTags),
+		clientTags: slices.Clone(cfg.ClientTags), groups: cfg.Groups, ownerID: ownerID, onTXT: cfg.OnTXT,
+		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, logger: cfg.Logger,
 		routes:     routeState{policy: pol, served: map[key.NodePublic]served{}, vip: newVIPState()},
 		pendingTXT: map[string]string{},
 	}
-	// Background work outlives Start's ctx, which only bounds starting.
-	t.ctx, t.stop = context.WithCancel(context.WithoutCancel(ctx))
-	t.Control = &testcontrol.Server{
-		Logf: logf, DERPMap: derpMap, MagicDNSDomain: cfg.MagicDNSDomain, AllOnline: true,
-		ExplicitBaseURL: t.URL,
-		// MagicDNS on: node names resolve, and HTTPS certificates are allowed.
-		DNSConfig: &tailcfg.DNSConfig{Proxied: true, Domains: []string{cfg.MagicDNSDomain}},
-		OnSetDNS: func(req *tailcfg.SetDNSRequest) error {
-			if cfg.OnTXT != nil {
-				cfg.OnTXT(t.txtName(req), req.Value)
-			}
-			return nil
-		},
-	}
-	t.Control.HoldMapRequest = t.afterMapRequest
-	if err := t.prepareControl(); err != nil {
-		ln.Close()
-		rl.close()
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/v2/", t.apiHandler())
-	for _, p := range []string{"/key", "/ts2021", "/machine/", "/generate_204", "/c2n/"} {
-		mux.Handle(p, t.Control)
-	}
-	// testcontrol panics on paths it does not know; answer those here.
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "devcluster tailnet: no such endpoint "+r.URL.Path, http.StatusNotFound)
-	})
-	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	t.conns = &connTracker{Listener: ln, conns: map[*trackedConn]struct{}{}}
-	if cfg.TLSAddr != "" {
-		tln, err := lc.Listen(ctx, "tcp", cfg.TLSAddr)
-		if err != nil {
-			ln.Close()
-			rl.close()
-			return nil, fmt.Errorf("tailnet listen %s (TLS): %w", cfg.TLSAddr, err)
-		}
-		t.tlsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-			TLSConfig:    &tls.Config{Certificates: []tls.Certificate{*cfg.TLSCert}},
-			TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
-		t.tlsConns = &connTracker{Listener: tln, conns: map[*trackedConn]struct{}{}}
-		go func() { _ = t.tlsSrv.ServeTLS(t.tlsConns, "", "") }()
-	}
-	go func() { _ = t.srv.Serve(t.conns) }()
+	t.api = t.apiHandler()
 	return t, nil
 }
 
-// Close stops the API, the control server and the relay, and saves the
-// nodes for the next Start.
-func (t *Tailnet) Close() {
-	t.stop()
-	_ = t.srv.Close()
-	t.conns.closeAll()
-	if t.tlsSrv != nil {
-		_ = t.tlsSrv.Close()
-		t.tlsConns.closeAll()
-	}
-	t.relay.close()
-	t.saveNodes()
-}
-
-// prepareControl reaches into testcontrol (see controlFields), restores the
-// saved keys and nodes, and puts a check in front of testcontrol's register
-// handler, which only knows one shared auth key: registrations must carry a
-// key minted through the API (reusable, single-use, tags, ephemeral).
-// testcontrol keeps that handler in an unexported mux, swapped here before
-// the server serves anything.
-func (t *Tailnet) prepareControl() error {
-	// The first request builds testcontrol's mux.
-	t.Control.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/generate_204", nil))
-	f, err := reachControl(t.Control)
-	if err != nil {
-		return err
-	}
-	t.fields = f
-	if err := t.restore(); err != nil {
-		return err
-	}
-	orig := *f.mux
-	guarded := http.NewServeMux()
-	guarded.Handle("/", orig)
-	guarded.HandleFunc("/machine/register", func(w http.ResponseWriter, r *http.Request) { t.serveRegister(w, r, orig) })
-	guarded.HandleFunc("/machine/map", func(w http.ResponseWriter, r *http.Request) { t.serveMap(w, r, orig) })
-	guarded.HandleFunc("/machine/set-dns", func(w http.ResponseWriter, r *http.Request) { t.serveSetDNS(w, r, orig) })
-	*f.mux = guarded
-	return nil
-}
+// Close stops the API, the control server and the relay, and saves every
+// tailnet's nodes for the next start; closing one tailnet of StartShared
+// closes them all.
+func (t *Tailnet) Close() { t.hub.close() }
 
 func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -252,8 +167,16 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	known := t.Control.Node(req.NodeKey) != nil || (!req.OldNodeKey.IsZero() && t.Control.Node(req.OldNodeKey) != nil)
-	if known && !t.devices.removed(req.NodeKey) {
+	// A node of this tailnet, not deleted; a node key of another tailnet
+	// (or a deleted device's) needs an auth key of this one.
+	mine := (t.Control.Node(req.NodeKey) != nil && t.live(req.NodeKey)) ||
+		(!req.OldNodeKey.IsZero() && t.Control.Node(req.OldNodeKey) != nil && t.live(req.OldNodeKey))
+	if mine {
 		next.ServeHTTP(w, r) // re-registration of a node already let in
+		if !req.OldNodeKey.IsZero() && !t.devices.has(req.NodeKey) {
+			// A new node key for the same device.
+			t.devices.add(req.NodeKey, t.devices.info(req.OldNodeKey))
+		}
 		if loggingOut(req) && t.devices.info(req.NodeKey).Ephemeral {
 			// As on Tailscale, an ephemeral device that logs out is
 			// deleted at once (devcluster curl's, after its request).
@@ -280,12 +203,13 @@ func (t *Tailnet) serveRegister(w http.ResponseWriter, r *http.Request, next htt
 		t.store.admit(nk, adm)
 	}
 	if known {
-		// A deleted device's node key, let in again with a new auth key:
-		// a new device, as on Tailscale.
+		// A deleted device's node key, or another tailnet's, let in
+		// again with a new auth key: a new device, as on Tailscale.
 		t.fields.remove(req.NodeKey)
+		t.hub.claim(t, req.NodeKey)
 	}
-	t.regMu.Lock()
-	defer t.regMu.Unlock()
+	t.hub.regMu.Lock()
+	defer t.hub.regMu.Unlock()
 	// testcontrol takes the new node's owner from its user table.
 	u, l := t.owner(adm.Tags, adm.User)
 	t.fields.setOwner(req.NodeKey, u, l)
@@ -357,8 +281,8 @@ func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
 	return func() {
 		// Names are decided one at a time, so two nodes never take the
 		// same free name.
-		t.regMu.Lock()
-		defer t.regMu.Unlock()
+		t.hub.regMu.Lock()
+		defer t.hub.regMu.Unlock()
 		n := t.Control.Node(req.NodeKey)
 		if n == nil || !n.Hostinfo.Valid() || n.Hostinfo.Hostname() == "" {
 			return
@@ -375,15 +299,22 @@ func (t *Tailnet) followHostname(req *tailcfg.MapRequest) (done func()) {
 	}
 }
 
-// liveNodes are the control server's nodes minus deleted devices.
+// liveNodes are the control server's nodes of this tailnet minus deleted
+// devices.
 func (t *Tailnet) liveNodes() []*tailcfg.Node {
 	var out []*tailcfg.Node
 	for _, n := range t.Control.AllNodes() {
-		if !t.devices.removed(n.Key) {
+		if t.live(n.Key) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// live reports whether the node with key k is a device of this tailnet,
+// not deleted.
+func (t *Tailnet) live(k key.NodePublic) bool {
+	return t.hub.tailnetOf(k) == t && !t.devices.removed(k)
 }
 
 // removeNode deletes a device: it disappears from the API and from its

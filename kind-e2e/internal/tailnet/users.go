@@ -23,8 +23,8 @@ func (t *Tailnet) owner(tags []string, login string) (*tailcfg.User, *tailcfg.Lo
 			&tailcfg.Login{ID: tailcfg.LoginID(taggedDevicesID), Provider: "devcluster", LoginName: "tagged-devices", DisplayName: "Tagged Devices"}
 	}
 	if login == "" || login == t.defaultLogin() {
-		return &tailcfg.User{ID: 1, DisplayName: "devcluster"},
-			&tailcfg.Login{ID: 1, Provider: "devcluster", LoginName: t.defaultLogin(), DisplayName: "devcluster"}
+		return &tailcfg.User{ID: t.ownerID, DisplayName: "devcluster"},
+			&tailcfg.Login{ID: tailcfg.LoginID(t.ownerID), Provider: "devcluster", LoginName: t.defaultLogin(), DisplayName: "devcluster"}
 	}
 	// A stable ID per login, away from 1 and from taggedDevicesID.
 	h := fnv.New32a()
