@@ -42,9 +42,12 @@ const (
 	EnvLocalAddr = "TAILPLANE_LOCAL_ADDR"
 )
 
-// protectedLabels are the keys a ProxyClass cannot replace.
+// protectedLabels are the keys a ProxyClass cannot replace: the official
+// ones, and the proxy's role, by which the pipeline tells the modules'
+// proxies apart and DNSConfig finds an egress or Ingress proxy's Pods.
 var protectedLabels = []string{
 	proxystate.LabelManaged, proxystate.LabelParentType, proxystate.LabelParentName, proxystate.LabelParentNamespace, proxystate.LabelApp,
+	proxyset.LabelProxyRole,
 }
 
 // merge returns custom plus the protected keys of current: the ProxyClass's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/handlers/service"
 )
@@ -151,7 +152,7 @@ func TestApply(t *testing.T) {
 		UseLetsEncryptStagingEnvironment: true,
 		Metrics:                          &v1alpha1.Metrics{Enable: true},
 		StatefulSet: &v1alpha1.StatefulSet{
-			Labels:      v1alpha1.Labels{"team": "net", "tailscale.com/managed": "false"},
+			Labels:      v1alpha1.Labels{"team": "net", "tailscale.com/managed": "false", "tailplane.dev/proxy-role": "hijack"},
 			Annotations: map[string]string{"note": "x"},
 			Pod: &v1alpha1.Pod{
 				Labels:       v1alpha1.Labels{"app": "hijack", "tier": "edge"},
@@ -179,6 +180,11 @@ func TestApply(t *testing.T) {
 	}
 	if tl := got.Spec.Template.Labels; tl["app"] != "uid-1" || tl["tier"] != "edge" {
 		t.Errorf("pod labels %v: the selector label must be kept", tl)
+	}
+	// The role tells the modules' proxies apart and finds an egress proxy's
+	// Pods for DNSConfig: a class's labels neither remove nor replace it.
+	if role := base.Labels[proxyset.LabelProxyRole]; role == "" || got.Labels[proxyset.LabelProxyRole] != role || got.Spec.Template.Labels[proxyset.LabelProxyRole] != role {
+		t.Errorf("proxy role %q: StatefulSet has %q, Pod %q", role, got.Labels[proxyset.LabelProxyRole], got.Spec.Template.Labels[proxyset.LabelProxyRole])
 	}
 	ps := got.Spec.Template.Spec
 	if ps.NodeSelector["kubernetes.io/os"] != "linux" || len(ps.Tolerations) != 1 || ps.DNSPolicy != corev1.DNSNone || ps.DNSConfig == nil {
