@@ -212,10 +212,18 @@ func TestConnectorLifecycle(t *testing.T) {
 // in its condition and an Event, and gets no proxy meanwhile.
 func TestConnectorWaitsForItsProxyClass(t *testing.T) {
 	h := newHarness(t, nil)
-	c := h.connector(`{"exitNode":true,"proxyClass":"missing"}`)
-	c.wantReady("False", "ConnectorCreating", "missing", 0)
-	h.wantEvent("default", c.name, "Warning", "ProxyPending", "missing")
+	class := "late-" + h.ns
+	c := h.connector(`{"exitNode":true,"proxyClass":"` + class + `"}`)
+	c.wantReady("False", "ConnectorCreating", class, 0)
+	h.wantEvent("default", c.name, "Warning", "ProxyPending", class)
 	if _, err := c.config(0); !apierrors.IsNotFound(err) {
 		t.Fatalf("a proxy was made before its ProxyClass exists: %v", err)
 	}
+	// The class appears and becomes Ready: the Connector goes on at once,
+	// with nothing else touching it.
+	h.createProxyClass(class, "registry.example.com/proxy:late")
+	testpoll.Until(t, settle, "the Connector's proxy once its ProxyClass is Ready", func() error {
+		_, err := c.config(0)
+		return err
+	})
 }

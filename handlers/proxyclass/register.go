@@ -94,4 +94,6 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 func (m *module) resyncUsers(name string) {
 	m.d.EnqueueIndexed(cluster.IndexServicesByProxyClass, name, resources.Services)
 	m.d.EnqueueIndexed(cluster.IndexIngressesByProxyClass, name, resources.Ingresses)
+	m.d.EnqueueIndexed(cluster.IndexConnectorsByProxyClass, name, resources.Connectors)
+	m.d.EnqueueIndexed(cluster.IndexProxyGroupsByProxyClass, name, resources.ProxyGroups)
 }

@@ -22,6 +22,12 @@ const (
 	IndexIngressesByClass = "ingresses-by-class"
 	// IndexIngressesByBackend: "namespace/service" -> Ingresses routing to it.
 	IndexIngressesByBackend = "ingresses-by-backend"
+	// IndexConnectorsByProxyClass: ProxyClass name -> names of the
+	// Connectors that use it (spec.proxyClass).
+	IndexConnectorsByProxyClass = "connectors-by-proxyclass"
+	// IndexProxyGroupsByProxyClass: ProxyClass name -> names of the
+	// ProxyGroups that use it (spec.proxyClass, else PROXY_DEFAULT_CLASS).
+	IndexProxyGroupsByProxyClass = "proxygroups-by-proxyclass"
 )
 
 // IndexParents registers the indexes that find parents from the objects they
@@ -36,6 +42,21 @@ func (d *Deps) IndexParents() {
 	}
 	d.Op.Index(resources.Services, IndexServicesByProxyClass, byClass, d.Scope()...)
 	d.Op.Index(resources.Ingresses, IndexIngressesByProxyClass, byClass, d.Scope()...)
+	// Cluster-scoped parents: their values are their names.
+	specClass := func(fallback string) func(obj *unstructured.Unstructured) map[string]any {
+		return func(obj *unstructured.Unstructured) map[string]any {
+			name, _, _ := unstructured.NestedString(obj.Object, "spec", "proxyClass")
+			if name == "" {
+				name = fallback
+			}
+			if name == "" {
+				return nil
+			}
+			return map[string]any{name: obj.GetName()}
+		}
+	}
+	d.Op.Index(resources.Connectors, IndexConnectorsByProxyClass, specClass(""))
+	d.Op.Index(resources.ProxyGroups, IndexProxyGroupsByProxyClass, specClass(d.Settings.DefaultProxyClass))
 	d.Op.Index(resources.Ingresses, IndexIngressesByClass, func(obj *unstructured.Unstructured) map[string]any {
 		class, _, _ := unstructured.NestedString(obj.Object, "spec", "ingressClassName")
 		if class == "" {
@@ -46,10 +67,15 @@ func (d *Deps) IndexParents() {
 }
 
 // EnqueueIndexed has the runtime handle again the objects of resource
-// found under key in index (values are "namespace/name").
+// found under key in index (values are "namespace/name", or the name of a
+// cluster-scoped object).
 func (d *Deps) EnqueueIndexed(index, key string, resource schema.GroupVersionResource) {
 	for _, k := range d.Indexed(index, key, resource) {
-		d.Op.Enqueue(resource, k.Namespace+"/"+k.Name, 0)
+		key := k.Name
+		if k.Namespace != "" {
+			key = k.Namespace + "/" + k.Name
+		}
+		d.Op.Enqueue(resource, key, 0)
 	}
 }
 
@@ -63,7 +89,10 @@ func (d *Deps) Indexed(index, key string, resource schema.GroupVersionResource) 
 	var out []runtime.Key
 	for _, v := range x.Get(key) {
 		if s, ok := v.(string); ok {
-			ns, name, _ := strings.Cut(s, "/")
+			ns, name, namespaced := strings.Cut(s, "/")
+			if !namespaced {
+				ns, name = "", s
+			}
 			out = append(out, runtime.Key{Resource: resource, Namespace: ns, Name: name})
 		}
 	}
