@@ -95,7 +95,11 @@ func (d *Devices) Read(ctx context.Context, parent proxyset.Parent, want int, ca
 		return nil, err
 	}
 	set := Group(parent, want, list)
-	d.setSettled(names.Base, d.cacheSuffices(set))
+	if cached != nil {
+		// Only callers with a cache are remembered: a set read by others
+		// alone leaves no entry behind.
+		d.setSettled(names.Base, d.cacheSuffices(set))
+	}
 	return set, nil
 }
 
