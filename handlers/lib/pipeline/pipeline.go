@@ -138,6 +138,9 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 			return err
 		}
 	}
+	// The index serves the replicas while every one has a device; one
+	// about to be handed a key is read from the API server, since the key
+	// decision must see the latest config (device.Devices.Read).
 	proxy, err := p.dev.Read(ctx, parent, len(plan.Hostnames), p.cachedStates(parent))
 	if err != nil {
 		return err
