@@ -16,6 +16,7 @@ import (
 	"tailscale.com/ipn"
 	"tailscale.com/tsnet"
 
+	devicekeys "github.com/tailplane/tailplane/handlers/lib/device"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/internal/tslog"
 )
@@ -174,6 +175,12 @@ func (d *device) keyDescription() string {
 	return desc[:min(len(desc), tailnet.MaxKeyDescription)]
 }
 
+// keys are the operator device's auth keys: the repository's one key path
+// (handlers/lib/device).
+func (d *device) keys() devicekeys.Keys {
+	return devicekeys.Keys{Backend: d.cfg.Backend, Log: d.cfg.Log, Of: "the operator's device"}
+}
+
 // mintKey mints the auth key of a new device, as the official operator
 // does: preauthorized, single-use, not ephemeral, with the initial tags.
 // Keys minted for it earlier that can still create a device (an operator
@@ -183,13 +190,9 @@ func (d *device) keyDescription() string {
 func (d *device) mintKey(ctx context.Context) (string, error) {
 	backoff := time.Second
 	for {
-		err := d.revokeUnusedKeys(ctx)
+		k, err := d.keys().Mint(ctx, d.keyDescription(), d.cfg.Tags)
 		if err == nil {
-			var k tailnet.AuthKey
-			k, err = d.cfg.Backend.MintAuthKey(ctx, tailnet.KeyRequest{Tags: d.cfg.Tags, Preauthorized: true, Description: d.keyDescription()})
-			if err == nil {
-				return k.Key, nil
-			}
+			return k.Key, nil
 		}
 		err = fmt.Errorf("mint the auth key of the operator's tailnet device (tags %s): %w", strings.Join(d.cfg.Tags, ","), err)
 		if !tailnet.Temporary(err) {
@@ -209,20 +212,8 @@ func (d *device) mintKey(ctx context.Context) (string, error) {
 // a device: before a new one is minted, and once the device joined (its own
 // key is spent by then).
 func (d *device) revokeUnusedKeys(ctx context.Context) error {
-	keys, err := d.cfg.Backend.ListAuthKeys(ctx)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if k.Description != d.keyDescription() || k.Invalid {
-			continue
-		}
-		if err := d.cfg.Backend.RevokeAuthKey(ctx, k.ID); err != nil {
-			return err
-		}
-		d.cfg.Log.Info("revoked an unused auth key of the operator's device", "key_id", k.ID)
-	}
-	return nil
+	desc := d.keyDescription()
+	return d.keys().RevokeUnused(ctx, func(s string) bool { return s == desc })
 }
 
 // waitRunning follows the node's state until Running. A node that needs a

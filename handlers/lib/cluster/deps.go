@@ -7,14 +7,15 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tailplane/tailplane/handlers/lib/device"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
 
 // LabelHostname is put on config Secrets so that a tailnet hostname already
-// claimed by another parent is found with one list call.
-const LabelHostname = "tailplane.dev/hostname"
+// claimed by another parent is found with one list call (device.Claims).
+const LabelHostname = device.LabelHostname
 
 // FieldManager is the server-side apply field manager of every child.
 const FieldManager = "tailplane"

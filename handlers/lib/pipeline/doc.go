@@ -10,8 +10,13 @@
 // config Secret, state Secret, auth key and device (proxyset.Names.Replica).
 // Scaling down deletes the removed replicas' devices and Secrets; deleting
 // the parent, or a parent that stops asking for a proxy, deletes them all.
+// Those device parts (keys, devices, reading the replicas, removing them,
+// hostname claims) are handlers/lib/device's, for any workload: the
+// pipeline renders tailplane-proxy (Settings.ProxyImage, the module's proxy
+// config) on top of it, and reads its replicas' state Secrets from its
+// index while no auth key is to be decided (device.Devices.Read).
 //
-// It may import handlers/lib/cluster, handlers/lib/proxyset, handlers/lib/proxyclassrules, the
-// shared internal packages and runtime; modules import it, never the other
-// way round.
+// It may import handlers/lib/cluster, handlers/lib/device,
+// handlers/lib/proxyset, handlers/lib/proxyclassrules, the shared internal
+// packages and runtime; modules import it, never the other way round.
 package pipeline

@@ -2,10 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,7 +22,8 @@ import (
 )
 
 // IndexProxiesByRole: "<role>/<parent namespace>/<parent name label>" ->
-// the names of that parent's state Secrets of that role.
+// that parent's state Secrets of that role, with their labels and only the
+// keys the operator reads (cachedState).
 const IndexProxiesByRole = "proxies-by-role"
 
 // stateSelector selects the managed state Secrets.
@@ -44,7 +48,7 @@ func (p *Pipeline) watchState() {
 		if role == "" {
 			return nil
 		}
-		return map[string]any{role + "/" + l[proxystate.LabelParentNamespace] + "/" + l[proxystate.LabelParentName]: obj.GetName()}
+		return map[string]any{role + "/" + l[proxystate.LabelParentNamespace] + "/" + l[proxystate.LabelParentName]: cachedState(obj)}
 	}, opts...)
 	p.d.Op.Watch(resources.Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		l := obj.GetLabels()
@@ -83,6 +87,39 @@ func legacyResource(parentType string) (res schema.GroupVersionResource, ok bool
 		return resources.Ingresses, true
 	}
 	return res, false
+}
+
+// cachedState is a state Secret as the index keeps it: its name and labels
+// and the keys in stateKeys (and the Pod UID config_applied is compared
+// with), not tailscaled's own state.
+func cachedState(obj *unstructured.Unstructured) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Namespace: obj.GetNamespace(), Labels: obj.GetLabels()},
+		Data: map[string][]byte{}}
+	data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
+	for _, k := range append(stateKeys, proxystate.KeyPodUID) {
+		if v, ok := data[k]; ok {
+			if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+				s.Data[k] = b
+			}
+		}
+	}
+	return s
+}
+
+// cachedStates are the state Secrets of parent's proxy in the index (nil
+// when there is no index).
+func (p *Pipeline) cachedStates(parent proxyset.Parent) []*corev1.Secret {
+	x := p.d.Op.GetIndex(IndexProxiesByRole)
+	if x == nil {
+		return nil
+	}
+	out := []*corev1.Secret{}
+	for _, v := range x.Get(parent.Role + "/" + parent.Namespace + "/" + proxyset.TruncateLabelValue(parent.Name)) {
+		if s, ok := v.(*corev1.Secret); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // hasProxy reports whether the parent (namespace, name) has a proxy of

@@ -19,9 +19,9 @@ const JobOrphanedKeys = "orphaned-auth-keys"
 // registerOrphanSweep has the runtime search the operator's tailnet for
 // orphaned auth keys at every start of leadership and every
 // Deps.OrphanKeySweep, when its keys carry no description to find them by
-// (Headscale). On the Tailscale API the description does it: authKey
-// revokes a replica's leftover keys before minting, and deleteProxy and
-// removeReplica revoke them with the replica.
+// (Headscale). On the Tailscale API the description does it:
+// device.Devices.AuthKey revokes a replica's leftover keys before minting,
+// and its Remove and RemoveReplica revoke them with the replica.
 func (p *Pipeline) registerOrphanSweep() {
 	if _, ok := p.d.Backend.(tailnet.KeySweeper); !ok {
 		return

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/device"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
@@ -32,7 +34,8 @@ type Pipeline struct {
 
 	mu      sync.Mutex
 	modules map[string]*Module // by role
-	claims  hostnameClaims
+	dev     *device.Devices
+	claims  *device.Claims
 }
 
 // New returns the pipeline of the modules that share d, and starts watching
@@ -42,7 +45,9 @@ type Pipeline struct {
 // sweeping the proxies whose parent left without its delete handler.
 func New(d *cluster.Deps) *Pipeline {
 	p := &Pipeline{d: d, modules: map[string]*Module{}}
-	p.claims.wake = p.enqueueKey
+	p.dev = &device.Devices{Kube: d.Kube, Namespace: d.Settings.Namespace, Log: d.Log, Kind: "proxy",
+		KeyInConfig: func(s *corev1.Secret) string { key, _ := proxyset.AuthKeyFor(s, nil); return key }}
+	p.claims = &device.Claims{Kube: d.Kube, Namespace: d.Settings.Namespace, Wake: p.enqueueParent}
 	p.watchState()
 	p.registerOrphanSweep()
 	p.registerStraySweep()
@@ -123,7 +128,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		return err
 	}
 	parent := m.parent(obj)
-	if err := p.claims.claim(ctx, p.d, parent, plan.Hostnames, p.describe); err != nil {
+	if err := p.claims.Claim(ctx, parent, plan.Hostnames, p.describe); err != nil {
 		// Retried: the other parent may give the name up.
 		return errors.Join(m.Report(ctx, obj, Outcome{Stage: Invalid, Cause: CauseHostnameTaken, Message: err.Error()}),
 			runtime.Temporary(err, HostnameRetry))
@@ -133,13 +138,16 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 			return err
 		}
 	}
-	proxy, err := p.read(ctx, parent, len(plan.Hostnames))
+	// The index serves the replicas while every one has a device; one
+	// about to be handed a key is read from the API server, since the key
+	// decision must see the latest config (device.Devices.Read).
+	proxy, err := p.dev.Read(ctx, parent, len(plan.Hostnames), p.cachedStates(parent))
 	if err != nil {
 		return err
 	}
 	configs := make([]*config.Config, len(plan.Hostnames))
 	for i, r := range proxy.Replicas {
-		key, err := p.authKey(ctx, be, r, plan.Tags)
+		key, err := p.dev.AuthKey(ctx, be, r, plan.Tags)
 		if err != nil {
 			msg := err.Error()
 			if refused, ok := RefusedTags(err, plan.Tags); ok {
@@ -173,7 +181,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		// rejects, say) is what the user must fix.
 		return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseApply, Message: "failed to provision proxy: " + err.Error()}))
 	}
-	if err := p.scaleDown(ctx, be, proxy); err != nil {
+	if err := p.dev.ScaleDown(ctx, be, proxy); err != nil {
 		return err
 	}
 	if plan.AfterApply != nil {
@@ -236,7 +244,7 @@ func RenamePending(dev proxyset.Device, hostname string) string {
 // the finalizer.
 func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Unstructured) error {
 	parent := m.parent(obj)
-	proxy, err := p.read(ctx, parent, 0)
+	proxy, err := p.ReadProxy(ctx, parent, 0)
 	if err != nil {
 		return err
 	}
@@ -284,10 +292,9 @@ func (p *Pipeline) resourceOf(role string) (schema.GroupVersionResource, bool) {
 	return schema.GroupVersionResource{}, false
 }
 
-// enqueueKey has the runtime handle a parent ("role/namespace/name") again
+// enqueueParent has the runtime handle the parent of a proxy of role again
 // after delay.
-func (p *Pipeline) enqueueKey(key string, after time.Duration) {
-	role, ns, name := splitKey(key)
+func (p *Pipeline) enqueueParent(role, ns, name string, after time.Duration) {
 	if res, ok := p.resourceOf(role); ok {
 		p.d.Op.Enqueue(res, objectKey(ns, name), after)
 	}

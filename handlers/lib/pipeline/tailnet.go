@@ -73,7 +73,7 @@ func (p *Pipeline) backend(m *Module, obj *unstructured.Unstructured) (tailnet.B
 // pipeline then makes the proxy again in the new one.
 func (p *Pipeline) moveTailnet(ctx context.Context, m *Module, obj *unstructured.Unstructured, want string) error {
 	parent := m.parent(obj)
-	proxy, err := p.read(ctx, parent, 0)
+	proxy, err := p.ReadProxy(ctx, parent, 0)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (p *Pipeline) cleanupBackend(ctx context.Context, m *Module, obj *unstructu
 	name := m.tailnetOf(obj)
 	// The tailnet the replicas were made in wins: obj may name another
 	// one by now (its annotation went with the one asking for a proxy).
-	proxy, err := p.read(ctx, m.parent(obj), 0)
+	proxy, err := p.ReadProxy(ctx, m.parent(obj), 0)
 	if err != nil {
 		return nil, err
 	}
