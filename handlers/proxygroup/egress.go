@@ -65,6 +65,8 @@ type EgressMember struct {
 	Target config.EgressTarget
 	// Ports are the Service's ports.
 	Ports []corev1.ServicePort
+	// pg is the group, once admitted.
+	pg *v1alpha1.ProxyGroup
 }
 
 // EgressMemberOf reads an egress member; the error is why it is refused.

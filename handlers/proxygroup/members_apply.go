@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
@@ -34,16 +33,20 @@ const LabelMemberKind = "tailplane.dev/member-kind"
 // SecretTypeCerts is the secret-type label of shared certificate Secrets.
 const SecretTypeCerts = "certs"
 
-// memberKind is what differs between Ingress and Service members.
+// memberKind is what differs between Ingress and Service members, whose
+// lifecycle (pipeline.MemberModule) is otherwise one: each is a Tailscale
+// Service that every replica of its group hosts.
 type memberKind struct {
 	kind      string
 	resource  schema.GroupVersionResource
 	finalizer string
+	index     string
 	isMember  func(*unstructured.Unstructured) bool
 	// render returns the member, or why it cannot be served.
 	render func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error)
 	// status writes the member's status: advertising of total replicas
-	// host its service (domain and addrs known once one does).
+	// host its service (domain and addrs known once one does); m nil
+	// clears it.
 	status func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error
 	// invalid shows why the member cannot be served.
 	invalid func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error
@@ -57,58 +60,71 @@ type memberStatus struct {
 	Addrs   []string
 }
 
-func registerMembers(op *runtime.Operator, g *groups) {
-	for _, k := range []*memberKind{g.ingressKind(), g.serviceKind()} {
-		k := k
-		opts := g.d.Scope(runtime.When(runtime.Or(k.isMember, hasFinalizer(k.finalizer))), g.d.StateStore())
-		sync := func(ctx context.Context, ev *runtime.Event) (any, error) {
-			if !k.isMember(ev.Object) {
-				return nil, cluster.Retry(g.release(ctx, k, ev.Object, true), ev.Retry)
+// admitted is a member that may be served, with its group.
+type admitted struct {
+	m  *Member
+	pg *v1alpha1.ProxyGroup
+	be tailnet.Backend
+}
+
+// memberModule is k as a pipeline member.
+func (g *groups) memberModule(k *memberKind) pipeline.MemberModule[admitted] {
+	return pipeline.MemberModule[admitted]{
+		ID: "proxygroup-" + strings.ToLower(k.kind), Resource: k.resource, Kind: k.kind, Finalizer: k.finalizer,
+		Index: k.index, GroupResource: resources.ProxyGroups, IsOurs: k.isMember, Group: groupOf,
+		Admit: func(ctx context.Context, obj *unstructured.Unstructured) (admitted, bool, error) {
+			return g.admit(ctx, k, obj)
+		},
+		Serve: func(ctx context.Context, obj *unstructured.Unstructured, a admitted) error {
+			return g.serve(ctx, k, obj, a)
+		},
+		Release: func(ctx context.Context, obj *unstructured.Unstructured) error {
+			if err := g.sweepAll(ctx, k.kind, obj); err != nil {
+				return err
 			}
-			return nil, cluster.Retry(g.serve(ctx, k, ev.Object), ev.Retry)
-		}
-		cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
-			return nil, cluster.Retry(g.release(ctx, k, ev.Object, false), ev.Retry)
-		}
-		id := "proxygroup-" + strings.ToLower(k.kind)
-		op.On(k.resource, id+"-sync", sync, append(opts,
-			runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))...)
-		op.OnDelete(k.resource, id+"-cleanup", cleanup, opts...)
+			return g.deleteCertSecrets(ctx, k.kind, obj.GetNamespace(), obj.GetName())
+		},
+		Clear: func(ctx context.Context, obj *unstructured.Unstructured) error {
+			return k.status(ctx, obj, nil, memberStatus{})
+		},
 	}
 }
 
-func hasFinalizer(f string) runtime.Predicate {
-	return func(obj *unstructured.Unstructured) bool { return slices.Contains(obj.GetFinalizers(), f) }
+// groupOf is the ProxyGroup an object names.
+func groupOf(obj *unstructured.Unstructured) string { return obj.GetAnnotations()[AnnotationProxyGroup] }
+
+// admit renders obj and checks that its group exists, is of type ingress
+// and that the group's tailnet offers Tailscale Services.
+func (g *groups) admit(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) (admitted, bool, error) {
+	m, err := k.render(ctx, obj)
+	if err != nil {
+		return admitted{}, false, k.invalid(ctx, obj, ReasonIngressSvcInvalid, err.Error())
+	}
+	pg, err := g.group(ctx, m.Group)
+	if err != nil {
+		return admitted{}, false, err
+	}
+	switch {
+	case pg == nil:
+		return admitted{}, false, k.invalid(ctx, obj, ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", m.Group))
+	case pg.Spec.Type != v1alpha1.ProxyGroupTypeIngress:
+		return admitted{}, false, k.invalid(ctx, obj, ReasonIngressSvcInvalid, fmt.Sprintf("ProxyGroup %q is of type %q; %ss need a ProxyGroup of type ingress", m.Group, pg.Spec.Type, m.Kind))
+	}
+	be, err := g.backend(pg)
+	if err != nil {
+		return admitted{}, false, err
+	}
+	if msg := tailnet.Unsupported(be, fmt.Sprintf("this %s, served by ProxyGroup %q,", m.Kind, m.Group), tailnet.FeatureServices); msg != "" {
+		return admitted{}, false, k.invalid(ctx, obj, ReasonIngressSvcInvalid, msg)
+	}
+	return admitted{m: m, pg: pg, be: be}, true, nil
 }
 
 // serve makes obj's Tailscale Service exist, owned by obj, and writes obj's
 // status from its group's replicas; the group's own handler puts the
 // service into the replicas' configs.
-func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
-	m, err := k.render(ctx, obj)
-	if err != nil {
-		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, err.Error())
-	}
-	pg, err := g.group(ctx, m.Group)
-	if err != nil {
-		return err
-	}
-	switch {
-	case pg == nil:
-		return k.invalid(ctx, obj, ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", m.Group))
-	case pg.Spec.Type != v1alpha1.ProxyGroupTypeIngress:
-		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, fmt.Sprintf("ProxyGroup %q is of type %q; %ss need a ProxyGroup of type ingress", m.Group, pg.Spec.Type, m.Kind))
-	}
-	be, err := g.backend(pg)
-	if err != nil {
-		return err
-	}
-	if msg := tailnet.Unsupported(be, fmt.Sprintf("this %s, served by ProxyGroup %q,", m.Kind, m.Group), tailnet.FeatureServices); msg != "" {
-		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, msg)
-	}
-	if err := g.addFinalizer(ctx, k, obj); err != nil {
-		return err
-	}
+func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, a admitted) error {
+	m, be := a.m, a.be
 	existing, err := be.GetService(ctx, m.ServiceName())
 	if err != nil {
 		return err
@@ -134,7 +150,7 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 			return err
 		}
 	}
-	st, err := g.memberStatus(ctx, pg, m.ServiceName())
+	st, err := g.memberStatus(ctx, a.pg, m.ServiceName())
 	if err != nil {
 		return err
 	}
@@ -240,25 +256,6 @@ func (g *groups) sweep(ctx context.Context, be tailnet.Backend, kind string, obj
 	return nil
 }
 
-// release undoes serve: the Tailscale Services obj owns, its shared
-// certificate, its status (when it only left the group), then the
-// finalizer. The group dropped the service from its replicas already: obj
-// left its index.
-func (g *groups) release(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, clearStatus bool) error {
-	if err := g.sweepAll(ctx, k.kind, obj); err != nil {
-		return err
-	}
-	if err := g.deleteCertSecrets(ctx, k.kind, obj.GetNamespace(), obj.GetName()); err != nil {
-		return err
-	}
-	if clearStatus {
-		if err := k.status(ctx, obj, nil, memberStatus{}); err != nil {
-			return err
-		}
-	}
-	return g.removeFinalizer(ctx, k, obj)
-}
-
 func certLabels(kind, namespace, name string) map[string]string {
 	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: SecretTypeCerts,
 		LabelMemberKind: strings.ToLower(kind), proxystate.LabelParentNamespace: namespace,
@@ -303,44 +300,6 @@ func (g *groups) deleteCertSecrets(ctx context.Context, kind, namespace, name st
 		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, kind, namespace, name, err)
 		}
-	}
-	return nil
-}
-
-func (g *groups) addFinalizer(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
-	if slices.Contains(obj.GetFinalizers(), k.finalizer) {
-		return nil
-	}
-	return g.setFinalizers(ctx, k, obj, append(slices.Clone(obj.GetFinalizers()), k.finalizer))
-}
-
-func (g *groups) removeFinalizer(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
-	cur, err := g.d.Dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(cur.GetFinalizers(), k.finalizer) {
-		return nil
-	}
-	return g.setFinalizers(ctx, k, cur, slices.DeleteFunc(slices.Clone(cur.GetFinalizers()), func(f string) bool { return f == k.finalizer }))
-}
-
-// setFinalizers writes the list guarded by the resourceVersion read, so
-// that a finalizer added meanwhile by someone else is never dropped.
-func (g *groups) setFinalizers(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, list []string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": list, "resourceVersion": obj.GetResourceVersion()}})
-	if err != nil {
-		return err
-	}
-	_, err = g.d.Dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsConflict(err) {
-		return runtime.Temporary(fmt.Errorf("%s %s/%s changed while its finalizers were updated: %w", k.kind, obj.GetNamespace(), obj.GetName(), err), 0)
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("update finalizers of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
 }

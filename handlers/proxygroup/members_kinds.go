@@ -31,7 +31,7 @@ func (g *groups) ingressKind() *memberKind {
 		return &ing, nil
 	}
 	return &memberKind{
-		kind: "Ingress", resource: resources.Ingresses, finalizer: FinalizerIngress, isMember: g.isIngressMember,
+		kind: "Ingress", resource: resources.Ingresses, finalizer: FinalizerIngress, index: indexIngressMembers, isMember: g.isIngressMember,
 		render: func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error) {
 			ing, err := decodeIng(obj)
 			if err != nil {
@@ -95,7 +95,7 @@ func (g *groups) serviceKind() *memberKind {
 		return g.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, status)
 	}
 	return &memberKind{
-		kind: "Service", resource: resources.Services, finalizer: FinalizerService, isMember: g.isServiceMember,
+		kind: "Service", resource: resources.Services, finalizer: FinalizerService, index: indexServiceMembers, isMember: g.isServiceMember,
 		render: func(_ context.Context, obj *unstructured.Unstructured) (*Member, error) {
 			svc, err := cluster.DecodeService(obj)
 			if err != nil {

@@ -6,14 +6,12 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/ingress"
@@ -32,32 +30,16 @@ import (
 
 // Indexes of members by ProxyGroup name (values "namespace/name").
 const (
-	IndexIngressMembers = "proxygroup-ingresses"
-	IndexServiceMembers = "proxygroup-services"
+	indexIngressMembers = "proxygroup-ingresses"
+	indexServiceMembers = "proxygroup-services"
+	indexEgressMembers  = "proxygroup-egress"
 )
 
 type groups struct {
 	d *cluster.Deps
 	p *pipeline.Pipeline
-
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // by group: egress port allocation
-}
-
-// lockGroup serializes the egress port allocation of one group.
-func (g *groups) lockGroup(name string) (unlock func()) {
-	g.mu.Lock()
-	if g.locks == nil {
-		g.locks = map[string]*sync.Mutex{}
-	}
-	l := g.locks[name]
-	if l == nil {
-		l = &sync.Mutex{}
-		g.locks[name] = l
-	}
-	g.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	// The group's members, by kind.
+	ingresses, services, egresses *pipeline.Members
 }
 
 // Register adds ProxyGroups to the pipeline and their members' handlers:
@@ -66,6 +48,7 @@ func (g *groups) lockGroup(name string) (unlock func()) {
 // group re-handles its members.
 func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	g := &groups{d: d, p: p}
+	registerEgress(op, g)
 	p.Register(op, pipeline.Module{
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
 		ParentType: ParentType, Role: cluster.RoleProxyGroup, ProxyKind: proxyclassrules.L7, ClusterScoped: true,
@@ -75,37 +58,9 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		Report:  g.report,
 		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
 	})
-	op.Index(resources.Ingresses, IndexIngressMembers, func(obj *unstructured.Unstructured) map[string]any {
-		if !g.isIngressMember(obj) || obj.GetDeletionTimestamp() != nil {
-			return nil
-		}
-		return map[string]any{obj.GetAnnotations()[AnnotationProxyGroup]: obj.GetNamespace() + "/" + obj.GetName()}
-	}, d.Scope()...)
-	op.Index(resources.Services, IndexServiceMembers, func(obj *unstructured.Unstructured) map[string]any {
-		if !g.isServiceMember(obj) || obj.GetDeletionTimestamp() != nil {
-			return nil
-		}
-		return map[string]any{obj.GetAnnotations()[AnnotationProxyGroup]: obj.GetNamespace() + "/" + obj.GetName()}
-	}, d.Scope()...)
-	groupsOf := func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
-		var keys []runtime.Key
-		for _, o := range []*unstructured.Unstructured{old, obj} {
-			if o == nil {
-				continue
-			}
-			if name := o.GetAnnotations()[AnnotationProxyGroup]; name != "" {
-				keys = append(keys, runtime.Key{Resource: resources.ProxyGroups, Name: name})
-			}
-		}
-		return keys
-	}
-	op.Watch(resources.Ingresses, "proxygroup-of-ingress", groupsOf, d.Scope()...)
-	op.Watch(resources.Services, "proxygroup-of-service", groupsOf, d.Scope()...)
-	op.Watch(resources.ProxyGroups, "proxygroup-members", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return g.memberKeys(obj.GetName())
-	})
-	registerMembers(op, g)
-	registerEgress(op, g)
+	g.ingresses = pipeline.RegisterMember(p, op, g.memberModule(g.ingressKind()))
+	g.services = pipeline.RegisterMember(p, op, g.memberModule(g.serviceKind()))
+	g.egresses = pipeline.RegisterMember(p, op, g.egressModule())
 	registerAPIServer(op, g)
 }
 
@@ -178,7 +133,7 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		}
 		byName[m.ServiceName()], created[m.ServiceName()] = m, ts
 	}
-	for _, k := range g.d.Indexed(IndexIngressMembers, group, resources.Ingresses) {
+	for _, k := range g.ingresses.Keys(group) {
 		ing, err := g.d.Kube.NetworkingV1().Ingresses(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -195,7 +150,7 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		}
 		add(m, ing.CreationTimestamp)
 	}
-	for _, k := range g.d.Indexed(IndexServiceMembers, group, resources.Services) {
+	for _, k := range g.services.Keys(group) {
 		svc, err := g.d.Kube.CoreV1().Services(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -267,9 +222,7 @@ func (g *groups) unsupported(pg *v1alpha1.ProxyGroup) string {
 
 // memberKeys are the group's members of every kind.
 func (g *groups) memberKeys(group string) []runtime.Key {
-	keys := g.d.Indexed(IndexIngressMembers, group, resources.Ingresses)
-	keys = append(keys, g.d.Indexed(IndexServiceMembers, group, resources.Services)...)
-	return append(keys, g.d.Indexed(IndexEgressMembers, group, resources.Services)...)
+	return slices.Concat(g.ingresses.Keys(group), g.services.Keys(group), g.egresses.Keys(group))
 }
 
 // isIngressMember: an Ingress of our class that names a ProxyGroup.
