@@ -91,7 +91,9 @@ func (g *groups) memberModule(k *memberKind) pipeline.MemberModule[admitted] {
 }
 
 // groupOf is the ProxyGroup an object names.
-func groupOf(obj *unstructured.Unstructured) string { return obj.GetAnnotations()[AnnotationProxyGroup] }
+func groupOf(obj *unstructured.Unstructured) string {
+	return obj.GetAnnotations()[AnnotationProxyGroup]
+}
 
 // admit renders obj and checks that its group exists, is of type ingress
 // and that the group's tailnet offers Tailscale Services.
