@@ -35,16 +35,16 @@ func registerAPIServer(op *runtime.Operator, g *groups) {
 // group; someone else's makes the group invalid) and its certificate
 // Secret, and returns the replicas' configs.
 func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (*pipeline.Plan, error) {
-	m := APIServerMember(pg, plan.Tags)
+	m := apiServerMember(pg, plan.Tags)
 	be, err := g.backend(pg)
 	if err != nil {
 		return nil, err
 	}
-	existing, err := be.GetService(ctx, m.ServiceName())
+	existing, err := be.GetService(ctx, m.serviceName())
 	if err != nil {
 		return nil, err
 	}
-	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	want, err := m.desired(existing, g.d.OperatorNodeID)
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
@@ -53,20 +53,20 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 			return nil, err
 		}
 	}
-	if err := g.sweep(ctx, be, "ProxyGroup", proxyGroupObject(pg), m.ServiceName()); err != nil {
+	if err := g.sweep(ctx, be, "ProxyGroup", proxyGroupObject(pg), m.serviceName()); err != nil {
 		return nil, err
 	}
-	secret := CertSecretName(APIServerHostname(pg))
+	secret := CertSecretName(apiServerHostname(pg))
 	if err := g.ensureCertSecret(ctx, secret, certLabels("ProxyGroup", "", pg.Name)); err != nil {
 		return nil, err
 	}
 	plan.ExtraSecrets = []string{secret}
 	plan.Config = func(i int, key string) (*config.Config, error) {
-		return APIServerConfig(pg, plan.Tags, "", key, i), nil
+		return apiServerConfig(pg, plan.Tags, "", key, i), nil
 	}
 	plan.AfterApply = func(ctx context.Context, _ *proxyset.Objects) error {
-		if APIServerMode(pg) == config.APIServerAuth {
-			return g.d.Apply(ctx, ImpersonatorBinding(pg, g.d.Settings.Namespace))
+		if apiServerMode(pg) == config.APIServerAuth {
+			return g.d.Apply(ctx, impersonatorBinding(pg, g.d.Settings.Namespace))
 		}
 		return g.deleteImpersonatorBinding(ctx, pg.Name)
 	}
@@ -106,9 +106,9 @@ func apiServerStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome, st *v1alpha1
 	valid := metav1.Condition{Type: ConditionAPIServerValid, Status: metav1.ConditionTrue, Reason: ReasonAPIServerValid,
 		Message: ReasonAPIServerValid, ObservedGeneration: pg.Generation}
 	if out.Stage == pipeline.Invalid {
-		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, ReasonAPIServerInvalid, out.Message
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, reasonAPIServerInvalid, out.Message
 	}
-	service, domain, advertising := "svc:"+APIServerHostname(pg), "", 0
+	service, domain, advertising := "svc:"+apiServerHostname(pg), "", 0
 	for _, d := range out.Devices {
 		if _, dom, ok := strings.Cut(d.FQDN, "."); ok && domain == "" {
 			domain = dom
@@ -117,12 +117,12 @@ func apiServerStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome, st *v1alpha1
 			advertising++
 		}
 	}
-	configured := metav1.Condition{Type: ConditionAPIServerConfigured, Status: metav1.ConditionFalse, Reason: ReasonAPIServerNoBackends,
-		Message: fmt.Sprintf(messageBackendsAdvertising, advertising, Replicas(pg)), ObservedGeneration: pg.Generation}
+	configured := metav1.Condition{Type: ConditionAPIServerConfigured, Status: metav1.ConditionFalse, Reason: reasonAPIServerNoBackends,
+		Message: fmt.Sprintf(messageBackendsAdvertising, advertising, replicaCount(pg)), ObservedGeneration: pg.Generation}
 	st.URL = ""
 	if advertising > 0 {
 		configured.Status, configured.Reason = metav1.ConditionTrue, ReasonAPIServerConfigured
-		st.URL = APIServerURL(pg, domain)
+		st.URL = apiServerURL(pg, domain)
 	}
 	st.Conditions = conditions.Set(conditions.Set(st.Conditions, valid), configured)
 }

@@ -66,7 +66,7 @@ func registerEgress(op *runtime.Operator, g *groups) {
 // externalName pointed there.
 func (g *groups) egressModule() pipeline.MemberModule[*EgressMember] {
 	return pipeline.MemberModule[*EgressMember]{
-		ID: "proxygroup-egress", Resource: resources.Services, Kind: "Service", Finalizer: FinalizerEgress,
+		ID: "proxygroup-egress", Resource: resources.Services, Kind: "Service", Finalizer: finalizerEgress,
 		Index: indexEgressMembers, GroupResource: resources.ProxyGroups, IsOurs: isEgressMember, Group: groupOf,
 		Admit: g.admitEgress, Serve: g.serveEgress, Release: g.releaseEgress,
 		Clear: func(ctx context.Context, obj *unstructured.Unstructured) error {
@@ -114,7 +114,7 @@ func (g *groups) egressTargets(ctx context.Context, group string) ([]config.Egre
 	var out []config.EgressTarget
 	used := map[string]bool{}
 	for i := range list {
-		t, ok := TargetOf(&list[i])
+		t, ok := targetOf(&list[i])
 		if !ok || slices.ContainsFunc(t.Ports, func(p config.PortMap) bool { return used[portID(p)] }) {
 			continue
 		}
@@ -129,7 +129,7 @@ func (g *groups) egressTargets(ctx context.Context, group string) ([]config.Egre
 func portID(p config.PortMap) string { return string(p.EffectiveProtocol()) + "/" + fmt.Sprint(p.Port) }
 
 func (g *groups) clusterServices(ctx context.Context, group string) ([]corev1.Service, error) {
-	sel := labels.SelectorFromSet(labels.Set{LabelProxyGroup: group, LabelSvcType: SvcTypeEgress}).String()
+	sel := labels.SelectorFromSet(labels.Set{labelProxyGroup: group, labelSvcType: svcTypeEgress}).String()
 	list, err := g.d.Kube.CoreV1().Services(g.d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list egress Services of ProxyGroup %s: %w", group, err)
@@ -168,7 +168,7 @@ func (g *groups) admitEgress(ctx context.Context, obj *unstructured.Unstructured
 }
 
 // allocatePorts gives every admitted egress member of group (it carries
-// FinalizerEgress) its cluster Service, whose target ports are the
+// finalizerEgress) its cluster Service, whose target ports are the
 // allocation: kept while no other member holds them, otherwise the lowest
 // free ones. It runs as a handler of the group, and the runtime never
 // handles one group twice at once, so two members never take one port;
@@ -192,7 +192,7 @@ func (g *groups) allocatePorts(ctx context.Context, group string) error {
 		if err != nil {
 			return fmt.Errorf("read Service %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		if svc.DeletionTimestamp != nil || !slices.Contains(svc.Finalizers, FinalizerEgress) || svc.Annotations[AnnotationProxyGroup] != group {
+		if svc.DeletionTimestamp != nil || !slices.Contains(svc.Finalizers, finalizerEgress) || svc.Annotations[AnnotationProxyGroup] != group {
 			continue // not admitted (yet), or leaving
 		}
 		m, err := EgressMemberOf(svc, g.d.Settings)
@@ -257,7 +257,7 @@ func (g *groups) allocatePorts(ctx context.Context, group string) error {
 // upToDate reports whether the cluster Service cur already is want.
 func upToDate(cur, want *corev1.Service) bool {
 	return slices.Equal(cur.Spec.Ports, want.Spec.Ports) && mapsEqual(cur.Annotations, want.Annotations) &&
-		cur.Labels[LabelProxyGroup] == want.Labels[LabelProxyGroup]
+		cur.Labels[labelProxyGroup] == want.Labels[labelProxyGroup]
 }
 
 // serveEgress gives an egress member an EndpointSlice of the replicas
@@ -296,11 +296,11 @@ func (g *groups) serveEgress(ctx context.Context, obj *unstructured.Unstructured
 				ips = append(ips, ip)
 			}
 		}
-		if err := g.d.Apply(ctx, Slice(cs, family, ips)); err != nil {
+		if err := g.d.Apply(ctx, endpointSlice(cs, family, ips)); err != nil {
 			return err
 		}
 	}
-	if want := ExternalNameOf(cs, g.d.ClusterDomain); svc.Spec.ExternalName != want {
+	if want := externalNameOf(cs, g.d.ClusterDomain); svc.Spec.ExternalName != want {
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"externalName": want}})
 		if _, err := g.d.Kube.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("point Service %s/%s at its ProxyGroup: %w", svc.Namespace, svc.Name, err)
@@ -325,8 +325,8 @@ func mapsEqual(a, b map[string]string) bool {
 // target: their Pod is Ready, their device is up, the Pod's own process
 // applied its config (config_applied), and that config has the target. total is the number of replicas.
 func (g *groups) servingReplicas(ctx context.Context, pg *v1alpha1.ProxyGroup, cs *corev1.Service) ([]string, int, error) {
-	want, _ := TargetOf(cs)
-	total := Replicas(pg)
+	want, _ := targetOf(cs)
+	total := replicaCount(pg)
 	replicas, err := g.replicaPods(ctx, pg)
 	if err != nil {
 		return nil, total, err
@@ -362,7 +362,7 @@ func hasTarget(cfgSecret *corev1.Secret, want config.EgressTarget) bool {
 }
 
 func configHash(cs *corev1.Service) string {
-	b, _ := json.Marshal([]any{cs.Spec.Ports, cs.Annotations, cs.Labels[LabelProxyGroup]})
+	b, _ := json.Marshal([]any{cs.Spec.Ports, cs.Annotations, cs.Labels[labelProxyGroup]})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16]
 }
@@ -388,7 +388,7 @@ func (g *groups) egressStatus(ctx context.Context, svc *corev1.Service, valid me
 			Message: fmt.Sprintf("%d/%d ProxyGroup replicas route traffic for this Service", r.serving, r.total)}
 		switch {
 		case r.total == 0:
-			ready.Status, ready.Reason = metav1.ConditionFalse, ReasonNoProxies
+			ready.Status, ready.Reason = metav1.ConditionFalse, reasonNoProxies
 		case r.serving == 0:
 			ready.Status, ready.Reason = metav1.ConditionFalse, ReasonNotReady
 		case r.serving < r.total:
@@ -423,7 +423,7 @@ func (g *groups) releaseEgress(ctx context.Context, obj *unstructured.Unstructur
 		if err := g.d.Kube.CoreV1().Services(opNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete egress Service %s: %w", name, err)
 		}
-		g.d.Op.Enqueue(resources.ProxyGroups, cs.Labels[LabelProxyGroup], 0)
+		g.d.Op.Enqueue(resources.ProxyGroups, cs.Labels[labelProxyGroup], 0)
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read egress Service %s: %w", name, err)
 	}

@@ -25,13 +25,13 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// LabelMemberKind marks a shared certificate Secret with its member's kind
+// labelMemberKind marks a shared certificate Secret with its member's kind
 // (with the parent name and namespace labels), so that it is found again
 // whatever the member's hostname was.
-const LabelMemberKind = "tailplane.dev/member-kind"
+const labelMemberKind = "tailplane.dev/member-kind"
 
-// SecretTypeCerts is the secret-type label of shared certificate Secrets.
-const SecretTypeCerts = "certs"
+// secretTypeCerts is the secret-type label of shared certificate Secrets.
+const secretTypeCerts = "certs"
 
 // memberKind is what differs between Ingress and Service members, whose
 // lifecycle (pipeline.MemberModule) is otherwise one: each is a Tailscale
@@ -43,11 +43,11 @@ type memberKind struct {
 	index     string
 	isMember  func(*unstructured.Unstructured) bool
 	// render returns the member, or why it cannot be served.
-	render func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error)
+	render func(ctx context.Context, obj *unstructured.Unstructured) (*member, error)
 	// status writes the member's status: advertising of total replicas
 	// host its service (domain and addrs known once one does); m nil
 	// clears it.
-	status func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error
+	status func(ctx context.Context, obj *unstructured.Unstructured, m *member, st memberStatus) error
 	// invalid shows why the member cannot be served.
 	invalid func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error
 }
@@ -62,7 +62,7 @@ type memberStatus struct {
 
 // admitted is a member that may be served, with its group.
 type admitted struct {
-	m  *Member
+	m  *member
 	pg *v1alpha1.ProxyGroup
 	be tailnet.Backend
 }
@@ -127,11 +127,11 @@ func (g *groups) admit(ctx context.Context, k *memberKind, obj *unstructured.Uns
 // service into the replicas' configs.
 func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, a admitted) error {
 	m, be := a.m, a.be
-	existing, err := be.GetService(ctx, m.ServiceName())
+	existing, err := be.GetService(ctx, m.serviceName())
 	if err != nil {
 		return err
 	}
-	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	want, err := m.desired(existing, g.d.OperatorNodeID)
 	if err != nil {
 		return k.invalid(ctx, obj, ReasonInvalidTailscaleSvc, err.Error())
 	}
@@ -139,11 +139,11 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 		if err := be.PutService(ctx, want); err != nil {
 			return err
 		}
-		if existing, err = be.GetService(ctx, m.ServiceName()); err != nil {
+		if existing, err = be.GetService(ctx, m.serviceName()); err != nil {
 			return err
 		}
 	}
-	if err := g.sweep(ctx, be, m.Kind, obj, m.ServiceName()); err != nil {
+	if err := g.sweep(ctx, be, m.Kind, obj, m.serviceName()); err != nil {
 		return err
 	}
 	g.warnIfShadowed(ctx, be, obj, m.Hostname)
@@ -152,7 +152,7 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 			return err
 		}
 	}
-	st, err := g.memberStatus(ctx, a.pg, m.ServiceName())
+	st, err := g.memberStatus(ctx, a.pg, m.serviceName())
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (g *groups) group(ctx context.Context, name string) (*v1alpha1.ProxyGroup, 
 // memberStatus counts the group's replicas that advertise service; none
 // while the group is not available.
 func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, service string) (memberStatus, error) {
-	st := memberStatus{Total: Replicas(pg)}
+	st := memberStatus{Total: replicaCount(pg)}
 	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}, st.Total)
 	if err != nil {
 		return st, err
@@ -196,7 +196,7 @@ func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, serv
 			st.Advertising++
 		}
 	}
-	if !Available(pg) {
+	if !available(pg) {
 		st.Advertising = 0
 	}
 	return st, nil
@@ -232,14 +232,14 @@ func (g *groups) sweep(ctx context.Context, be tailnet.Backend, kind string, obj
 	if err != nil {
 		return err
 	}
-	probe := &Member{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	probe := &member{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	for i := range list {
 		s := &list[i]
-		if s.Name == keep || !probe.Owns(s, g.d.OperatorNodeID) {
+		if s.Name == keep || !probe.owns(s, g.d.OperatorNodeID) {
 			continue
 		}
-		owners, _ := Owners(s)
-		others := slices.DeleteFunc(owners, func(o OwnerRef) bool {
+		owners, _ := readOwners(s)
+		others := slices.DeleteFunc(owners, func(o ownerRef) bool {
 			return o.OperatorID == g.d.OperatorNodeID && o.Resource != nil && o.Resource.Kind == kind &&
 				o.Resource.Namespace == probe.Namespace && o.Resource.Name == probe.Name
 		})
@@ -259,8 +259,8 @@ func (g *groups) sweep(ctx context.Context, be tailnet.Backend, kind string, obj
 }
 
 func certLabels(kind, namespace, name string) map[string]string {
-	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: SecretTypeCerts,
-		LabelMemberKind: strings.ToLower(kind), proxystate.LabelParentNamespace: namespace,
+	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: secretTypeCerts,
+		labelMemberKind: strings.ToLower(kind), proxystate.LabelParentNamespace: namespace,
 		proxystate.LabelParentName: proxyset.TruncateLabelValue(name)}
 }
 
@@ -319,7 +319,7 @@ func (g *groups) warnIfShadowed(ctx context.Context, be tailnet.Backend, obj *un
 		g.d.Log.Warn("cannot list devices to check the Tailscale Service's name", "hostname", hostname, "err", err)
 		return
 	}
-	if name := ShadowingDevice(devices, hostname); name != "" {
+	if name := shadowingDevice(devices, hostname); name != "" {
 		g.d.Post(obj, corev1.EventTypeWarning, ReasonNameShadowed, fmt.Sprintf(
 			"device %s has the MagicDNS name of Tailscale Service svc:%s: clients resolve %s to the device, not to the service; give one of them another hostname",
 			name, hostname, name))

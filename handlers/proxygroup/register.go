@@ -79,14 +79,14 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return nil, err
 	}
-	if err := Validate(pg, g.d.Settings.ProxyTags); err != nil {
+	if err := validate(pg, g.d.Settings.ProxyTags); err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
 	if msg := g.unsupported(pg); msg != "" {
 		return &pipeline.Plan{Invalid: msg}, nil
 	}
-	tags, _ := Tags(pg, g.d.Settings.ProxyTags)
-	plan := &pipeline.Plan{Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass)}
+	tags, _ := groupTags(pg, g.d.Settings.ProxyTags)
+	plan := &pipeline.Plan{Hostnames: hostnames(pg), Tags: tags, ProxyClass: proxyClassName(pg, g.d.Settings.DefaultProxyClass)}
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
 		return g.planAPIServer(ctx, pg, plan)
 	}
@@ -96,7 +96,7 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 			return nil, err
 		}
 		plan.Config = func(i int, key string) (*config.Config, error) {
-			return EgressConfig(pg, targets, tags, "", key, i), nil
+			return egressConfig(pg, targets, tags, "", key, i), nil
 		}
 		return plan, nil
 	}
@@ -116,22 +116,22 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	slices.Sort(secrets)
 	plan.ExtraSecrets = slices.Compact(secrets)
 	plan.Config = func(i int, key string) (*config.Config, error) {
-		return IngressConfig(pg, services, tags, "", key, i), nil
+		return ingressConfig(pg, services, tags, "", key, i), nil
 	}
 	return plan, nil
 }
 
 // members renders the group's valid members, sorted by service name; of
 // two members wanting one Tailscale Service, the older one keeps it.
-func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
-	var out []*Member
-	byName := map[string]*Member{}
+func (g *groups) members(ctx context.Context, group string) ([]*member, error) {
+	var out []*member
+	byName := map[string]*member{}
 	created := map[string]metav1.Time{}
-	add := func(m *Member, ts metav1.Time) {
-		if old, taken := created[m.ServiceName()]; taken && !ts.Before(&old) {
+	add := func(m *member, ts metav1.Time) {
+		if old, taken := created[m.serviceName()]; taken && !ts.Before(&old) {
 			return
 		}
-		byName[m.ServiceName()], created[m.ServiceName()] = m, ts
+		byName[m.serviceName()], created[m.serviceName()] = m, ts
 	}
 	for _, k := range g.ingresses.Keys(group) {
 		ing, err := g.d.Kube.NetworkingV1().Ingresses(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
@@ -141,7 +141,7 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read Ingress %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		m, err := IngressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
+		m, err := ingressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
 		if err != nil {
 			continue // its own handler says why
 		}
@@ -158,14 +158,14 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read Service %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		if m, err := ServiceMember(svc, g.d.Settings); err == nil {
+		if m, err := serviceMember(svc, g.d.Settings); err == nil {
 			add(m, svc.CreationTimestamp)
 		}
 	}
 	for _, m := range byName {
 		out = append(out, m)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ServiceName() < out[j].ServiceName() })
+	sort.Slice(out, func(i, j int) bool { return out[i].serviceName() < out[j].serviceName() })
 	return out, nil
 }
 
@@ -185,7 +185,7 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 		return err
 	}
 	out.Serving = runningDevices(replicas, out.Serving)
-	st := Status(pg, out)
+	st := groupStatus(pg, out)
 	// Posted with a new ProxyGroupReady only (not again at each restart).
 	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady); ready != nil && conditions.Changed(pg.Status.Conditions, *ready) {
 		switch out.Stage {
