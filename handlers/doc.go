@@ -13,7 +13,9 @@
 //     not served yet). A module is a pure render step, unit-tested without a
 //     cluster, and a thin apply step.
 //   - handlers/lib/<library>: what modules share and never register:
-//     pipeline (the proxy lifecycle that proxy parents are hooks on),
+//     pipeline (the proxy lifecycle that proxy parents are hooks on, and
+//     the member lifecycle of objects served by a shared proxy), tsservice
+//     (Tailscale Services that objects own, and their shared certificates),
 //     cluster (the dependencies every module gets and the cluster writes they
 //     share), proxyset (a proxy's objects and names), proxyclassrules (how a
 //     ProxyClass applies to a proxy), settings, resources and conditions.

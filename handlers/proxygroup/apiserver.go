@@ -8,6 +8,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -51,7 +52,7 @@ func apiServerConfig(pg *v1alpha1.ProxyGroup, tags []string, loginServer, authKe
 		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
 		Role: config.RoleKubeAPIServer,
 		APIServer: &config.APIServer{Mode: apiServerMode(pg), ServiceName: "svc:" + h,
-			TLS: config.TLS{Mode: config.TLSShared, SecretName: CertSecretName(h), Issue: ordinal == 0}},
+			TLS: config.TLS{Mode: config.TLSShared, SecretName: tsservice.CertSecretName(h), Issue: ordinal == 0}},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -48,16 +49,16 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
-	if existing == nil || !sameService(*existing, want) {
+	if existing == nil || !tsservice.Same(*existing, want) {
 		if err := be.PutService(ctx, want); err != nil {
 			return nil, err
 		}
 	}
-	if err := g.sweep(ctx, be, "ProxyGroup", proxyGroupObject(pg), m.serviceName()); err != nil {
+	if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, m.owner(), m.serviceName()); err != nil {
 		return nil, err
 	}
-	secret := CertSecretName(apiServerHostname(pg))
-	if err := g.ensureCertSecret(ctx, secret, certLabels("ProxyGroup", "", pg.Name)); err != nil {
+	secret := tsservice.CertSecretName(apiServerHostname(pg))
+	if err := tsservice.EnsureCertSecret(ctx, g.d.Kube, g.d.Settings.Namespace, secret, m.owner()); err != nil {
 		return nil, err
 	}
 	plan.ExtraSecrets = []string{secret}
@@ -73,12 +74,6 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 	return plan, nil
 }
 
-func proxyGroupObject(pg *v1alpha1.ProxyGroup) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetName(pg.Name)
-	return u
-}
-
 func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) error {
 	g.d.Forget(resources.ClusterRoleBindings, "", ImpersonatorBindingName(group))
 	err := g.d.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, ImpersonatorBindingName(group), metav1.DeleteOptions{})
@@ -90,10 +85,11 @@ func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) er
 
 // releaseAPIServer deletes what planAPIServer made.
 func (g *groups) releaseAPIServer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if err := g.sweepAll(ctx, "ProxyGroup", obj); err != nil {
+	o := ownerOf("ProxyGroup", obj)
+	if err := g.sweepAll(ctx, o); err != nil {
 		return err
 	}
-	if err := g.deleteCertSecrets(ctx, "ProxyGroup", "", obj.GetName()); err != nil {
+	if err := tsservice.DeleteCertSecrets(ctx, g.d.Kube, g.d.Settings.Namespace, o); err != nil {
 		return err
 	}
 	return g.deleteImpersonatorBinding(ctx, obj.GetName())

@@ -16,7 +16,7 @@
 // proxygroup.go, members.go, egress.go and apiserver.go are pure (rendering
 // and validation, unit tested); register.go and the *_apply.go files are the
 // thin apply side. It exports only what other packages' tests read (names,
-// conditions, reasons). It may import handlers/lib/cluster, pipeline,
+// conditions, reasons). It may import handlers/lib/cluster, pipeline, tsservice,
 // proxyset, proxyclassrules, conditions, settings, resources, the ingress,
 // service, egress and plugin modules (for their rules), proxy/config,
 // internal/tailnet, internal/proxystate and runtime.

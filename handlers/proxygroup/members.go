@@ -1,10 +1,8 @@
 package proxygroup
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -26,9 +25,6 @@ const (
 	// annotationHTTPEndpoint "enabled" also serves plain HTTP on port 80
 	// (ProxyGroup Ingresses; dedicated ones only on Headscale, see ingress).
 	annotationHTTPEndpoint = ingress.AnnotationHTTPEndpoint
-	// AnnotationOwnerReferences, on a Tailscale Service, names the
-	// operators (and here, always, the object) it belongs to.
-	AnnotationOwnerReferences = "tailscale.com/owner-references"
 
 	FinalizerIngress = "tailscale.com/ingress-pg-finalizer"
 	finalizerService = "tailscale.com/service-pg-finalizer"
@@ -53,7 +49,6 @@ const (
 	ReasonSvcConfigured        = "IngressSvcConfigured"
 	ReasonSvcNoBackends        = "IngressSvcNoBackendsConfigured"
 	messageBackendsAdvertising = "%d/%d proxy backends ready and advertising"
-	serviceComment             = "This Tailscale Service is managed by the Tailplane operator, do not modify"
 )
 
 // member is an Ingress or a Service served by an ingress ProxyGroup as the
@@ -80,15 +75,10 @@ type member struct {
 }
 
 // serviceName is the Tailscale Service's name, "svc:<hostname>".
-func (m *member) serviceName() string { return "svc:" + m.Hostname }
+func (m *member) serviceName() string { return tsservice.Name(m.Hostname) }
 
 // key is "<Kind>/<namespace>/<name>".
 func (m *member) key() string { return m.Kind + "/" + m.Namespace + "/" + m.Name }
-
-// CertSecretName is the kubernetes.io/tls Secret, in the operator namespace,
-// through which a group's replicas share the certificate of hostname's
-// Tailscale Service.
-func CertSecretName(hostname string) string { return "ts-svc-" + hostname + "-tls" }
 
 // ingressMember renders an Ingress of a ProxyGroup. The error is why it
 // cannot be served (the official messages where there are some).
@@ -114,7 +104,7 @@ func ingressMember(ing *networkingv1.Ingress, s settings.Settings, lookup ingres
 		return nil, err
 	}
 	m.Problems = problems
-	l7.TLS = config.TLS{Mode: config.TLSShared, SecretName: CertSecretName(m.Hostname)}
+	l7.TLS = config.TLS{Mode: config.TLSShared, SecretName: tsservice.CertSecretName(m.Hostname)}
 	l7.HTTPRedirect = ingress.HTTPRedirect(ing)
 	if ing.Annotations[annotationHTTPEndpoint] == "enabled" {
 		if l7.HTTPRedirect {
@@ -171,101 +161,14 @@ func serviceMember(svc *corev1.Service, s settings.Settings) (*member, error) {
 	return m, nil
 }
 
-// ownerRef is one owner of a Tailscale Service, as recorded in
-// AnnotationOwnerReferences.
-type ownerRef struct {
-	OperatorID string         `json:"operatorID,omitempty"`
-	Resource   *ownerResource `json:"resource,omitempty"`
+// owner is m as the owner of its Tailscale Service.
+func (m *member) owner() tsservice.Owner {
+	return tsservice.Owner{Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID}
 }
 
-// ownerResource names the object that owns a Tailscale Service.
-type ownerResource struct {
-	Kind      string    `json:"kind,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	Namespace string    `json:"namespace,omitempty"`
-	UID       types.UID `json:"uid,omitempty"`
-}
-
-type ownerRefs struct {
-	OwnerRefs []ownerRef `json:"ownerRefs"`
-}
-
-// owner is m's entry in the owner annotation.
-func (m *member) owner(operatorID string) ownerRef {
-	return ownerRef{OperatorID: operatorID, Resource: &ownerResource{Kind: m.Kind, Name: m.Name, Namespace: m.Namespace, UID: m.UID}}
-}
-
-// readOwners reads a Tailscale Service's owner annotation (nil when absent).
-func readOwners(svc *tailnet.Service) ([]ownerRef, error) {
-	raw := svc.Annotations[AnnotationOwnerReferences]
-	if raw == "" {
-		return nil, nil
-	}
-	var o ownerRefs
-	if err := json.Unmarshal([]byte(raw), &o); err != nil {
-		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-		return nil, fmt.Errorf("Tailscale Service %s: annotation %s is not valid JSON: %w", svc.Name, AnnotationOwnerReferences, err)
-	}
-	return o.OwnerRefs, nil
-}
-
-// desired is the Tailscale Service m wants, given the one that exists (nil
-// when none): addresses and other owners' entries are kept. An existing
-// service that m may not take (made by hand, or another object's) is an
-// error: two objects never silently share a name.
+// desired is the Tailscale Service m wants, given the one that exists.
 func (m *member) desired(existing *tailnet.Service, operatorID string) (tailnet.Service, error) {
-	want := tailnet.Service{Name: m.serviceName(), Comment: serviceComment, Tags: m.Tags, Ports: m.Ports,
-		Annotations: map[string]string{}}
-	mine := m.owner(operatorID)
-	owners := []ownerRef{mine}
-	if existing != nil {
-		old, err := readOwners(existing)
-		if err != nil {
-			return want, err
-		}
-		if len(old) == 0 {
-			//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-			return want, fmt.Errorf("Tailscale Service %s already exists and is not managed by a Kubernetes operator; delete it or choose another hostname", want.Name)
-		}
-		for _, o := range old {
-			switch {
-			case o.OperatorID == operatorID && o.Resource != nil && o.Resource.Kind == m.Kind && o.Resource.Namespace == m.Namespace && o.Resource.Name == m.Name:
-				// Ours, perhaps from an earlier object of the same name.
-			case o.OperatorID == operatorID:
-				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-				return want, fmt.Errorf("Tailscale Service %s is already used by %s; choose another hostname", want.Name, describe(o.Resource))
-			default:
-				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-				return want, fmt.Errorf("Tailscale Service %s is already used by another operator (device %s); choose another hostname", want.Name, o.OperatorID)
-			}
-		}
-		want.Addrs = existing.Addrs
-		for k, v := range existing.Annotations {
-			want.Annotations[k] = v
-		}
-	}
-	raw, err := json.Marshal(ownerRefs{OwnerRefs: owners})
-	if err != nil {
-		return want, err
-	}
-	want.Annotations[AnnotationOwnerReferences] = string(raw)
-	return want, nil
-}
-
-// owns reports whether the Tailscale Service names m among its owners.
-func (m *member) owns(existing *tailnet.Service, operatorID string) bool {
-	old, err := readOwners(existing)
-	return err == nil && slices.ContainsFunc(old, func(o ownerRef) bool {
-		return o.OperatorID == operatorID && o.Resource != nil && o.Resource.Kind == m.Kind &&
-			o.Resource.Namespace == m.Namespace && o.Resource.Name == m.Name
-	})
-}
-
-func describe(r *ownerResource) string {
-	if r == nil {
-		return "another object"
-	}
-	return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
+	return tsservice.Desired(m.owner(), m.Hostname, m.Tags, m.Ports, existing, operatorID)
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
@@ -273,16 +176,4 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 func isIPv4(s string) bool {
 	ip := net.ParseIP(s)
 	return ip != nil && ip.To4() != nil
-}
-
-// shadowingDevice returns the MagicDNS name of a device whose name's first
-// label is hostname ("" when none): that device and the Tailscale Service
-// svc:<hostname> would share one name.
-func shadowingDevice(devices []tailnet.Device, hostname string) string {
-	for _, d := range devices {
-		if label, _, _ := strings.Cut(d.Name, "."); strings.EqualFold(label, hostname) {
-			return d.Name
-		}
-	}
-	return ""
 }

@@ -2,17 +2,13 @@ package proxygroup
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
@@ -20,18 +16,10 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
-	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
-
-// labelMemberKind marks a shared certificate Secret with its member's kind
-// (with the parent name and namespace labels), so that it is found again
-// whatever the member's hostname was.
-const labelMemberKind = "tailplane.dev/member-kind"
-
-// secretTypeCerts is the secret-type label of shared certificate Secrets.
-const secretTypeCerts = "certs"
 
 // memberKind is what differs between Ingress and Service members, whose
 // lifecycle (pipeline.MemberModule) is otherwise one: each is a Tailscale
@@ -79,10 +67,11 @@ func (g *groups) memberModule(k *memberKind) pipeline.MemberModule[admitted] {
 			return g.serve(ctx, k, obj, a)
 		},
 		Release: func(ctx context.Context, obj *unstructured.Unstructured) error {
-			if err := g.sweepAll(ctx, k.kind, obj); err != nil {
+			o := ownerOf(k.kind, obj)
+			if err := g.sweepAll(ctx, o); err != nil {
 				return err
 			}
-			return g.deleteCertSecrets(ctx, k.kind, obj.GetNamespace(), obj.GetName())
+			return tsservice.DeleteCertSecrets(ctx, g.d.Kube, g.d.Settings.Namespace, o)
 		},
 		Clear: func(ctx context.Context, obj *unstructured.Unstructured) error {
 			return k.status(ctx, obj, nil, memberStatus{})
@@ -135,7 +124,7 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 	if err != nil {
 		return k.invalid(ctx, obj, ReasonInvalidTailscaleSvc, err.Error())
 	}
-	if existing == nil || !sameService(*existing, want) {
+	if existing == nil || !tsservice.Same(*existing, want) {
 		if err := be.PutService(ctx, want); err != nil {
 			return err
 		}
@@ -143,12 +132,12 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 			return err
 		}
 	}
-	if err := g.sweep(ctx, be, m.Kind, obj, m.serviceName()); err != nil {
+	if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, m.owner(), m.serviceName()); err != nil {
 		return err
 	}
 	g.warnIfShadowed(ctx, be, obj, m.Hostname)
 	if m.Service.L7 != nil {
-		if err := g.ensureCertSecret(ctx, m.Service.L7.TLS.SecretName, certLabels(m.Kind, m.Namespace, m.Name)); err != nil {
+		if err := tsservice.EnsureCertSecret(ctx, g.d.Kube, g.d.Settings.Namespace, m.Service.L7.TLS.SecretName, m.owner()); err != nil {
 			return err
 		}
 	}
@@ -160,12 +149,6 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 		st.Addrs = existing.Addrs
 	}
 	return k.status(ctx, obj, m, st)
-}
-
-// sameService compares what the operator sets.
-func sameService(a, b tailnet.Service) bool {
-	return a.Comment == b.Comment && slices.Equal(a.Tags, b.Tags) && slices.Equal(a.Ports, b.Ports) &&
-		reflect.DeepEqual(a.Annotations, b.Annotations)
 }
 
 // group reads a ProxyGroup; nil when it does not exist.
@@ -213,97 +196,20 @@ func (g *groups) backend(pg *v1alpha1.ProxyGroup) (tailnet.Backend, error) {
 	return be, nil
 }
 
-// sweepAll sweeps obj's Tailscale Services out of every tailnet the
-// operator can reach: obj may have left a group of another tailnet.
-func (g *groups) sweepAll(ctx context.Context, kind string, obj *unstructured.Unstructured) error {
+// sweepAll sweeps o's Tailscale Services out of every tailnet the
+// operator can reach: o may have left a group of another tailnet.
+func (g *groups) sweepAll(ctx context.Context, o tsservice.Owner) error {
 	for _, be := range g.d.Tailnets.All() {
-		if err := g.sweep(ctx, be, kind, obj, ""); err != nil {
+		if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, o, ""); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sweep deletes the Tailscale Services obj owns in be's tailnet besides
-// keep (a hostname it had before), or takes its name off those others
-// share.
-func (g *groups) sweep(ctx context.Context, be tailnet.Backend, kind string, obj *unstructured.Unstructured, keep string) error {
-	list, err := be.ListServices(ctx)
-	if err != nil {
-		return err
-	}
-	probe := &member{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	for i := range list {
-		s := &list[i]
-		if s.Name == keep || !probe.owns(s, g.d.OperatorNodeID) {
-			continue
-		}
-		owners, _ := readOwners(s)
-		others := slices.DeleteFunc(owners, func(o ownerRef) bool {
-			return o.OperatorID == g.d.OperatorNodeID && o.Resource != nil && o.Resource.Kind == kind &&
-				o.Resource.Namespace == probe.Namespace && o.Resource.Name == probe.Name
-		})
-		if len(others) == 0 {
-			if err := be.DeleteService(ctx, s.Name); err != nil {
-				return err
-			}
-			continue
-		}
-		raw, _ := json.Marshal(ownerRefs{OwnerRefs: others})
-		s.Annotations[AnnotationOwnerReferences] = string(raw)
-		if err := be.PutService(ctx, *s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func certLabels(kind, namespace, name string) map[string]string {
-	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: secretTypeCerts,
-		labelMemberKind: strings.ToLower(kind), proxystate.LabelParentNamespace: namespace,
-		proxystate.LabelParentName: proxyset.TruncateLabelValue(name)}
-}
-
-// ensureCertSecret creates the empty kubernetes.io/tls Secret name that
-// the group's issuing replica fills; an existing one is left alone (it
-// holds the certificate). labels find it again at cleanup (certLabels).
-func (g *groups) ensureCertSecret(ctx context.Context, name string, labels map[string]string) error {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.d.Settings.Namespace, Labels: labels},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
-	}
-	// Looked up first: creating an empty TLS Secret draws a warning from
-	// the API server on every attempt, even when it exists.
-	_, err := g.d.Kube.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("read shared certificate Secret %s: %w", s.Name, err)
-	}
-	_, err = g.d.Kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create shared certificate Secret %s: %w", s.Name, err)
-	}
-	return nil
-}
-
-// deleteCertSecrets deletes the shared certificates of an owner.
-func (g *groups) deleteCertSecrets(ctx context.Context, kind, namespace, name string) error {
-	// Listed and deleted one by one: the operator may not deletecollection.
-	secrets := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace)
-	sel := labels.SelectorFromSet(certLabels(kind, namespace, name)).String()
-	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return fmt.Errorf("list shared certificates of %s %s/%s: %w", kind, namespace, name, err)
-	}
-	for _, s := range list.Items {
-		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, kind, namespace, name, err)
-		}
-	}
-	return nil
+// ownerOf is obj, of kind, as the owner of Tailscale Services.
+func ownerOf(kind string, obj *unstructured.Unstructured) tsservice.Owner {
+	return tsservice.Owner{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 }
 
 // warnIfShadowed posts a Warning when a device has the MagicDNS name the
@@ -319,7 +225,7 @@ func (g *groups) warnIfShadowed(ctx context.Context, be tailnet.Backend, obj *un
 		g.d.Log.Warn("cannot list devices to check the Tailscale Service's name", "hostname", hostname, "err", err)
 		return
 	}
-	if name := shadowingDevice(devices, hostname); name != "" {
+	if name := tsservice.ShadowingDevice(devices, hostname); name != "" {
 		g.d.Post(obj, corev1.EventTypeWarning, ReasonNameShadowed, fmt.Sprintf(
 			"device %s has the MagicDNS name of Tailscale Service svc:%s: clients resolve %s to the device, not to the service; give one of them another hostname",
 			name, hostname, name))

@@ -15,7 +15,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
-	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -160,7 +160,7 @@ func TestIngressMember(t *testing.T) {
 	}
 	m, err := ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"app.example"}}), s, lookup)
 	if err != nil || m.serviceName() != "svc:app" || strings.Join(m.Ports, ",") != "tcp:443" || m.Group != "pg" ||
-		m.Service.L7.TLS.SecretName != CertSecretName("app") {
+		m.Service.L7.TLS.SecretName != tsservice.CertSecretName("app") {
 		t.Fatalf("member %+v, %v", m, err)
 	}
 	m, err = ingressMember(ing(map[string]string{"tailscale.com/http-endpoint": "enabled", "tailscale.com/http-redirect": "true",
@@ -193,29 +193,6 @@ func TestServiceMember(t *testing.T) {
 	svc.Spec.Type = corev1.ServiceTypeExternalName
 	if _, err := serviceMember(svc, s); err == nil || !strings.Contains(err.Error(), "ExternalName") {
 		t.Errorf("ExternalName: %v", err)
-	}
-}
-
-func TestDesiredOwnership(t *testing.T) {
-	m := &member{Kind: "Ingress", Namespace: "ns", Name: "web", UID: "u1", Hostname: "web", Ports: []string{"tcp:443"}, Tags: []string{"tag:k8s"}}
-	fresh, err := m.desired(nil, "op1")
-	if err != nil || !m.owns(&fresh, "op1") || len(fresh.Addrs) != 0 {
-		t.Fatalf("new service %+v, %v", fresh, err)
-	}
-	fresh.Addrs = []string{"100.100.0.1"}
-	again, err := m.desired(&fresh, "op1")
-	if err != nil || again.Addrs[0] != "100.100.0.1" {
-		t.Errorf("own service not kept: %+v, %v", again, err)
-	}
-	other := &member{Kind: "Ingress", Namespace: "ns", Name: "other", Hostname: "web"}
-	if _, err := other.desired(&fresh, "op1"); err == nil || !strings.Contains(err.Error(), "already used by Ingress ns/web") {
-		t.Errorf("another object: %v", err)
-	}
-	if _, err := m.desired(&fresh, "op2"); err == nil || !strings.Contains(err.Error(), "another operator") {
-		t.Errorf("another operator: %v", err)
-	}
-	if _, err := m.desired(&tailnet.Service{Name: "svc:web"}, "op1"); err == nil || !strings.Contains(err.Error(), "not managed") {
-		t.Errorf("hand-made: %v", err)
 	}
 }
 
