@@ -183,7 +183,11 @@ func (g *groups) allocatePorts(ctx context.Context, group string) error {
 	for i := range existing {
 		byName[existing[i].Name] = &existing[i]
 	}
-	var members []*EgressMember
+	type admittedMember struct {
+		m   *EgressMember
+		svc *corev1.Service
+	}
+	var members []admittedMember
 	for _, k := range g.egresses.Keys(group) {
 		svc, err := g.d.Kube.CoreV1().Services(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -199,13 +203,13 @@ func (g *groups) allocatePorts(ctx context.Context, group string) error {
 		if err != nil {
 			continue // its own handler says why
 		}
-		members = append(members, m)
+		members = append(members, admittedMember{m, svc})
 	}
 	// Members in the order of their cluster Services' names, the order in
 	// which egressTargets serves a port two of them claim: the first keeps
 	// it, and a member never takes a port a later one holds.
 	sort.Slice(members, func(i, j int) bool {
-		return ClusterServiceName(members[i].Namespace, members[i].Name) < ClusterServiceName(members[j].Namespace, members[j].Name)
+		return ClusterServiceName(members[i].m.Namespace, members[i].m.Name) < ClusterServiceName(members[j].m.Namespace, members[j].m.Name)
 	})
 	held := map[int32]string{} // port -> cluster Service
 	for _, cs := range existing {
@@ -215,7 +219,8 @@ func (g *groups) allocatePorts(ctx context.Context, group string) error {
 			}
 		}
 	}
-	for _, m := range members {
+	for _, a := range members {
+		m := a.m
 		name := ClusterServiceName(m.Namespace, m.Name)
 		taken := map[int32]bool{}
 		for port, holder := range held {
@@ -224,11 +229,8 @@ func (g *groups) allocatePorts(ctx context.Context, group string) error {
 			}
 		}
 		cs, err := ClusterService(m, g.d.Settings.Namespace, byName[name], taken)
-		if err != nil {
-			if svc, derr := g.d.Kube.CoreV1().Services(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{}); derr == nil {
-				err = g.egressStatus(ctx, svc, metav1.ConditionFalse, ReasonEgressInvalid, err.Error(), nil)
-			}
-			if err != nil {
+		if err != nil { // no free port left: the member shows why
+			if err := g.egressStatus(ctx, a.svc, metav1.ConditionFalse, ReasonEgressInvalid, err.Error(), nil); err != nil {
 				return err
 			}
 			continue
@@ -263,8 +265,10 @@ func upToDate(cur, want *corev1.Service) bool {
 // serveEgress gives an egress member an EndpointSlice of the replicas
 // serving its cluster Service, and points the member's externalName at it;
 // the group's replicas get its target. Until the group allocated the
-// member's ports (its cluster Service is missing or behind the member),
-// the group is handled again, and the member once the group did.
+// member's ports (its cluster Service is missing or behind the member) it
+// waits: the member's change had its group handled (the member watch), and
+// the group hands the member back once it did. It does not enqueue the
+// group itself, so that a group out of ports does not spin.
 func (g *groups) serveEgress(ctx context.Context, obj *unstructured.Unstructured, m *EgressMember) error {
 	svc, err := cluster.DecodeService(obj)
 	if err != nil {
@@ -282,7 +286,6 @@ func (g *groups) serveEgress(ctx context.Context, obj *unstructured.Unstructured
 	// differs only where the member has ports, a target or a group cs
 	// lacks.
 	if want, werr := ClusterService(m, g.d.Settings.Namespace, cs, nil); cs == nil || werr != nil || !upToDate(cs, want) {
-		g.d.Op.Enqueue(resources.ProxyGroups, pg.Name, 0)
 		return nil
 	}
 	serving, total, err := g.servingReplicas(ctx, pg, cs)
