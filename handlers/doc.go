@@ -13,10 +13,13 @@
 //     not served yet). A module is a pure render step, unit-tested without a
 //     cluster, and a thin apply step.
 //   - handlers/lib/<library>: what modules share and never register:
-//     pipeline (the proxy lifecycle that proxy parents are hooks on),
-//     device (below the pipeline: the replicas' auth keys, devices, state
-//     Secrets, scale-down and hostname claims, for any workload; the
-//     operator's own device uses its keys too), cluster (the dependencies every module gets and the cluster writes they
+//     pipeline (the proxy lifecycle that proxy parents are hooks on, and
+//     the member lifecycle of objects served by a shared proxy), device
+//     (below the pipeline: the replicas' auth keys, devices, state Secrets,
+//     scale-down and hostname claims, for any workload; the operator's own
+//     device uses its keys too), tsservice (Tailscale Services that objects
+//     own, and their shared certificates), cluster (the dependencies every
+//     module gets and the cluster writes they
 //     share), proxyset (a proxy's objects and names), proxyclassrules (how a
 //     ProxyClass applies to a proxy), settings, resources and conditions.
 //     Libraries never import modules.

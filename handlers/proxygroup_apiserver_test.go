@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -26,7 +27,7 @@ func TestProxyGroupKubeAPIServer(t *testing.T) {
 	h := newHarnessOpts(t, true, nil)
 	g := h.proxyGroup(`{"type":"kube-apiserver","kubeAPIServer":{"hostname":"k8s-api"}}`)
 	h.wantTailscaleService("svc:k8s-api", func(s tailnettest.Service) error {
-		if !strings.Contains(s.Annotations[proxygroup.AnnotationOwnerReferences], `"kind":"ProxyGroup","name":"`+g.name+`"`) || s.Ports[0] != "tcp:443" {
+		if !strings.Contains(s.Annotations[tsservice.AnnotationOwnerReferences], `"kind":"ProxyGroup","name":"`+g.name+`"`) || s.Ports[0] != "tcp:443" {
 			return fmt.Errorf("service %+v", s)
 		}
 		return nil
@@ -48,7 +49,7 @@ func TestProxyGroupKubeAPIServer(t *testing.T) {
 				return err
 			}
 			if a.ServiceName != "svc:k8s-api" || a.EffectiveMode() != config.APIServerAuth || a.TLS.Issue != (i == 0) ||
-				a.TLS.SecretName != proxygroup.CertSecretName("k8s-api") {
+				a.TLS.SecretName != tsservice.CertSecretName("k8s-api") {
 				return fmt.Errorf("replica %d: %+v", i, a)
 			}
 		}
@@ -106,7 +107,7 @@ func TestProxyGroupKubeAPIServer(t *testing.T) {
 	}
 	h.wantNoTailscaleService("svc:k8s-api")
 	testpoll.Until(t, settle, "certificate gone", func() error {
-		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), proxygroup.CertSecretName("k8s-api"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("k8s-api"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("certificate Secret: %v", err)
 		}
 		return nil

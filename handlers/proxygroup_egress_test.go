@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -221,6 +222,60 @@ func TestProxyGroupEgress(t *testing.T) {
 		}
 		if ts, err := g.egressTargets(0); err != nil || len(ts) != 1 || ts[0].FQDN != "api.tail1.ts.net." {
 			return fmt.Errorf("targets %+v %v", ts, err)
+		}
+		return nil
+	})
+}
+
+// Egress Services created at once on one group get distinct listen ports:
+// the group allocates them, one group at a time, from its cluster Services.
+func TestProxyGroupEgressPortsOfMembersCreatedAtOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	g := h.proxyGroup(`{"type":"egress","replicas":1}`)
+	const members = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, members)
+	for i := range members {
+		svc := egressService(fmt.Sprintf("m%d", i), g.name, fmt.Sprintf("m%d.tail1.ts.net", i), 5432)
+		svc.Namespace = h.ns
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
+		wg.Go(func() {
+			_, err := h.kube.CoreV1().Services(h.ns).Create(h.ctx(), svc, metav1.CreateOptions{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	testpoll.Until(t, settle, "distinct ports for every member, on the replica too", func() error {
+		seen := map[int32]string{}
+		for i := range members {
+			name := proxygroup.ClusterServiceName(h.ns, fmt.Sprintf("m%d", i))
+			cs, err := h.kube.CoreV1().Services(h.opNS).Get(h.ctx(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(cs.Spec.Ports) != 2 {
+				return fmt.Errorf("%s ports %+v", name, cs.Spec.Ports)
+			}
+			for _, p := range cs.Spec.Ports {
+				port := p.TargetPort.IntVal
+				if other, dup := seen[port]; dup || port < 10000 || port >= 11000 {
+					return fmt.Errorf("port %d of %s (also %q)", port, name, other)
+				}
+				seen[port] = name
+			}
+			if got := h.service(fmt.Sprintf("m%d", i)).Spec.ExternalName; !strings.HasPrefix(got, name+".") {
+				return fmt.Errorf("m%d externalName %q", i, got)
+			}
+		}
+		ts, err := g.egressTargets(0)
+		if err != nil || len(ts) != members {
+			return fmt.Errorf("replica targets %+v %v", ts, err)
 		}
 		return nil
 	})

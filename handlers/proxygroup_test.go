@@ -25,6 +25,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
@@ -215,7 +216,7 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
 	h.wantTailscaleService("svc:web", func(s tailnettest.Service) error {
 		if !slices.Equal(s.Ports, []string{"tcp:443"}) || !slices.Equal(s.Tags, []string{"tag:k8s"}) || len(s.Addrs) != 2 ||
-			!strings.Contains(s.Annotations[proxygroup.AnnotationOwnerReferences], `"operatorID":"`+operatorNodeID+`"`) {
+			!strings.Contains(s.Annotations[tsservice.AnnotationOwnerReferences], `"operatorID":"`+operatorNodeID+`"`) {
 			return fmt.Errorf("service %+v", s)
 		}
 		return nil
@@ -223,11 +224,11 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 	for i := range 2 {
 		svcs := g.wantHosted(i, "svc:web")
 		tls := svcs[0].L7.TLS
-		if tls.Mode != config.TLSShared || tls.SecretName != proxygroup.CertSecretName("web") || tls.Issue != (i == 0) {
+		if tls.Mode != config.TLSShared || tls.SecretName != tsservice.CertSecretName("web") || tls.Issue != (i == 0) {
 			t.Fatalf("replica %d TLS %+v", i, tls)
 		}
 	}
-	cert, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), proxygroup.CertSecretName("web"), metav1.GetOptions{})
+	cert, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
 	if err != nil || cert.Type != corev1.SecretTypeTLS {
 		t.Fatalf("shared certificate Secret: %v %v", cert, err)
 	}
@@ -349,7 +350,7 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 		if slices.Contains(ing.Finalizers, proxygroup.FinalizerIngress) {
 			return fmt.Errorf("finalizers %v", ing.Finalizers)
 		}
-		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), proxygroup.CertSecretName("web2"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web2"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("certificate Secret: %v", err)
 		}
 		return h.proxyExists("ingress", "web")
@@ -547,7 +548,7 @@ func TestProxyGroupMemberOperatorKilledAfterCreatingItsService(t *testing.T) {
 	var names []string
 	for name, s := range h.api.Services() {
 		names = append(names, name)
-		if name == "svc:crash" && !strings.Contains(s.Annotations[proxygroup.AnnotationOwnerReferences], `"name":"crash"`) {
+		if name == "svc:crash" && !strings.Contains(s.Annotations[tsservice.AnnotationOwnerReferences], `"name":"crash"`) {
 			t.Fatalf("svc:crash lost its owner: %+v", s)
 		}
 	}

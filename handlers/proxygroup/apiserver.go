@@ -8,6 +8,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -16,61 +17,61 @@ const (
 	ConditionAPIServerValid      = "KubeAPIServerProxyValid"
 	ConditionAPIServerConfigured = "KubeAPIServerProxyConfigured"
 	ReasonAPIServerValid         = "KubeAPIServerProxyValid"
-	ReasonAPIServerInvalid       = "KubeAPIServerProxyInvalid"
+	reasonAPIServerInvalid       = "KubeAPIServerProxyInvalid"
 	ReasonAPIServerConfigured    = "KubeAPIServerProxyConfigured"
-	ReasonAPIServerNoBackends    = "KubeAPIServerProxyNoBackends"
+	reasonAPIServerNoBackends    = "KubeAPIServerProxyNoBackends"
 
-	// ImpersonatorClusterRole is the chart's ClusterRole that lets a
+	// impersonatorClusterRole is the chart's ClusterRole that lets a
 	// kube-apiserver group in auth mode impersonate its callers; the
 	// operator binds it to the group's ServiceAccount.
-	ImpersonatorClusterRole = "tailplane-kube-apiserver-proxy"
+	impersonatorClusterRole = "tailplane-kube-apiserver-proxy"
 )
 
-// APIServerHostname is the Tailscale Service label of a kube-apiserver
+// apiServerHostname is the Tailscale Service label of a kube-apiserver
 // group: spec.kubeAPIServer.hostname, else the group's name.
-func APIServerHostname(pg *v1alpha1.ProxyGroup) string {
+func apiServerHostname(pg *v1alpha1.ProxyGroup) string {
 	if k := pg.Spec.KubeAPIServer; k != nil && k.Hostname != "" {
 		return k.Hostname
 	}
 	return pg.Name
 }
 
-// APIServerMode is spec.kubeAPIServer.mode, auth by default.
-func APIServerMode(pg *v1alpha1.ProxyGroup) config.APIServerMode {
+// apiServerMode is spec.kubeAPIServer.mode, auth by default.
+func apiServerMode(pg *v1alpha1.ProxyGroup) config.APIServerMode {
 	if k := pg.Spec.KubeAPIServer; k != nil && k.Mode != nil && *k.Mode == v1alpha1.APIServerProxyModeNoAuth {
 		return config.APIServerNoAuth
 	}
 	return config.APIServerAuth
 }
 
-// APIServerConfig is replica ordinal's config of a kube-apiserver group:
+// apiServerConfig is replica ordinal's config of a kube-apiserver group:
 // the API server under svc:<hostname>; replica 0 issues the certificate.
-func APIServerConfig(pg *v1alpha1.ProxyGroup, tags []string, loginServer, authKey string, ordinal int) *config.Config {
-	h := APIServerHostname(pg)
+func apiServerConfig(pg *v1alpha1.ProxyGroup, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+	h := apiServerHostname(pg)
 	return &config.Config{
-		Version: config.Version, Hostname: Hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
 		Role: config.RoleKubeAPIServer,
-		APIServer: &config.APIServer{Mode: APIServerMode(pg), ServiceName: "svc:" + h,
-			TLS: config.TLS{Mode: config.TLSShared, SecretName: CertSecretName(h), Issue: ordinal == 0}},
+		APIServer: &config.APIServer{Mode: apiServerMode(pg), ServiceName: "svc:" + h,
+			TLS: config.TLS{Mode: config.TLSShared, SecretName: tsservice.CertSecretName(h), Issue: ordinal == 0}},
 	}
 }
 
-// APIServerMember is the group itself as the owner of its Tailscale
-// Service, for Member's ownership rules.
-func APIServerMember(pg *v1alpha1.ProxyGroup, tags []string) *Member {
-	return &Member{Kind: "ProxyGroup", Name: pg.Name, UID: pg.UID, Group: pg.Name, Hostname: APIServerHostname(pg),
+// apiServerMember is the group itself as the owner of its Tailscale
+// Service, for member's ownership rules.
+func apiServerMember(pg *v1alpha1.ProxyGroup, tags []string) *member {
+	return &member{Kind: "ProxyGroup", Name: pg.Name, UID: pg.UID, Group: pg.Name, Hostname: apiServerHostname(pg),
 		Tags: tags, Ports: []string{"tcp:443"}}
 }
 
-// ImpersonatorBinding binds ImpersonatorClusterRole to the group's
+// impersonatorBinding binds impersonatorClusterRole to the group's
 // ServiceAccount (auth mode only).
-func ImpersonatorBinding(pg *v1alpha1.ProxyGroup, namespace string) *rbacv1.ClusterRoleBinding {
+func impersonatorBinding(pg *v1alpha1.ProxyGroup, namespace string) *rbacv1.ClusterRoleBinding {
 	sa := proxyset.NamesFor(ParentType, "", pg.Name).Base
 	return &rbacv1.ClusterRoleBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: ImpersonatorBindingName(pg.Name),
 			Labels: proxyset.ChildLabels(ParentType, "", pg.Name)},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: ImpersonatorClusterRole},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: impersonatorClusterRole},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: namespace}},
 	}
 }
@@ -78,11 +79,11 @@ func ImpersonatorBinding(pg *v1alpha1.ProxyGroup, namespace string) *rbacv1.Clus
 // ImpersonatorBindingName names a group's ClusterRoleBinding.
 func ImpersonatorBindingName(group string) string { return "tailplane-kube-apiserver-" + group }
 
-// APIServerURL is status.url: https://<hostname>.<tailnet domain>, "" until
+// apiServerURL is status.url: https://<hostname>.<tailnet domain>, "" until
 // the domain is known.
-func APIServerURL(pg *v1alpha1.ProxyGroup, domain string) string {
+func apiServerURL(pg *v1alpha1.ProxyGroup, domain string) string {
 	if domain == "" {
 		return ""
 	}
-	return fmt.Sprintf("https://%s.%s", APIServerHostname(pg), domain)
+	return fmt.Sprintf("https://%s.%s", apiServerHostname(pg), domain)
 }

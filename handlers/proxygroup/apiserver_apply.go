@@ -15,6 +15,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -35,48 +36,42 @@ func registerAPIServer(op *runtime.Operator, g *groups) {
 // group; someone else's makes the group invalid) and its certificate
 // Secret, and returns the replicas' configs.
 func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (*pipeline.Plan, error) {
-	m := APIServerMember(pg, plan.Tags)
+	m := apiServerMember(pg, plan.Tags)
 	be, err := g.backend(pg)
 	if err != nil {
 		return nil, err
 	}
-	existing, err := be.GetService(ctx, m.ServiceName())
+	existing, err := be.GetService(ctx, m.serviceName())
 	if err != nil {
 		return nil, err
 	}
-	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	want, err := m.desired(existing, g.d.OperatorNodeID)
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
-	if existing == nil || !sameService(*existing, want) {
+	if existing == nil || !tsservice.Same(*existing, want) {
 		if err := be.PutService(ctx, want); err != nil {
 			return nil, err
 		}
 	}
-	if err := g.sweep(ctx, be, "ProxyGroup", proxyGroupObject(pg), m.ServiceName()); err != nil {
+	if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, m.owner(), m.serviceName()); err != nil {
 		return nil, err
 	}
-	secret := CertSecretName(APIServerHostname(pg))
-	if err := g.ensureCertSecret(ctx, secret, certLabels("ProxyGroup", "", pg.Name)); err != nil {
+	secret := tsservice.CertSecretName(apiServerHostname(pg))
+	if err := tsservice.EnsureCertSecret(ctx, g.d.Kube, g.d.Settings.Namespace, secret, m.owner()); err != nil {
 		return nil, err
 	}
 	plan.ExtraSecrets = []string{secret}
 	plan.Config = func(i int, key string) (*config.Config, error) {
-		return APIServerConfig(pg, plan.Tags, "", key, i), nil
+		return apiServerConfig(pg, plan.Tags, "", key, i), nil
 	}
 	plan.AfterApply = func(ctx context.Context, _ *proxyset.Objects) error {
-		if APIServerMode(pg) == config.APIServerAuth {
-			return g.d.Apply(ctx, ImpersonatorBinding(pg, g.d.Settings.Namespace))
+		if apiServerMode(pg) == config.APIServerAuth {
+			return g.d.Apply(ctx, impersonatorBinding(pg, g.d.Settings.Namespace))
 		}
 		return g.deleteImpersonatorBinding(ctx, pg.Name)
 	}
 	return plan, nil
-}
-
-func proxyGroupObject(pg *v1alpha1.ProxyGroup) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetName(pg.Name)
-	return u
 }
 
 func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) error {
@@ -90,10 +85,11 @@ func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) er
 
 // releaseAPIServer deletes what planAPIServer made.
 func (g *groups) releaseAPIServer(ctx context.Context, obj *unstructured.Unstructured) error {
-	if err := g.sweepAll(ctx, "ProxyGroup", obj); err != nil {
+	o := ownerOf("ProxyGroup", obj)
+	if err := g.sweepAll(ctx, o); err != nil {
 		return err
 	}
-	if err := g.deleteCertSecrets(ctx, "ProxyGroup", "", obj.GetName()); err != nil {
+	if err := tsservice.DeleteCertSecrets(ctx, g.d.Kube, g.d.Settings.Namespace, o); err != nil {
 		return err
 	}
 	return g.deleteImpersonatorBinding(ctx, obj.GetName())
@@ -106,9 +102,9 @@ func apiServerStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome, st *v1alpha1
 	valid := metav1.Condition{Type: ConditionAPIServerValid, Status: metav1.ConditionTrue, Reason: ReasonAPIServerValid,
 		Message: ReasonAPIServerValid, ObservedGeneration: pg.Generation}
 	if out.Stage == pipeline.Invalid {
-		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, ReasonAPIServerInvalid, out.Message
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, reasonAPIServerInvalid, out.Message
 	}
-	service, domain, advertising := "svc:"+APIServerHostname(pg), "", 0
+	service, domain, advertising := "svc:"+apiServerHostname(pg), "", 0
 	for _, d := range out.Devices {
 		if _, dom, ok := strings.Cut(d.FQDN, "."); ok && domain == "" {
 			domain = dom
@@ -117,12 +113,12 @@ func apiServerStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome, st *v1alpha1
 			advertising++
 		}
 	}
-	configured := metav1.Condition{Type: ConditionAPIServerConfigured, Status: metav1.ConditionFalse, Reason: ReasonAPIServerNoBackends,
-		Message: fmt.Sprintf(messageBackendsAdvertising, advertising, Replicas(pg)), ObservedGeneration: pg.Generation}
+	configured := metav1.Condition{Type: ConditionAPIServerConfigured, Status: metav1.ConditionFalse, Reason: reasonAPIServerNoBackends,
+		Message: fmt.Sprintf(messageBackendsAdvertising, advertising, replicaCount(pg)), ObservedGeneration: pg.Generation}
 	st.URL = ""
 	if advertising > 0 {
 		configured.Status, configured.Reason = metav1.ConditionTrue, ReasonAPIServerConfigured
-		st.URL = APIServerURL(pg, domain)
+		st.URL = apiServerURL(pg, domain)
 	}
 	st.Conditions = conditions.Set(conditions.Set(st.Conditions, valid), configured)
 }

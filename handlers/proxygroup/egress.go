@@ -24,18 +24,18 @@ import (
 // Labels and annotations of the Services the operator makes for egress
 // members, with the official operator's names where it has them.
 const (
-	LabelProxyGroup = "tailscale.com/proxy-group"
-	LabelSvcType    = "tailscale.com/svc-type"
-	SvcTypeEgress   = "egress"
+	labelProxyGroup = "tailscale.com/proxy-group"
+	labelSvcType    = "tailscale.com/svc-type"
+	svcTypeEgress   = "egress"
 	// annotationTargetFQDN and annotationTargetIP record a member's
 	// tailnet target on its cluster Service, from which the group's
 	// replicas are configured.
 	annotationTargetFQDN = "tailplane.dev/egress-target-fqdn"
 	annotationTargetIP   = "tailplane.dev/egress-target-ip"
 
-	// FinalizerEgress holds an egress member until its cluster Service and
+	// finalizerEgress holds an egress member until its cluster Service and
 	// EndpointSlice are gone.
-	FinalizerEgress = "tailplane.dev/egress-proxygroup"
+	finalizerEgress = "tailplane.dev/egress-proxygroup"
 
 	// Conditions and reasons of egress members (the official ones).
 	ConditionEgressValid      = "TailscaleEgressSvcValid"
@@ -47,7 +47,7 @@ const (
 	ReasonReady               = "ReadyToRouteTraffic"
 	ReasonPartiallyReady      = "PartiallyReadyToRouteTraffic"
 	ReasonNotReady            = "NotReadyToRouteTraffic"
-	ReasonNoProxies           = "NoProxiesConfigured"
+	reasonNoProxies           = "NoProxiesConfigured"
 	// ReasonInvalidService is the official Event reason of a refused
 	// Service.
 	ReasonInvalidService = "INVALIDSERVICE"
@@ -65,6 +65,8 @@ type EgressMember struct {
 	Target config.EgressTarget
 	// Ports are the Service's ports.
 	Ports []corev1.ServicePort
+	// pg is the group, once admitted.
+	pg *v1alpha1.ProxyGroup
 }
 
 // EgressMemberOf reads an egress member; the error is why it is refused.
@@ -106,12 +108,12 @@ func ClusterServiceName(namespace, name string) string {
 	return "ts-" + strings.Trim(short, "-.") + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-// EgressLabels are the labels of a member's cluster Service and
+// egressLabels are the labels of a member's cluster Service and
 // EndpointSlice.
-func EgressLabels(namespace, name, group string) map[string]string {
+func egressLabels(namespace, name, group string) map[string]string {
 	l := proxyset.ChildLabels(proxyset.ParentService, namespace, name)
-	l[LabelProxyGroup] = group
-	l[LabelSvcType] = SvcTypeEgress
+	l[labelProxyGroup] = group
+	l[labelSvcType] = svcTypeEgress
 	return l
 }
 
@@ -171,7 +173,7 @@ func ClusterService(m *EgressMember, namespace string, existing *corev1.Service,
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: ClusterServiceName(m.Namespace, m.Name), Namespace: namespace,
-			Labels: EgressLabels(m.Namespace, m.Name, m.Group), Annotations: ann},
+			Labels: egressLabels(m.Namespace, m.Name, m.Group), Annotations: ann},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: ports},
 	}, nil
 }
@@ -184,9 +186,9 @@ func mapsValues(m map[string]int32) []int32 {
 	return out
 }
 
-// TargetOf is what the group's replicas serve for one cluster Service:
+// targetOf is what the group's replicas serve for one cluster Service:
 // listen on its target ports, dial its tailnet target on its ports.
-func TargetOf(cs *corev1.Service) (config.EgressTarget, bool) {
+func targetOf(cs *corev1.Service) (config.EgressTarget, bool) {
 	t := config.EgressTarget{FQDN: cs.Annotations[annotationTargetFQDN], IP: cs.Annotations[annotationTargetIP]}
 	if (t.FQDN == "") == (t.IP == "") {
 		return t, false
@@ -201,9 +203,9 @@ func TargetOf(cs *corev1.Service) (config.EgressTarget, bool) {
 	return t, true
 }
 
-// Slice is the cluster Service's EndpointSlice of one address family:
+// endpointSlice is the cluster Service's EndpointSlice of one address family:
 // the replicas (pod IPs) that serve it, ready.
-func Slice(cs *corev1.Service, family discoveryv1.AddressType, podIPs []string) *discoveryv1.EndpointSlice {
+func endpointSlice(cs *corev1.Service, family discoveryv1.AddressType, podIPs []string) *discoveryv1.EndpointSlice {
 	labels := map[string]string{discoveryv1.LabelServiceName: cs.Name, discoveryv1.LabelManagedBy: "tailplane"}
 	for k, v := range cs.Labels {
 		labels[k] = v
@@ -226,19 +228,19 @@ func Slice(cs *corev1.Service, family discoveryv1.AddressType, podIPs []string) 
 	return s
 }
 
-// ExternalNameOf is what the member's externalName is rewritten to.
-func ExternalNameOf(cs *corev1.Service, clusterDomain string) string {
+// externalNameOf is what the member's externalName is rewritten to.
+func externalNameOf(cs *corev1.Service, clusterDomain string) string {
 	if clusterDomain == "" {
 		clusterDomain = egress.DefaultClusterDomain
 	}
 	return fmt.Sprintf("%s.%s.svc.%s", cs.Name, cs.Namespace, clusterDomain)
 }
 
-// EgressConfig is replica ordinal's config of an egress group: every
+// egressConfig is replica ordinal's config of an egress group: every
 // member's target.
-func EgressConfig(pg *v1alpha1.ProxyGroup, targets []config.EgressTarget, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+func egressConfig(pg *v1alpha1.ProxyGroup, targets []config.EgressTarget, tags []string, loginServer, authKey string, ordinal int) *config.Config {
 	return &config.Config{
-		Version: config.Version, Hostname: Hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
 		Role: config.RoleEgress, Egress: &config.Egress{Targets: targets},
 	}
 }

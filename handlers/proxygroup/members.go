@@ -1,10 +1,8 @@
 package proxygroup
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -23,25 +22,22 @@ import (
 // Annotations, finalizers and reasons with the official operator's names.
 const (
 	AnnotationProxyGroup = "tailscale.com/proxy-group"
-	// AnnotationHTTPEndpoint "enabled" also serves plain HTTP on port 80
+	// annotationHTTPEndpoint "enabled" also serves plain HTTP on port 80
 	// (ProxyGroup Ingresses; dedicated ones only on Headscale, see ingress).
-	AnnotationHTTPEndpoint = ingress.AnnotationHTTPEndpoint
-	// AnnotationOwnerReferences, on a Tailscale Service, names the
-	// operators (and here, always, the object) it belongs to.
-	AnnotationOwnerReferences = "tailscale.com/owner-references"
+	annotationHTTPEndpoint = ingress.AnnotationHTTPEndpoint
 
 	FinalizerIngress = "tailscale.com/ingress-pg-finalizer"
-	FinalizerService = "tailscale.com/service-pg-finalizer"
+	finalizerService = "tailscale.com/service-pg-finalizer"
 
 	ReasonProxyGroupNotFound   = "ProxyGroupNotFound"
-	ReasonInvalidIngressConfig = "InvalidIngressConfiguration"
+	reasonInvalidIngressConfig = "InvalidIngressConfiguration"
 	ReasonIngressSvcInvalid    = "IngressSvcInvalid"
-	ReasonSvcInvalid           = ReasonIngressSvcInvalid
+	reasonSvcInvalid           = ReasonIngressSvcInvalid
 	ReasonInvalidTailscaleSvc  = "InvalidTailscaleService"
-	// ReasonFunnelIgnored (Tailplane's) says Funnel is not offered on a
+	// reasonFunnelIgnored (Tailplane's) says Funnel is not offered on a
 	// ProxyGroup Ingress, as in the official operator, which ignores it
 	// silently.
-	ReasonFunnelIgnored = "FunnelNotSupported"
+	reasonFunnelIgnored = "FunnelNotSupported"
 	// ReasonNameShadowed (Tailplane's) warns that a device has the MagicDNS
 	// name a member's Tailscale Service wants.
 	ReasonNameShadowed = "HostnameInUseByDevice"
@@ -53,12 +49,11 @@ const (
 	ReasonSvcConfigured        = "IngressSvcConfigured"
 	ReasonSvcNoBackends        = "IngressSvcNoBackendsConfigured"
 	messageBackendsAdvertising = "%d/%d proxy backends ready and advertising"
-	serviceComment             = "This Tailscale Service is managed by the Tailplane operator, do not modify"
 )
 
-// Member is an Ingress or a Service served by an ingress ProxyGroup as the
+// member is an Ingress or a Service served by an ingress ProxyGroup as the
 // Tailscale Service svc:<Hostname>.
-type Member struct {
+type member struct {
 	Kind, Namespace, Name string
 	UID                   types.UID
 	// Group is the ProxyGroup's name.
@@ -79,21 +74,16 @@ type Member struct {
 	Problems []ingress.Problem
 }
 
-// ServiceName is the Tailscale Service's name, "svc:<hostname>".
-func (m *Member) ServiceName() string { return "svc:" + m.Hostname }
+// serviceName is the Tailscale Service's name, "svc:<hostname>".
+func (m *member) serviceName() string { return tsservice.Name(m.Hostname) }
 
-// Key is "<Kind>/<namespace>/<name>".
-func (m *Member) Key() string { return m.Kind + "/" + m.Namespace + "/" + m.Name }
+// key is "<Kind>/<namespace>/<name>".
+func (m *member) key() string { return m.Kind + "/" + m.Namespace + "/" + m.Name }
 
-// CertSecretName is the kubernetes.io/tls Secret, in the operator namespace,
-// through which a group's replicas share the certificate of hostname's
-// Tailscale Service.
-func CertSecretName(hostname string) string { return "ts-svc-" + hostname + "-tls" }
-
-// IngressMember renders an Ingress of a ProxyGroup. The error is why it
+// ingressMember renders an Ingress of a ProxyGroup. The error is why it
 // cannot be served (the official messages where there are some).
-func IngressMember(ing *networkingv1.Ingress, s settings.Settings, lookup ingress.ServiceLookup) (*Member, error) {
-	m := &Member{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID, Group: ing.Annotations[AnnotationProxyGroup]}
+func ingressMember(ing *networkingv1.Ingress, s settings.Settings, lookup ingress.ServiceLookup) (*member, error) {
+	m := &member{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID, Group: ing.Annotations[AnnotationProxyGroup]}
 	if len(ing.Spec.TLS) > 1 {
 		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
 		return nil, fmt.Errorf("Ingress contains invalid TLS block %v: only a single TLS entry is allowed", ing.Spec.TLS)
@@ -114,31 +104,31 @@ func IngressMember(ing *networkingv1.Ingress, s settings.Settings, lookup ingres
 		return nil, err
 	}
 	m.Problems = problems
-	l7.TLS = config.TLS{Mode: config.TLSShared, SecretName: CertSecretName(m.Hostname)}
+	l7.TLS = config.TLS{Mode: config.TLSShared, SecretName: tsservice.CertSecretName(m.Hostname)}
 	l7.HTTPRedirect = ingress.HTTPRedirect(ing)
-	if ing.Annotations[AnnotationHTTPEndpoint] == "enabled" {
+	if ing.Annotations[annotationHTTPEndpoint] == "enabled" {
 		if l7.HTTPRedirect {
-			m.Problems = append(m.Problems, ingress.Problem{Type: corev1.EventTypeWarning, Reason: ReasonInvalidIngressConfig,
+			m.Problems = append(m.Problems, ingress.Problem{Type: corev1.EventTypeWarning, Reason: reasonInvalidIngressConfig,
 				Message: "tailscale.com/http-redirect is ignored because tailscale.com/http-endpoint is enabled"})
 		}
 		l7.HTTPRedirect, l7.PlainHTTP = false, true
 	}
 	if ingress.Funnel(ing) {
-		m.Problems = append(m.Problems, ingress.Problem{Type: corev1.EventTypeWarning, Reason: ReasonFunnelIgnored,
+		m.Problems = append(m.Problems, ingress.Problem{Type: corev1.EventTypeWarning, Reason: reasonFunnelIgnored,
 			Message: "tailscale.com/funnel is not supported on ProxyGroup Ingresses and is ignored; use a dedicated proxy (remove tailscale.com/proxy-group) for Funnel"})
 	}
 	m.Ports = []string{"tcp:443"}
 	if l7.HTTPRedirect || l7.PlainHTTP {
 		m.Ports = append(m.Ports, "tcp:80")
 	}
-	m.Service = config.Service{Name: m.ServiceName(), L7: l7}
+	m.Service = config.Service{Name: m.serviceName(), L7: l7}
 	return m, nil
 }
 
-// ServiceMember renders a LoadBalancer or exposed Service of a ProxyGroup:
+// serviceMember renders a LoadBalancer or exposed Service of a ProxyGroup:
 // its ports forwarded to its ClusterIP.
-func ServiceMember(svc *corev1.Service, s settings.Settings) (*Member, error) {
-	m := &Member{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Group: svc.Annotations[AnnotationProxyGroup]}
+func serviceMember(svc *corev1.Service, s settings.Settings) (*member, error) {
+	m := &member{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Group: svc.Annotations[AnnotationProxyGroup]}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil, fmt.Errorf("invalid Service: ExternalName Services are not supported on ProxyGroups")
 	}
@@ -167,105 +157,18 @@ func ServiceMember(svc *corev1.Service, s settings.Settings) (*Member, error) {
 	if len(l4.Ports) == 0 {
 		return nil, fmt.Errorf("invalid Service: it has no ports")
 	}
-	m.Service = config.Service{Name: m.ServiceName(), L4: l4}
+	m.Service = config.Service{Name: m.serviceName(), L4: l4}
 	return m, nil
 }
 
-// OwnerRef is one owner of a Tailscale Service, as recorded in
-// AnnotationOwnerReferences.
-type OwnerRef struct {
-	OperatorID string    `json:"operatorID,omitempty"`
-	Resource   *Resource `json:"resource,omitempty"`
+// owner is m as the owner of its Tailscale Service.
+func (m *member) owner() tsservice.Owner {
+	return tsservice.Owner{Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID}
 }
 
-// Resource names the object that owns a Tailscale Service.
-type Resource struct {
-	Kind      string    `json:"kind,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	Namespace string    `json:"namespace,omitempty"`
-	UID       types.UID `json:"uid,omitempty"`
-}
-
-type ownerRefs struct {
-	OwnerRefs []OwnerRef `json:"ownerRefs"`
-}
-
-// owner is m's entry in the owner annotation.
-func (m *Member) owner(operatorID string) OwnerRef {
-	return OwnerRef{OperatorID: operatorID, Resource: &Resource{Kind: m.Kind, Name: m.Name, Namespace: m.Namespace, UID: m.UID}}
-}
-
-// Owners reads a Tailscale Service's owner annotation (nil when absent).
-func Owners(svc *tailnet.Service) ([]OwnerRef, error) {
-	raw := svc.Annotations[AnnotationOwnerReferences]
-	if raw == "" {
-		return nil, nil
-	}
-	var o ownerRefs
-	if err := json.Unmarshal([]byte(raw), &o); err != nil {
-		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-		return nil, fmt.Errorf("Tailscale Service %s: annotation %s is not valid JSON: %w", svc.Name, AnnotationOwnerReferences, err)
-	}
-	return o.OwnerRefs, nil
-}
-
-// Desired is the Tailscale Service m wants, given the one that exists (nil
-// when none): addresses and other owners' entries are kept. An existing
-// service that m may not take (made by hand, or another object's) is an
-// error: two objects never silently share a name.
-func (m *Member) Desired(existing *tailnet.Service, operatorID string) (tailnet.Service, error) {
-	want := tailnet.Service{Name: m.ServiceName(), Comment: serviceComment, Tags: m.Tags, Ports: m.Ports,
-		Annotations: map[string]string{}}
-	mine := m.owner(operatorID)
-	owners := []OwnerRef{mine}
-	if existing != nil {
-		old, err := Owners(existing)
-		if err != nil {
-			return want, err
-		}
-		if len(old) == 0 {
-			//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-			return want, fmt.Errorf("Tailscale Service %s already exists and is not managed by a Kubernetes operator; delete it or choose another hostname", want.Name)
-		}
-		for _, o := range old {
-			switch {
-			case o.OperatorID == operatorID && o.Resource != nil && o.Resource.Kind == m.Kind && o.Resource.Namespace == m.Namespace && o.Resource.Name == m.Name:
-				// Ours, perhaps from an earlier object of the same name.
-			case o.OperatorID == operatorID:
-				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-				return want, fmt.Errorf("Tailscale Service %s is already used by %s; choose another hostname", want.Name, describe(o.Resource))
-			default:
-				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-				return want, fmt.Errorf("Tailscale Service %s is already used by another operator (device %s); choose another hostname", want.Name, o.OperatorID)
-			}
-		}
-		want.Addrs = existing.Addrs
-		for k, v := range existing.Annotations {
-			want.Annotations[k] = v
-		}
-	}
-	raw, err := json.Marshal(ownerRefs{OwnerRefs: owners})
-	if err != nil {
-		return want, err
-	}
-	want.Annotations[AnnotationOwnerReferences] = string(raw)
-	return want, nil
-}
-
-// Owns reports whether the Tailscale Service names m among its owners.
-func (m *Member) Owns(existing *tailnet.Service, operatorID string) bool {
-	old, err := Owners(existing)
-	return err == nil && slices.ContainsFunc(old, func(o OwnerRef) bool {
-		return o.OperatorID == operatorID && o.Resource != nil && o.Resource.Kind == m.Kind &&
-			o.Resource.Namespace == m.Namespace && o.Resource.Name == m.Name
-	})
-}
-
-func describe(r *Resource) string {
-	if r == nil {
-		return "another object"
-	}
-	return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
+// desired is the Tailscale Service m wants, given the one that exists.
+func (m *member) desired(existing *tailnet.Service, operatorID string) (tailnet.Service, error) {
+	return tsservice.Desired(m.owner(), m.Hostname, m.Tags, m.Ports, existing, operatorID)
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
@@ -273,16 +176,4 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 func isIPv4(s string) bool {
 	ip := net.ParseIP(s)
 	return ip != nil && ip.To4() != nil
-}
-
-// ShadowingDevice returns the MagicDNS name of a device whose name's first
-// label is hostname ("" when none): that device and the Tailscale Service
-// svc:<hostname> would share one name.
-func ShadowingDevice(devices []tailnet.Device, hostname string) string {
-	for _, d := range devices {
-		if label, _, _ := strings.Cut(d.Name, "."); strings.EqualFold(label, hostname) {
-			return d.Name
-		}
-	}
-	return ""
 }

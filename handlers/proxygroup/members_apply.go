@@ -2,49 +2,40 @@ package proxygroup
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
-	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// LabelMemberKind marks a shared certificate Secret with its member's kind
-// (with the parent name and namespace labels), so that it is found again
-// whatever the member's hostname was.
-const LabelMemberKind = "tailplane.dev/member-kind"
-
-// SecretTypeCerts is the secret-type label of shared certificate Secrets.
-const SecretTypeCerts = "certs"
-
-// memberKind is what differs between Ingress and Service members.
+// memberKind is what differs between Ingress and Service members, whose
+// lifecycle (pipeline.MemberModule) is otherwise one: each is a Tailscale
+// Service that every replica of its group hosts.
 type memberKind struct {
 	kind      string
 	resource  schema.GroupVersionResource
 	finalizer string
+	index     string
 	isMember  func(*unstructured.Unstructured) bool
 	// render returns the member, or why it cannot be served.
-	render func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error)
+	render func(ctx context.Context, obj *unstructured.Unstructured) (*member, error)
 	// status writes the member's status: advertising of total replicas
-	// host its service (domain and addrs known once one does).
-	status func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error
+	// host its service (domain and addrs known once one does); m nil
+	// clears it.
+	status func(ctx context.Context, obj *unstructured.Unstructured, m *member, st memberStatus) error
 	// invalid shows why the member cannot be served.
 	invalid func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error
 }
@@ -57,84 +48,100 @@ type memberStatus struct {
 	Addrs   []string
 }
 
-func registerMembers(op *runtime.Operator, g *groups) {
-	for _, k := range []*memberKind{g.ingressKind(), g.serviceKind()} {
-		k := k
-		opts := g.d.Scope(runtime.When(runtime.Or(k.isMember, hasFinalizer(k.finalizer))), g.d.StateStore())
-		sync := func(ctx context.Context, ev *runtime.Event) (any, error) {
-			if !k.isMember(ev.Object) {
-				return nil, cluster.Retry(g.release(ctx, k, ev.Object, true), ev.Retry)
+// admitted is a member that may be served, with its group.
+type admitted struct {
+	m  *member
+	pg *v1alpha1.ProxyGroup
+	be tailnet.Backend
+}
+
+// memberModule is k as a pipeline member.
+func (g *groups) memberModule(k *memberKind) pipeline.MemberModule[admitted] {
+	return pipeline.MemberModule[admitted]{
+		ID: "proxygroup-" + strings.ToLower(k.kind), Resource: k.resource, Kind: k.kind, Finalizer: k.finalizer,
+		Index: k.index, GroupResource: resources.ProxyGroups, IsOurs: k.isMember, Group: groupOf,
+		Admit: func(ctx context.Context, obj *unstructured.Unstructured) (admitted, bool, error) {
+			return g.admit(ctx, k, obj)
+		},
+		Serve: func(ctx context.Context, obj *unstructured.Unstructured, a admitted) error {
+			return g.serve(ctx, k, obj, a)
+		},
+		Release: func(ctx context.Context, obj *unstructured.Unstructured) error {
+			o := ownerOf(k.kind, obj)
+			if err := g.sweepAll(ctx, o); err != nil {
+				return err
 			}
-			return nil, cluster.Retry(g.serve(ctx, k, ev.Object), ev.Retry)
-		}
-		cleanup := func(ctx context.Context, ev *runtime.Event) (any, error) {
-			return nil, cluster.Retry(g.release(ctx, k, ev.Object, false), ev.Retry)
-		}
-		id := "proxygroup-" + strings.ToLower(k.kind)
-		op.On(k.resource, id+"-sync", sync, append(opts,
-			runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))...)
-		op.OnDelete(k.resource, id+"-cleanup", cleanup, opts...)
+			return tsservice.DeleteCertSecrets(ctx, g.d.Kube, g.d.Settings.Namespace, o)
+		},
+		Clear: func(ctx context.Context, obj *unstructured.Unstructured) error {
+			return k.status(ctx, obj, nil, memberStatus{})
+		},
 	}
 }
 
-func hasFinalizer(f string) runtime.Predicate {
-	return func(obj *unstructured.Unstructured) bool { return slices.Contains(obj.GetFinalizers(), f) }
+// groupOf is the ProxyGroup an object names.
+func groupOf(obj *unstructured.Unstructured) string {
+	return obj.GetAnnotations()[AnnotationProxyGroup]
+}
+
+// admit renders obj and checks that its group exists, is of type ingress
+// and that the group's tailnet offers Tailscale Services.
+func (g *groups) admit(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) (admitted, bool, error) {
+	m, err := k.render(ctx, obj)
+	if err != nil {
+		return admitted{}, false, k.invalid(ctx, obj, ReasonIngressSvcInvalid, err.Error())
+	}
+	pg, err := g.group(ctx, m.Group)
+	if err != nil {
+		return admitted{}, false, err
+	}
+	switch {
+	case pg == nil:
+		return admitted{}, false, k.invalid(ctx, obj, ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", m.Group))
+	case pg.Spec.Type != v1alpha1.ProxyGroupTypeIngress:
+		return admitted{}, false, k.invalid(ctx, obj, ReasonIngressSvcInvalid, fmt.Sprintf("ProxyGroup %q is of type %q; %ss need a ProxyGroup of type ingress", m.Group, pg.Spec.Type, m.Kind))
+	}
+	be, err := g.backend(pg)
+	if err != nil {
+		return admitted{}, false, err
+	}
+	if msg := tailnet.Unsupported(be, fmt.Sprintf("this %s, served by ProxyGroup %q,", m.Kind, m.Group), tailnet.FeatureServices); msg != "" {
+		return admitted{}, false, k.invalid(ctx, obj, ReasonIngressSvcInvalid, msg)
+	}
+	return admitted{m: m, pg: pg, be: be}, true, nil
 }
 
 // serve makes obj's Tailscale Service exist, owned by obj, and writes obj's
 // status from its group's replicas; the group's own handler puts the
 // service into the replicas' configs.
-func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
-	m, err := k.render(ctx, obj)
-	if err != nil {
-		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, err.Error())
-	}
-	pg, err := g.group(ctx, m.Group)
+func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, a admitted) error {
+	m, be := a.m, a.be
+	existing, err := be.GetService(ctx, m.serviceName())
 	if err != nil {
 		return err
 	}
-	switch {
-	case pg == nil:
-		return k.invalid(ctx, obj, ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", m.Group))
-	case pg.Spec.Type != v1alpha1.ProxyGroupTypeIngress:
-		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, fmt.Sprintf("ProxyGroup %q is of type %q; %ss need a ProxyGroup of type ingress", m.Group, pg.Spec.Type, m.Kind))
-	}
-	be, err := g.backend(pg)
-	if err != nil {
-		return err
-	}
-	if msg := tailnet.Unsupported(be, fmt.Sprintf("this %s, served by ProxyGroup %q,", m.Kind, m.Group), tailnet.FeatureServices); msg != "" {
-		return k.invalid(ctx, obj, ReasonIngressSvcInvalid, msg)
-	}
-	if err := g.addFinalizer(ctx, k, obj); err != nil {
-		return err
-	}
-	existing, err := be.GetService(ctx, m.ServiceName())
-	if err != nil {
-		return err
-	}
-	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	want, err := m.desired(existing, g.d.OperatorNodeID)
 	if err != nil {
 		return k.invalid(ctx, obj, ReasonInvalidTailscaleSvc, err.Error())
 	}
-	if existing == nil || !sameService(*existing, want) {
+	if existing == nil || !tsservice.Same(*existing, want) {
 		if err := be.PutService(ctx, want); err != nil {
 			return err
 		}
-		if existing, err = be.GetService(ctx, m.ServiceName()); err != nil {
+		if existing, err = be.GetService(ctx, m.serviceName()); err != nil {
 			return err
 		}
 	}
-	if err := g.sweep(ctx, be, m.Kind, obj, m.ServiceName()); err != nil {
+	if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, m.owner(), m.serviceName()); err != nil {
 		return err
 	}
 	g.warnIfShadowed(ctx, be, obj, m.Hostname)
 	if m.Service.L7 != nil {
-		if err := g.ensureCertSecret(ctx, m.Service.L7.TLS.SecretName, certLabels(m.Kind, m.Namespace, m.Name)); err != nil {
+		if err := tsservice.EnsureCertSecret(ctx, g.d.Kube, g.d.Settings.Namespace, m.Service.L7.TLS.SecretName, m.owner()); err != nil {
 			return err
 		}
 	}
-	st, err := g.memberStatus(ctx, pg, m.ServiceName())
+	st, err := g.memberStatus(ctx, a.pg, m.serviceName())
 	if err != nil {
 		return err
 	}
@@ -142,12 +149,6 @@ func (g *groups) serve(ctx context.Context, k *memberKind, obj *unstructured.Uns
 		st.Addrs = existing.Addrs
 	}
 	return k.status(ctx, obj, m, st)
-}
-
-// sameService compares what the operator sets.
-func sameService(a, b tailnet.Service) bool {
-	return a.Comment == b.Comment && slices.Equal(a.Tags, b.Tags) && slices.Equal(a.Ports, b.Ports) &&
-		reflect.DeepEqual(a.Annotations, b.Annotations)
 }
 
 // group reads a ProxyGroup; nil when it does not exist.
@@ -165,7 +166,7 @@ func (g *groups) group(ctx context.Context, name string) (*v1alpha1.ProxyGroup, 
 // memberStatus counts the group's replicas that advertise service; none
 // while the group is not available.
 func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, service string) (memberStatus, error) {
-	st := memberStatus{Total: Replicas(pg)}
+	st := memberStatus{Total: replicaCount(pg)}
 	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}, st.Total)
 	if err != nil {
 		return st, err
@@ -178,7 +179,7 @@ func (g *groups) memberStatus(ctx context.Context, pg *v1alpha1.ProxyGroup, serv
 			st.Advertising++
 		}
 	}
-	if !Available(pg) {
+	if !available(pg) {
 		st.Advertising = 0
 	}
 	return st, nil
@@ -195,154 +196,20 @@ func (g *groups) backend(pg *v1alpha1.ProxyGroup) (tailnet.Backend, error) {
 	return be, nil
 }
 
-// sweepAll sweeps obj's Tailscale Services out of every tailnet the
-// operator can reach: obj may have left a group of another tailnet.
-func (g *groups) sweepAll(ctx context.Context, kind string, obj *unstructured.Unstructured) error {
+// sweepAll sweeps o's Tailscale Services out of every tailnet the
+// operator can reach: o may have left a group of another tailnet.
+func (g *groups) sweepAll(ctx context.Context, o tsservice.Owner) error {
 	for _, be := range g.d.Tailnets.All() {
-		if err := g.sweep(ctx, be, kind, obj, ""); err != nil {
+		if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, o, ""); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sweep deletes the Tailscale Services obj owns in be's tailnet besides
-// keep (a hostname it had before), or takes its name off those others
-// share.
-func (g *groups) sweep(ctx context.Context, be tailnet.Backend, kind string, obj *unstructured.Unstructured, keep string) error {
-	list, err := be.ListServices(ctx)
-	if err != nil {
-		return err
-	}
-	probe := &Member{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	for i := range list {
-		s := &list[i]
-		if s.Name == keep || !probe.Owns(s, g.d.OperatorNodeID) {
-			continue
-		}
-		owners, _ := Owners(s)
-		others := slices.DeleteFunc(owners, func(o OwnerRef) bool {
-			return o.OperatorID == g.d.OperatorNodeID && o.Resource != nil && o.Resource.Kind == kind &&
-				o.Resource.Namespace == probe.Namespace && o.Resource.Name == probe.Name
-		})
-		if len(others) == 0 {
-			if err := be.DeleteService(ctx, s.Name); err != nil {
-				return err
-			}
-			continue
-		}
-		raw, _ := json.Marshal(ownerRefs{OwnerRefs: others})
-		s.Annotations[AnnotationOwnerReferences] = string(raw)
-		if err := be.PutService(ctx, *s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// release undoes serve: the Tailscale Services obj owns, its shared
-// certificate, its status (when it only left the group), then the
-// finalizer. The group dropped the service from its replicas already: obj
-// left its index.
-func (g *groups) release(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, clearStatus bool) error {
-	if err := g.sweepAll(ctx, k.kind, obj); err != nil {
-		return err
-	}
-	if err := g.deleteCertSecrets(ctx, k.kind, obj.GetNamespace(), obj.GetName()); err != nil {
-		return err
-	}
-	if clearStatus {
-		if err := k.status(ctx, obj, nil, memberStatus{}); err != nil {
-			return err
-		}
-	}
-	return g.removeFinalizer(ctx, k, obj)
-}
-
-func certLabels(kind, namespace, name string) map[string]string {
-	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: SecretTypeCerts,
-		LabelMemberKind: strings.ToLower(kind), proxystate.LabelParentNamespace: namespace,
-		proxystate.LabelParentName: proxyset.TruncateLabelValue(name)}
-}
-
-// ensureCertSecret creates the empty kubernetes.io/tls Secret name that
-// the group's issuing replica fills; an existing one is left alone (it
-// holds the certificate). labels find it again at cleanup (certLabels).
-func (g *groups) ensureCertSecret(ctx context.Context, name string, labels map[string]string) error {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.d.Settings.Namespace, Labels: labels},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
-	}
-	// Looked up first: creating an empty TLS Secret draws a warning from
-	// the API server on every attempt, even when it exists.
-	_, err := g.d.Kube.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("read shared certificate Secret %s: %w", s.Name, err)
-	}
-	_, err = g.d.Kube.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create shared certificate Secret %s: %w", s.Name, err)
-	}
-	return nil
-}
-
-// deleteCertSecrets deletes the shared certificates of an owner.
-func (g *groups) deleteCertSecrets(ctx context.Context, kind, namespace, name string) error {
-	// Listed and deleted one by one: the operator may not deletecollection.
-	secrets := g.d.Kube.CoreV1().Secrets(g.d.Settings.Namespace)
-	sel := labels.SelectorFromSet(certLabels(kind, namespace, name)).String()
-	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return fmt.Errorf("list shared certificates of %s %s/%s: %w", kind, namespace, name, err)
-	}
-	for _, s := range list.Items {
-		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, kind, namespace, name, err)
-		}
-	}
-	return nil
-}
-
-func (g *groups) addFinalizer(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
-	if slices.Contains(obj.GetFinalizers(), k.finalizer) {
-		return nil
-	}
-	return g.setFinalizers(ctx, k, obj, append(slices.Clone(obj.GetFinalizers()), k.finalizer))
-}
-
-func (g *groups) removeFinalizer(ctx context.Context, k *memberKind, obj *unstructured.Unstructured) error {
-	cur, err := g.d.Dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(cur.GetFinalizers(), k.finalizer) {
-		return nil
-	}
-	return g.setFinalizers(ctx, k, cur, slices.DeleteFunc(slices.Clone(cur.GetFinalizers()), func(f string) bool { return f == k.finalizer }))
-}
-
-// setFinalizers writes the list guarded by the resourceVersion read, so
-// that a finalizer added meanwhile by someone else is never dropped.
-func (g *groups) setFinalizers(ctx context.Context, k *memberKind, obj *unstructured.Unstructured, list []string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": list, "resourceVersion": obj.GetResourceVersion()}})
-	if err != nil {
-		return err
-	}
-	_, err = g.d.Dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsConflict(err) {
-		return runtime.Temporary(fmt.Errorf("%s %s/%s changed while its finalizers were updated: %w", k.kind, obj.GetNamespace(), obj.GetName(), err), 0)
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("update finalizers of %s %s/%s: %w", k.kind, obj.GetNamespace(), obj.GetName(), err)
-	}
-	return nil
+// ownerOf is obj, of kind, as the owner of Tailscale Services.
+func ownerOf(kind string, obj *unstructured.Unstructured) tsservice.Owner {
+	return tsservice.Owner{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 }
 
 // warnIfShadowed posts a Warning when a device has the MagicDNS name the
@@ -358,7 +225,7 @@ func (g *groups) warnIfShadowed(ctx context.Context, be tailnet.Backend, obj *un
 		g.d.Log.Warn("cannot list devices to check the Tailscale Service's name", "hostname", hostname, "err", err)
 		return
 	}
-	if name := ShadowingDevice(devices, hostname); name != "" {
+	if name := tsservice.ShadowingDevice(devices, hostname); name != "" {
 		g.d.Post(obj, corev1.EventTypeWarning, ReasonNameShadowed, fmt.Sprintf(
 			"device %s has the MagicDNS name of Tailscale Service svc:%s: clients resolve %s to the device, not to the service; give one of them another hostname",
 			name, hostname, name))

@@ -31,13 +31,13 @@ func (g *groups) ingressKind() *memberKind {
 		return &ing, nil
 	}
 	return &memberKind{
-		kind: "Ingress", resource: resources.Ingresses, finalizer: FinalizerIngress, isMember: g.isIngressMember,
-		render: func(ctx context.Context, obj *unstructured.Unstructured) (*Member, error) {
+		kind: "Ingress", resource: resources.Ingresses, finalizer: FinalizerIngress, index: indexIngressMembers, isMember: g.isIngressMember,
+		render: func(ctx context.Context, obj *unstructured.Unstructured) (*member, error) {
 			ing, err := decodeIng(obj)
 			if err != nil {
 				return nil, err
 			}
-			m, err := IngressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
+			m, err := ingressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
 			if err == nil {
 				for _, p := range m.Problems {
 					g.d.Post(ing, p.Type, p.Reason, p.Message)
@@ -56,7 +56,7 @@ func (g *groups) ingressKind() *memberKind {
 			}
 			return g.d.PatchStatus(ctx, resources.Ingresses, ing.Namespace, ing.Name, map[string]any{"loadBalancer": map[string]any{"ingress": nil}})
 		},
-		status: func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error {
+		status: func(ctx context.Context, obj *unstructured.Unstructured, m *member, st memberStatus) error {
 			ing, err := decodeIng(obj)
 			if err != nil {
 				return err
@@ -95,13 +95,13 @@ func (g *groups) serviceKind() *memberKind {
 		return g.d.PatchStatus(ctx, resources.Services, svc.Namespace, svc.Name, status)
 	}
 	return &memberKind{
-		kind: "Service", resource: resources.Services, finalizer: FinalizerService, isMember: g.isServiceMember,
-		render: func(_ context.Context, obj *unstructured.Unstructured) (*Member, error) {
+		kind: "Service", resource: resources.Services, finalizer: finalizerService, index: indexServiceMembers, isMember: g.isServiceMember,
+		render: func(_ context.Context, obj *unstructured.Unstructured) (*member, error) {
 			svc, err := cluster.DecodeService(obj)
 			if err != nil {
 				return nil, runtime.Permanent(err)
 			}
-			return ServiceMember(svc, g.d.Settings)
+			return serviceMember(svc, g.d.Settings)
 		},
 		invalid: func(ctx context.Context, obj *unstructured.Unstructured, reason, msg string) error {
 			svc, err := cluster.DecodeService(obj)
@@ -110,11 +110,11 @@ func (g *groups) serviceKind() *memberKind {
 			}
 			g.d.Post(svc, corev1.EventTypeWarning, reason, msg)
 			conds := conditions.Set(svc.Status.Conditions, metav1.Condition{Type: ConditionSvcValid, Status: metav1.ConditionFalse,
-				Reason: ReasonSvcInvalid, Message: msg})
+				Reason: reasonSvcInvalid, Message: msg})
 			conds = conditions.Remove(conds, ConditionSvcConfigured)
 			return setStatus(ctx, svc, conds, nil, svc.Spec.Type == corev1.ServiceTypeLoadBalancer)
 		},
-		status: func(ctx context.Context, obj *unstructured.Unstructured, m *Member, st memberStatus) error {
+		status: func(ctx context.Context, obj *unstructured.Unstructured, m *member, st memberStatus) error {
 			svc, err := cluster.DecodeService(obj)
 			if err != nil {
 				return runtime.Permanent(err)

@@ -20,13 +20,13 @@ import (
 // ParentType is the official parent type label of a ProxyGroup's children.
 const ParentType = "proxygroup"
 
-// DefaultReplicas is the number of replicas when spec.replicas is unset (the
+// defaultReplicas is the number of replicas when spec.replicas is unset (the
 // official operator's default in code).
-const DefaultReplicas = 2
+const defaultReplicas = 2
 
 // Event reasons and messages, the official ones.
 const (
-	ReasonCreationFailed = "ProxyGroupCreationFailed"
+	reasonCreationFailed = "ProxyGroupCreationFailed"
 	// ReasonInvalid is posted with the condition's ProxyGroupInvalid.
 	ReasonInvalid = v1alpha1.ReasonProxyGroupInvalid
 	// messageAvailable is ProxyGroupAvailable's message.
@@ -37,70 +37,70 @@ const (
 	messageInvalidAvailable = "no ProxyGroup pods run: the ProxyGroup is invalid (see ProxyGroupReady)"
 )
 
-// Replicas is spec.replicas, DefaultReplicas when unset.
-func Replicas(pg *v1alpha1.ProxyGroup) int {
+// replicaCount is spec.replicas, defaultReplicas when unset.
+func replicaCount(pg *v1alpha1.ProxyGroup) int {
 	if pg.Spec.Replicas == nil {
-		return DefaultReplicas
+		return defaultReplicas
 	}
 	return max(int(*pg.Spec.Replicas), 0)
 }
 
-// Hostnames are the replicas' tailnet hostnames: <hostnamePrefix or
+// hostnames are the replicas' tailnet hostnames: <hostnamePrefix or
 // name>-<ordinal>.
-func Hostnames(pg *v1alpha1.ProxyGroup) []string {
+func hostnames(pg *v1alpha1.ProxyGroup) []string {
 	prefix := string(pg.Spec.HostnamePrefix)
 	if prefix == "" {
 		prefix = pg.Name
 	}
-	out := make([]string, Replicas(pg))
+	out := make([]string, replicaCount(pg))
 	for i := range out {
 		out[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
 	return out
 }
 
-// Tags are the devices' tags: spec.tags, else the operator's proxy tags.
-func Tags(pg *v1alpha1.ProxyGroup, defaults []string) ([]string, error) {
+// groupTags are the devices' tags: spec.tags, else the operator's proxy tags.
+func groupTags(pg *v1alpha1.ProxyGroup, defaults []string) ([]string, error) {
 	return settings.SpecTags(pg.Spec.Tags.Strings(), defaults)
 }
 
-// ProxyClassName is spec.proxyClass, else the operator's default
+// proxyClassName is spec.proxyClass, else the operator's default
 // (PROXY_DEFAULT_CLASS), as the official operator falls back.
-func ProxyClassName(pg *v1alpha1.ProxyGroup, defaultClass string) string {
+func proxyClassName(pg *v1alpha1.ProxyGroup, defaultClass string) string {
 	if pg.Spec.ProxyClass != "" {
 		return pg.Spec.ProxyClass
 	}
 	return defaultClass
 }
 
-// Validate checks what the CRD's schema cannot: the hostnames are DNS
+// validate checks what the CRD's schema cannot: the hostnames are DNS
 // labels, the tags parse, and the type is one this operator runs.
-func Validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
+func validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 	var errs []error
 	switch pg.Spec.Type {
 	case v1alpha1.ProxyGroupTypeIngress, v1alpha1.ProxyGroupTypeEgress:
 	case v1alpha1.ProxyGroupTypeKubeAPIServer:
-		if err := proxyset.ValidHostname(APIServerHostname(pg)); err != nil {
-			errs = append(errs, fmt.Errorf("invalid kubeAPIServer.hostname %q: %v", APIServerHostname(pg), err))
+		if err := proxyset.ValidHostname(apiServerHostname(pg)); err != nil {
+			errs = append(errs, fmt.Errorf("invalid kubeAPIServer.hostname %q: %v", apiServerHostname(pg), err))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown ProxyGroup type %q", pg.Spec.Type))
 	}
-	for _, h := range Hostnames(pg) {
+	for _, h := range hostnames(pg) {
 		if err := proxyset.ValidHostname(h); err != nil {
 			errs = append(errs, fmt.Errorf("invalid hostname %q: %v", h, err))
 			break
 		}
 	}
-	if _, err := Tags(pg, defaultTags); err != nil {
+	if _, err := groupTags(pg, defaultTags); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// IngressConfig is replica ordinal's config of an ingress group: every
+// ingressConfig is replica ordinal's config of an ingress group: every
 // member's Tailscale Service; replica 0 issues the shared certificates.
-func IngressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+func ingressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, loginServer, authKey string, ordinal int) *config.Config {
 	own := make([]config.Service, len(services))
 	for i, s := range services {
 		if s.L7 != nil {
@@ -111,16 +111,16 @@ func IngressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []st
 		own[i] = s
 	}
 	return &config.Config{
-		Version: config.Version, Hostname: Hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
 		Role: config.RoleIngressGroup, Group: &config.Group{Services: own},
 	}
 }
 
-// Status is the ProxyGroup's status for an outcome of the pipeline whose
+// groupStatus is the ProxyGroup's status for an outcome of the pipeline whose
 // Serving are the devices of the replicas that run (runningDevices):
 // ProxyGroupReady (every replica runs, with the generation observed) and
 // ProxyGroupAvailable (at least one does), with the official reasons.
-func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupStatus {
+func groupStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupStatus {
 	st := v1alpha1.ProxyGroupStatus{Conditions: slices.Clone(pg.Status.Conditions)}
 	for _, d := range out.Serving {
 		name, _, _ := strings.Cut(d.FQDN, ".")
@@ -140,7 +140,7 @@ func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupSt
 	case pipeline.Ready:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonProxyGroupReady, "ProxyGroup is ready"
 	}
-	want := Replicas(pg)
+	want := replicaCount(pg)
 	if out.Stage == pipeline.Ready && len(out.Serving) < want {
 		// Every replica has its device, but not every one runs.
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonProxyGroupCreating, fmt.Sprintf(messageAvailable, len(out.Serving), want)
@@ -169,10 +169,10 @@ func Status(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGroupSt
 	return st
 }
 
-// Available reports whether the group's status says at least one replica
+// available reports whether the group's status says at least one replica
 // serves (ProxyGroupAvailable): members are served, and get an address,
 // only then.
-func Available(pg *v1alpha1.ProxyGroup) bool {
+func available(pg *v1alpha1.ProxyGroup) bool {
 	return meta.IsStatusConditionTrue(pg.Status.Conditions, v1alpha1.ProxyGroupAvailable)
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
-	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -24,21 +24,21 @@ func group(spec v1alpha1.ProxyGroupSpec) *v1alpha1.ProxyGroup {
 }
 
 func TestHostnamesAndReplicas(t *testing.T) {
-	if got := Hostnames(group(v1alpha1.ProxyGroupSpec{})); strings.Join(got, ",") != "pg-0,pg-1" {
+	if got := hostnames(group(v1alpha1.ProxyGroupSpec{})); strings.Join(got, ",") != "pg-0,pg-1" {
 		t.Errorf("default: %v", got)
 	}
 	three := int32(3)
-	if got := Hostnames(group(v1alpha1.ProxyGroupSpec{Replicas: &three, HostnamePrefix: "web"})); strings.Join(got, ",") != "web-0,web-1,web-2" {
+	if got := hostnames(group(v1alpha1.ProxyGroupSpec{Replicas: &three, HostnamePrefix: "web"})); strings.Join(got, ",") != "web-0,web-1,web-2" {
 		t.Errorf("prefix: %v", got)
 	}
 	zero := int32(0)
-	if got := Hostnames(group(v1alpha1.ProxyGroupSpec{Replicas: &zero})); len(got) != 0 {
+	if got := hostnames(group(v1alpha1.ProxyGroupSpec{Replicas: &zero})); len(got) != 0 {
 		t.Errorf("zero replicas: %v", got)
 	}
 }
 
 func TestValidate(t *testing.T) {
-	if err := Validate(group(v1alpha1.ProxyGroupSpec{Type: "ingress"}), []string{"tag:k8s"}); err != nil {
+	if err := validate(group(v1alpha1.ProxyGroupSpec{Type: "ingress"}), []string{"tag:k8s"}); err != nil {
 		t.Errorf("valid group refused: %v", err)
 	}
 	for _, tc := range []struct {
@@ -50,7 +50,7 @@ func TestValidate(t *testing.T) {
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", Tags: v1alpha1.Tags{"nottag"}}, "spec.tags"},
 		{v1alpha1.ProxyGroupSpec{Type: "ingress", HostnamePrefix: "Bad_"}, `invalid hostname "Bad_-0"`},
 	} {
-		if err := Validate(group(tc.spec), []string{"tag:k8s"}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := validate(group(tc.spec), []string{"tag:k8s"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want %q", tc.spec, err, tc.want)
 		}
 	}
@@ -64,11 +64,11 @@ func TestConfigLetsOnlyReplicaZeroIssue(t *testing.T) {
 	}
 	pg := group(v1alpha1.ProxyGroupSpec{Type: "ingress"})
 	for i := range 2 {
-		c := IngressConfig(pg, services, []string{"tag:k8s"}, "https://login", "key", i)
+		c := ingressConfig(pg, services, []string{"tag:k8s"}, "https://login", "key", i)
 		if err := c.Validate(); err != nil {
 			t.Fatalf("replica %d: %v", i, err)
 		}
-		if c.Group.Services[0].L7.TLS.Issue != (i == 0) || c.Hostname != Hostnames(pg)[i] {
+		if c.Group.Services[0].L7.TLS.Issue != (i == 0) || c.Hostname != hostnames(pg)[i] {
 			t.Errorf("replica %d: %+v", i, c.Group.Services[0].L7.TLS)
 		}
 	}
@@ -80,7 +80,7 @@ func TestConfigLetsOnlyReplicaZeroIssue(t *testing.T) {
 func TestStatus(t *testing.T) {
 	pg := group(v1alpha1.ProxyGroupSpec{Type: "ingress"})
 	one := proxyset.Device{ID: "n1", FQDN: "pg-0.tail.ts.net", IPs: []string{"100.64.0.1"}}
-	st := Status(pg, pipeline.Outcome{Stage: pipeline.Pending, Message: "waiting", Serving: []proxyset.Device{one}})
+	st := groupStatus(pg, pipeline.Outcome{Stage: pipeline.Pending, Message: "waiting", Serving: []proxyset.Device{one}})
 	ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady)
 	avail := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupAvailable)
 	if ready.Status != "False" || ready.Reason != v1alpha1.ReasonProxyGroupCreating || ready.ObservedGeneration != 3 {
@@ -92,20 +92,20 @@ func TestStatus(t *testing.T) {
 	if len(st.Devices) != 1 || st.Devices[0].Hostname != "pg-0" {
 		t.Errorf("devices %+v", st.Devices)
 	}
-	st = Status(pg, pipeline.Outcome{Stage: pipeline.Ready, Serving: []proxyset.Device{one, one}})
+	st = groupStatus(pg, pipeline.Outcome{Stage: pipeline.Ready, Serving: []proxyset.Device{one, one}})
 	if avail := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupAvailable); avail.Reason != v1alpha1.ReasonProxyGroupAvailable {
 		t.Errorf("all up: %+v", avail)
 	}
 	// Every device exists but one replica does not run: not Ready, with
 	// the count, as the official operator says it.
-	st = Status(pg, pipeline.Outcome{Stage: pipeline.Ready, Serving: []proxyset.Device{one}})
+	st = groupStatus(pg, pipeline.Outcome{Stage: pipeline.Ready, Serving: []proxyset.Device{one}})
 	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady); ready.Status != "False" ||
 		ready.Reason != v1alpha1.ReasonProxyGroupCreating || ready.Message != "1/2 ProxyGroup pods running" {
 		t.Errorf("one not running: %+v", ready)
 	}
 	// Refused: nothing is being created, so neither condition says
 	// ProxyGroupCreating "0/2 ProxyGroup pods running".
-	st = Status(pg, pipeline.Outcome{Stage: pipeline.Invalid, Message: "invalid ProxyGroup spec: x"})
+	st = groupStatus(pg, pipeline.Outcome{Stage: pipeline.Invalid, Message: "invalid ProxyGroup spec: x"})
 	for _, c := range st.Conditions {
 		if c.Status != "False" || c.Reason != v1alpha1.ReasonProxyGroupInvalid || strings.Contains(c.Message, "0/2") {
 			t.Errorf("invalid: %+v", c)
@@ -158,24 +158,24 @@ func TestIngressMember(t *testing.T) {
 			Spec: networkingv1.IngressSpec{TLS: tls, DefaultBackend: &networkingv1.IngressBackend{
 				Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
 	}
-	m, err := IngressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"app.example"}}), s, lookup)
-	if err != nil || m.ServiceName() != "svc:app" || strings.Join(m.Ports, ",") != "tcp:443" || m.Group != "pg" ||
-		m.Service.L7.TLS.SecretName != CertSecretName("app") {
+	m, err := ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"app.example"}}), s, lookup)
+	if err != nil || m.serviceName() != "svc:app" || strings.Join(m.Ports, ",") != "tcp:443" || m.Group != "pg" ||
+		m.Service.L7.TLS.SecretName != tsservice.CertSecretName("app") {
 		t.Fatalf("member %+v, %v", m, err)
 	}
-	m, err = IngressMember(ing(map[string]string{"tailscale.com/http-endpoint": "enabled", "tailscale.com/http-redirect": "true",
+	m, err = ingressMember(ing(map[string]string{"tailscale.com/http-endpoint": "enabled", "tailscale.com/http-redirect": "true",
 		"tailscale.com/funnel": "true"}), s, lookup)
 	if err != nil || !m.Service.L7.PlainHTTP || m.Service.L7.HTTPRedirect || strings.Join(m.Ports, ",") != "tcp:443,tcp:80" || len(m.Problems) != 2 {
 		t.Fatalf("http-endpoint member %+v, %v", m, err)
 	}
-	if m.ServiceName() != "svc:ns-web-ingress" {
-		t.Errorf("default hostname: %s", m.ServiceName())
+	if m.serviceName() != "svc:ns-web-ingress" {
+		t.Errorf("default hostname: %s", m.serviceName())
 	}
-	_, err = IngressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"a"}}, networkingv1.IngressTLS{Hosts: []string{"b"}}), s, lookup)
+	_, err = ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"a"}}, networkingv1.IngressTLS{Hosts: []string{"b"}}), s, lookup)
 	if err == nil || !strings.Contains(err.Error(), "only a single TLS entry is allowed") {
 		t.Errorf("two TLS entries: %v", err)
 	}
-	_, err = IngressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"a", "b"}}), s, lookup)
+	_, err = ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"a", "b"}}), s, lookup)
 	if err == nil || !strings.Contains(err.Error(), "only a single host is allowed") {
 		t.Errorf("two TLS hosts: %v", err)
 	}
@@ -185,45 +185,22 @@ func TestServiceMember(t *testing.T) {
 	s := settings.Settings{ProxyTags: []string{"tag:k8s"}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "ns", Annotations: map[string]string{"tailscale.com/hostname": "resolver"}},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}, {Port: 53}}}}
-	m, err := ServiceMember(svc, s)
-	if err != nil || m.ServiceName() != "svc:resolver" || strings.Join(m.Ports, ",") != "udp:53,tcp:53" ||
+	m, err := serviceMember(svc, s)
+	if err != nil || m.serviceName() != "svc:resolver" || strings.Join(m.Ports, ",") != "udp:53,tcp:53" ||
 		m.Service.L4.Ports[0].Protocol != config.UDP || m.Service.L4.Ports[0].Target != "10.0.0.9:53" {
 		t.Fatalf("member %+v, %v", m, err)
 	}
 	svc.Spec.Type = corev1.ServiceTypeExternalName
-	if _, err := ServiceMember(svc, s); err == nil || !strings.Contains(err.Error(), "ExternalName") {
+	if _, err := serviceMember(svc, s); err == nil || !strings.Contains(err.Error(), "ExternalName") {
 		t.Errorf("ExternalName: %v", err)
 	}
 }
 
-func TestDesiredOwnership(t *testing.T) {
-	m := &Member{Kind: "Ingress", Namespace: "ns", Name: "web", UID: "u1", Hostname: "web", Ports: []string{"tcp:443"}, Tags: []string{"tag:k8s"}}
-	fresh, err := m.Desired(nil, "op1")
-	if err != nil || !m.Owns(&fresh, "op1") || len(fresh.Addrs) != 0 {
-		t.Fatalf("new service %+v, %v", fresh, err)
-	}
-	fresh.Addrs = []string{"100.100.0.1"}
-	again, err := m.Desired(&fresh, "op1")
-	if err != nil || again.Addrs[0] != "100.100.0.1" {
-		t.Errorf("own service not kept: %+v, %v", again, err)
-	}
-	other := &Member{Kind: "Ingress", Namespace: "ns", Name: "other", Hostname: "web"}
-	if _, err := other.Desired(&fresh, "op1"); err == nil || !strings.Contains(err.Error(), "already used by Ingress ns/web") {
-		t.Errorf("another object: %v", err)
-	}
-	if _, err := m.Desired(&fresh, "op2"); err == nil || !strings.Contains(err.Error(), "another operator") {
-		t.Errorf("another operator: %v", err)
-	}
-	if _, err := m.Desired(&tailnet.Service{Name: "svc:web"}, "op1"); err == nil || !strings.Contains(err.Error(), "not managed") {
-		t.Errorf("hand-made: %v", err)
-	}
-}
-
 func TestProxyClassFallsBackToTheDefault(t *testing.T) {
-	if got := ProxyClassName(group(v1alpha1.ProxyGroupSpec{}), "dev"); got != "dev" {
+	if got := proxyClassName(group(v1alpha1.ProxyGroupSpec{}), "dev"); got != "dev" {
 		t.Errorf("no class: %q", got)
 	}
-	if got := ProxyClassName(group(v1alpha1.ProxyGroupSpec{ProxyClass: "own"}), "dev"); got != "own" {
+	if got := proxyClassName(group(v1alpha1.ProxyGroupSpec{ProxyClass: "own"}), "dev"); got != "own" {
 		t.Errorf("own class: %q", got)
 	}
 }

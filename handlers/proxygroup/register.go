@@ -6,14 +6,12 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/ingress"
@@ -32,32 +30,16 @@ import (
 
 // Indexes of members by ProxyGroup name (values "namespace/name").
 const (
-	IndexIngressMembers = "proxygroup-ingresses"
-	IndexServiceMembers = "proxygroup-services"
+	indexIngressMembers = "proxygroup-ingresses"
+	indexServiceMembers = "proxygroup-services"
+	indexEgressMembers  = "proxygroup-egress"
 )
 
 type groups struct {
 	d *cluster.Deps
 	p *pipeline.Pipeline
-
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // by group: egress port allocation
-}
-
-// lockGroup serializes the egress port allocation of one group.
-func (g *groups) lockGroup(name string) (unlock func()) {
-	g.mu.Lock()
-	if g.locks == nil {
-		g.locks = map[string]*sync.Mutex{}
-	}
-	l := g.locks[name]
-	if l == nil {
-		l = &sync.Mutex{}
-		g.locks[name] = l
-	}
-	g.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	// The group's members, by kind.
+	ingresses, services, egresses *pipeline.Members
 }
 
 // Register adds ProxyGroups to the pipeline and their members' handlers:
@@ -66,6 +48,7 @@ func (g *groups) lockGroup(name string) (unlock func()) {
 // group re-handles its members.
 func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 	g := &groups{d: d, p: p}
+	registerEgress(op, g)
 	p.Register(op, pipeline.Module{
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
 		ParentType: ParentType, Role: cluster.RoleProxyGroup, ProxyKind: proxyclassrules.L7, ClusterScoped: true,
@@ -75,37 +58,9 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		Report:  g.report,
 		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
 	})
-	op.Index(resources.Ingresses, IndexIngressMembers, func(obj *unstructured.Unstructured) map[string]any {
-		if !g.isIngressMember(obj) || obj.GetDeletionTimestamp() != nil {
-			return nil
-		}
-		return map[string]any{obj.GetAnnotations()[AnnotationProxyGroup]: obj.GetNamespace() + "/" + obj.GetName()}
-	}, d.Scope()...)
-	op.Index(resources.Services, IndexServiceMembers, func(obj *unstructured.Unstructured) map[string]any {
-		if !g.isServiceMember(obj) || obj.GetDeletionTimestamp() != nil {
-			return nil
-		}
-		return map[string]any{obj.GetAnnotations()[AnnotationProxyGroup]: obj.GetNamespace() + "/" + obj.GetName()}
-	}, d.Scope()...)
-	groupsOf := func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
-		var keys []runtime.Key
-		for _, o := range []*unstructured.Unstructured{old, obj} {
-			if o == nil {
-				continue
-			}
-			if name := o.GetAnnotations()[AnnotationProxyGroup]; name != "" {
-				keys = append(keys, runtime.Key{Resource: resources.ProxyGroups, Name: name})
-			}
-		}
-		return keys
-	}
-	op.Watch(resources.Ingresses, "proxygroup-of-ingress", groupsOf, d.Scope()...)
-	op.Watch(resources.Services, "proxygroup-of-service", groupsOf, d.Scope()...)
-	op.Watch(resources.ProxyGroups, "proxygroup-members", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return g.memberKeys(obj.GetName())
-	})
-	registerMembers(op, g)
-	registerEgress(op, g)
+	g.ingresses = pipeline.RegisterMember(p, op, g.memberModule(g.ingressKind()))
+	g.services = pipeline.RegisterMember(p, op, g.memberModule(g.serviceKind()))
+	g.egresses = pipeline.RegisterMember(p, op, g.egressModule())
 	registerAPIServer(op, g)
 }
 
@@ -124,14 +79,14 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return nil, err
 	}
-	if err := Validate(pg, g.d.Settings.ProxyTags); err != nil {
+	if err := validate(pg, g.d.Settings.ProxyTags); err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
 	if msg := g.unsupported(pg); msg != "" {
 		return &pipeline.Plan{Invalid: msg}, nil
 	}
-	tags, _ := Tags(pg, g.d.Settings.ProxyTags)
-	plan := &pipeline.Plan{Hostnames: Hostnames(pg), Tags: tags, ProxyClass: ProxyClassName(pg, g.d.Settings.DefaultProxyClass)}
+	tags, _ := groupTags(pg, g.d.Settings.ProxyTags)
+	plan := &pipeline.Plan{Hostnames: hostnames(pg), Tags: tags, ProxyClass: proxyClassName(pg, g.d.Settings.DefaultProxyClass)}
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
 		return g.planAPIServer(ctx, pg, plan)
 	}
@@ -141,7 +96,7 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 			return nil, err
 		}
 		plan.Config = func(i int, key string) (*config.Config, error) {
-			return EgressConfig(pg, targets, tags, "", key, i), nil
+			return egressConfig(pg, targets, tags, "", key, i), nil
 		}
 		return plan, nil
 	}
@@ -161,24 +116,24 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	slices.Sort(secrets)
 	plan.ExtraSecrets = slices.Compact(secrets)
 	plan.Config = func(i int, key string) (*config.Config, error) {
-		return IngressConfig(pg, services, tags, "", key, i), nil
+		return ingressConfig(pg, services, tags, "", key, i), nil
 	}
 	return plan, nil
 }
 
 // members renders the group's valid members, sorted by service name; of
 // two members wanting one Tailscale Service, the older one keeps it.
-func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
-	var out []*Member
-	byName := map[string]*Member{}
+func (g *groups) members(ctx context.Context, group string) ([]*member, error) {
+	var out []*member
+	byName := map[string]*member{}
 	created := map[string]metav1.Time{}
-	add := func(m *Member, ts metav1.Time) {
-		if old, taken := created[m.ServiceName()]; taken && !ts.Before(&old) {
+	add := func(m *member, ts metav1.Time) {
+		if old, taken := created[m.serviceName()]; taken && !ts.Before(&old) {
 			return
 		}
-		byName[m.ServiceName()], created[m.ServiceName()] = m, ts
+		byName[m.serviceName()], created[m.serviceName()] = m, ts
 	}
-	for _, k := range g.d.Indexed(IndexIngressMembers, group, resources.Ingresses) {
+	for _, k := range g.ingresses.Keys(group) {
 		ing, err := g.d.Kube.NetworkingV1().Ingresses(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -186,7 +141,7 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read Ingress %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		m, err := IngressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
+		m, err := ingressMember(ing, g.d.Settings, ingress.Lookup(ctx, g.d.Kube, ing.Namespace))
 		if err != nil {
 			continue // its own handler says why
 		}
@@ -195,7 +150,7 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		}
 		add(m, ing.CreationTimestamp)
 	}
-	for _, k := range g.d.Indexed(IndexServiceMembers, group, resources.Services) {
+	for _, k := range g.services.Keys(group) {
 		svc, err := g.d.Kube.CoreV1().Services(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -203,14 +158,14 @@ func (g *groups) members(ctx context.Context, group string) ([]*Member, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read Service %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 		}
-		if m, err := ServiceMember(svc, g.d.Settings); err == nil {
+		if m, err := serviceMember(svc, g.d.Settings); err == nil {
 			add(m, svc.CreationTimestamp)
 		}
 	}
 	for _, m := range byName {
 		out = append(out, m)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ServiceName() < out[j].ServiceName() })
+	sort.Slice(out, func(i, j int) bool { return out[i].serviceName() < out[j].serviceName() })
 	return out, nil
 }
 
@@ -230,7 +185,7 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 		return err
 	}
 	out.Serving = runningDevices(replicas, out.Serving)
-	st := Status(pg, out)
+	st := groupStatus(pg, out)
 	// Posted with a new ProxyGroupReady only (not again at each restart).
 	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady); ready != nil && conditions.Changed(pg.Status.Conditions, *ready) {
 		switch out.Stage {
@@ -267,9 +222,7 @@ func (g *groups) unsupported(pg *v1alpha1.ProxyGroup) string {
 
 // memberKeys are the group's members of every kind.
 func (g *groups) memberKeys(group string) []runtime.Key {
-	keys := g.d.Indexed(IndexIngressMembers, group, resources.Ingresses)
-	keys = append(keys, g.d.Indexed(IndexServiceMembers, group, resources.Services)...)
-	return append(keys, g.d.Indexed(IndexEgressMembers, group, resources.Services)...)
+	return slices.Concat(g.ingresses.Keys(group), g.services.Keys(group), g.egresses.Keys(group))
 }
 
 // isIngressMember: an Ingress of our class that names a ProxyGroup.

@@ -22,7 +22,7 @@ type replicaPod struct {
 	Pod *corev1.Pod
 }
 
-// Running reports whether the replica's current Pod runs the replica: the
+// running reports whether the replica's current Pod runs the replica: the
 // Pod is Ready (the proxy's readiness probe passes only once it is logged
 // in, has applied a config and, hosting Tailscale Services, once control
 // routes them to it) and its own process wrote the Pod's UID to the state
@@ -30,7 +30,7 @@ type replicaPod struct {
 // restarting does not count, as in the official operator; nor, here, does
 // a Pod that is shutting down (it stopped advertising and drains), even
 // while its Ready condition has not caught up.
-func (r replicaPod) Running() bool {
+func (r replicaPod) running() bool {
 	if r.Pod == nil || r.Pod.DeletionTimestamp != nil || r.State == nil || r.Device.ID == "" ||
 		string(r.State.Data[proxystate.KeyPodUID]) != string(r.Pod.UID) {
 		return false
@@ -50,7 +50,7 @@ func podIsReady(p *corev1.Pod) bool {
 // replicaPods reads the group's wanted replicas (from the API server, not a
 // cache) and their Pods.
 func (g *groups) replicaPods(ctx context.Context, pg *v1alpha1.ProxyGroup) ([]replicaPod, error) {
-	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}, Replicas(pg))
+	proxy, err := g.p.ReadProxy(ctx, proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}, replicaCount(pg))
 	if err != nil {
 		return nil, err
 	}
@@ -71,11 +71,11 @@ func (g *groups) replicaPods(ctx context.Context, pg *v1alpha1.ProxyGroup) ([]re
 }
 
 // runningDevices are the devices among serving whose replica runs (see
-// replicaPod.Running), in serving's order.
+// replicaPod.running), in serving's order.
 func runningDevices(replicas []replicaPod, serving []proxyset.Device) []proxyset.Device {
 	running := map[string]bool{}
 	for _, r := range replicas {
-		if r.Running() {
+		if r.running() {
 			running[r.Device.ID] = true
 		}
 	}

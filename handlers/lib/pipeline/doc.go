@@ -16,6 +16,16 @@
 // config) on top of it, and reads its replicas' state Secrets from its
 // index while no auth key is to be decided (device.Devices.Read).
 //
+// A member of a shared proxy (an Ingress or a Service of a ProxyGroup, a
+// Gateway's route next) gets no proxy of its own: its group's module puts
+// it into its replicas' configs. A MemberModule supplies its hooks (IsOurs,
+// Group, Admit, Serve, Release, Clear) to one lifecycle (member.go): an
+// admitted member gets the module's finalizer and is served; a deleted one,
+// or one that stops asking, is released, its status cleared, and the
+// finalizer removed; a change of a member has its groups (old and new)
+// handled again and a change of a group its members, all through the
+// runtime's one queue.
+//
 // It may import handlers/lib/cluster, handlers/lib/device,
 // handlers/lib/proxyset, handlers/lib/proxyclassrules, the shared internal
 // packages and runtime; modules import it, never the other way round.

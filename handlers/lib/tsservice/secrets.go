@@ -1,0 +1,108 @@
+package tsservice
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/internal/tailnet"
+)
+
+// LabelMemberKind marks a shared certificate Secret with its owner's kind
+// (with the parent name and namespace labels), so that it is found again
+// whatever the owner's hostname was.
+const LabelMemberKind = "tailplane.dev/member-kind"
+
+// secretTypeCerts is the secret-type label of shared certificate Secrets.
+const secretTypeCerts = "certs"
+
+// CertSecretName is the kubernetes.io/tls Secret, in the operator namespace,
+// through which a group's replicas share the certificate of hostname's
+// Tailscale Service.
+func CertSecretName(hostname string) string { return "ts-svc-" + hostname + "-tls" }
+
+func certLabels(o Owner) map[string]string {
+	return map[string]string{proxystate.LabelManaged: "true", proxystate.LabelSecretType: secretTypeCerts,
+		LabelMemberKind: strings.ToLower(o.Kind), proxystate.LabelParentNamespace: o.Namespace,
+		proxystate.LabelParentName: proxyset.TruncateLabelValue(o.Name)}
+}
+
+// EnsureCertSecret creates o's empty kubernetes.io/tls Secret name in
+// namespace, which the group's issuing replica fills; an existing one is
+// left alone (it holds the certificate).
+func EnsureCertSecret(ctx context.Context, kube kubernetes.Interface, namespace, name string, o Owner) error {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: certLabels(o)},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
+	}
+	// Looked up first: creating an empty TLS Secret draws a warning from
+	// the API server on every attempt, even when it exists.
+	_, err := kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read shared certificate Secret %s: %w", name, err)
+	}
+	_, err = kube.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create shared certificate Secret %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteCertSecrets deletes o's shared certificates in namespace.
+func DeleteCertSecrets(ctx context.Context, kube kubernetes.Interface, namespace string, o Owner) error {
+	// Listed and deleted one by one: the operator may not deletecollection.
+	secrets := kube.CoreV1().Secrets(namespace)
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(certLabels(o)).String()})
+	if err != nil {
+		return fmt.Errorf("list shared certificates of %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+	}
+	for _, s := range list.Items {
+		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, o.Kind, o.Namespace, o.Name, err)
+		}
+	}
+	return nil
+}
+
+// Sweep deletes the Tailscale Services o owns in be's tailnet besides keep
+// (the service it has now; "" for none), or takes o off those others share.
+func Sweep(ctx context.Context, be tailnet.Backend, operatorID string, o Owner, keep string) error {
+	list, err := be.ListServices(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		s := &list[i]
+		if s.Name == keep || !o.Owns(s, operatorID) {
+			continue
+		}
+		owners, _ := Owners(s)
+		others := slices.DeleteFunc(owners, func(r OwnerRef) bool { return o.is(r, operatorID) })
+		if len(others) == 0 {
+			if err := be.DeleteService(ctx, s.Name); err != nil {
+				return err
+			}
+			continue
+		}
+		raw, _ := json.Marshal(ownerRefs{OwnerRefs: others})
+		s.Annotations[AnnotationOwnerReferences] = string(raw)
+		if err := be.PutService(ctx, *s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
