@@ -22,7 +22,7 @@ const root = "../.."
 func docs(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"README.md", "docs/*.md", "deploy/README.md", "deploy/*/README.md", "examples/README.md", "examples/*/README.md"} {
+	for _, pattern := range []string{"README.md", "docs/*.md", "deploy/README.md", "deploy/*/README.md", "examples/README.md", "examples/*/README.md", "handlers/README.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			t.Fatal(err)
