@@ -272,7 +272,7 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 	h.createService(lb)
 	dbSvc := "svc:" + h.ns + "-db"
 	h.wantTailscaleService(dbSvc, func(s tailnettest.Service) error {
-		if !slices.Equal(s.Ports, []string{"tcp:5432"}) {
+		if !slices.Equal(s.Ports, []string{"do-not-validate"}) {
 			return fmt.Errorf("ports %v", s.Ports)
 		}
 		return nil
@@ -288,10 +288,14 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 			return nil
 		})
 	}
-	svcCond(proxygroup.ConditionSvcValid, "True", proxygroup.ReasonSvcValid, "")
 	svcCond(proxygroup.ConditionSvcConfigured, "False", proxygroup.ReasonSvcNoBackends, "0/2 proxy backends ready and advertising")
 	g.advertise(0, dbSvc, "svc:web")
 	svcCond(proxygroup.ConditionSvcConfigured, "True", proxygroup.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
+	// A valid member has no Valid condition: the official operator writes
+	// it only as False.
+	if c := meta.FindStatusCondition(h.service("db").Status.Conditions, proxygroup.ConditionSvcValid); c != nil {
+		t.Errorf("a valid member has %s: %+v", proxygroup.ConditionSvcValid, c)
+	}
 	testpoll.Until(t, settle, "LoadBalancer status", func() error {
 		ing := h.service("db").Status.LoadBalancer.Ingress
 		want := h.api.Services()[dbSvc].Addrs[0]

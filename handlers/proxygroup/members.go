@@ -45,7 +45,6 @@ const (
 	// Service conditions of ProxyGroup Services.
 	ConditionSvcValid          = "TailscaleIngressSvcValid"
 	ConditionSvcConfigured     = "TailscaleIngressSvcConfigured"
-	ReasonSvcValid             = "IngressSvcValid"
 	ReasonSvcConfigured        = "IngressSvcConfigured"
 	ReasonSvcNoBackends        = "IngressSvcNoBackendsConfigured"
 	messageBackendsAdvertising = "%d/%d proxy backends ready and advertising"
@@ -152,8 +151,11 @@ func serviceMember(svc *corev1.Service, s settings.Settings) (*member, error) {
 		}
 		l4.Ports = append(l4.Ports, config.PortMap{Protocol: proto, Port: int(p.Port),
 			Target: net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(p.Port)))})
-		m.Ports = append(m.Ports, strings.ToLower(string(proto))+":"+strconv.Itoa(int(p.Port)))
 	}
+	// As the official operator: the Tailscale Service of a Service member
+	// does not restrict ports (the proxy listens on the Service's own), and
+	// operators that co-own it write the same value.
+	m.Ports = []string{portsNotValidated}
 	if len(l4.Ports) == 0 {
 		return nil, fmt.Errorf("invalid Service: it has no ports")
 	}
@@ -170,6 +172,10 @@ func (m *member) owner() tsservice.Owner {
 func (m *member) desired(existing *tailnet.Service, operatorID string) (tailnet.Service, error) {
 	return tsservice.Desired(m.owner(), m.Hostname, m.Tags, m.Ports, existing, operatorID)
 }
+
+// portsNotValidated is the Tailscale Service ports value that accepts every
+// port.
+const portsNotValidated = "do-not-validate"
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 

@@ -124,8 +124,10 @@ func (g *groups) serviceKind() *memberKind {
 				conds := conditions.Remove(conditions.Remove(svc.Status.Conditions, ConditionSvcValid), ConditionSvcConfigured)
 				return setStatus(ctx, svc, conds, nil, isLB)
 			}
-			conds := conditions.Set(svc.Status.Conditions, metav1.Condition{Type: ConditionSvcValid, Status: metav1.ConditionTrue,
-				Reason: ReasonSvcValid, Message: ReasonSvcValid})
+			// A valid member has no Valid condition, as with the official
+			// operator, which writes it only as False; one left from an
+			// earlier invalid spec goes (the official leaves it stale).
+			conds := conditions.Remove(svc.Status.Conditions, ConditionSvcValid)
 			configured := metav1.Condition{Type: ConditionSvcConfigured, Status: metav1.ConditionFalse, Reason: ReasonSvcNoBackends,
 				Message: sprintf(messageBackendsAdvertising, st.Advertising, st.Total)}
 			var lb []corev1.LoadBalancerIngress
