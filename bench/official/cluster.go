@@ -156,7 +156,10 @@ func Poll(ctx context.Context, timeout, interval time.Duration, check func() (bo
 }
 
 // ScaleOperator sets the replicas of Deployment "operator" in ns (both
-// charts name it so) and waits until that many of its pods run.
+// charts name it so) and waits until that many of its pods run, and no
+// other is left terminating: a terminating operator still runs until its
+// grace period ends, and would handle (and post Events about) objects made
+// for the other operator meanwhile.
 func (c *Cluster) ScaleOperator(ctx context.Context, ns string, replicas int32) error {
 	scale, err := c.Kube.AppsV1().Deployments(ns).GetScale(ctx, "operator", metav1.GetOptions{})
 	if err != nil {
@@ -167,9 +170,22 @@ func (c *Cluster) ScaleOperator(ctx context.Context, ns string, replicas int32) 
 		return fmt.Errorf("scale %s/operator to %d: %w", ns, replicas, err)
 	}
 	return Poll(ctx, 3*time.Minute, 500*time.Millisecond, func() (bool, error) {
-		pods, err := c.OperatorPods(ctx, ns)
-		return err == nil && len(pods) == int(replicas), err
-	}, fmt.Sprintf("%d running operator pods in %s", replicas, ns))
+		running, err := c.OperatorPods(ctx, ns)
+		if err != nil {
+			return false, err
+		}
+		all, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		present := 0
+		for _, p := range all.Items {
+			if strings.HasPrefix(p.Name, "operator-") {
+				present++
+			}
+		}
+		return len(running) == int(replicas) && present == int(replicas), nil
+	}, fmt.Sprintf("%d running operator pods in %s, none terminating", replicas, ns))
 }
 
 // OperatorPods are the running, not deleted pods of Deployment "operator".
