@@ -213,7 +213,7 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 		if p.finished() {
 			continue
 		}
-		if wait := time.Until(time.UnixMilli(p.Delayed)); p.Delayed != 0 && wait > 0 {
+		if wait := o.until(time.UnixMilli(p.Delayed)); p.Delayed != 0 && wait > 0 {
 			if c.wait == 0 || wait < c.wait {
 				c.wait = wait
 			}
@@ -230,7 +230,7 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 		c.st.progress[s.h.id] = p
 		c.changed[s.h.id] = true
 		if !p.finished() {
-			if wait := time.Until(time.UnixMilli(p.Delayed)); c.wait == 0 || wait < c.wait {
+			if wait := o.until(time.UnixMilli(p.Delayed)); c.wait == 0 || wait < c.wait {
 				c.wait = max(wait, time.Millisecond)
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,11 +40,7 @@ func benchDispatch(b *testing.B, quiet bool) {
 	op.OnUpdate(gvr, "other", func(context.Context, *Event) (any, error) { return nil, nil }, Label("app", "db"))
 	// Events go to a sink that drops them: the recorder's cost stays in the
 	// measurement, the network does not.
-	close(op.eventsDone)
-	op.events.Shutdown()
-	op.events, op.recorder = newRecorderTo(dropEvents{}, "bench")
-	op.eventsDone = make(chan struct{})
-	go op.postEvents(op.eventsDone)
+	op.sinkEvents(dropEvents{})
 	defer func() { close(op.eventsDone); op.events.Shutdown() }()
 	sent := 0
 	op.send = func(_ context.Context, _ Key, body []byte, _ ...string) (*unstructured.Unstructured, error) {
@@ -108,10 +103,3 @@ func benchObject(gvr schema.GroupVersionResource, i int) *unstructured.Unstructu
 	u.SetAnnotations(map[string]string{"example.com/owner": "team-a"})
 	return u
 }
-
-// dropEvents is an event sink that accepts and forgets.
-type dropEvents struct{}
-
-func (dropEvents) Create(e *corev1.Event) (*corev1.Event, error)          { return e, nil }
-func (dropEvents) Update(e *corev1.Event) (*corev1.Event, error)          { return e, nil }
-func (dropEvents) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { return e, nil }
