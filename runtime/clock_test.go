@@ -74,7 +74,7 @@ func TestMemoryEnqueueDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.run()
-	m.create("w", map[string]any{"size": int64(1)}, nil)
+	m.create("w", map[string]any{"size": int64(1)}, nil, nil)
 	m.reached(&c, 1, "create")
 	if _, ev := c.last(); ev.Cause != CauseCreate {
 		t.Fatalf("first call for %s, want create", ev.Cause)
@@ -104,7 +104,7 @@ func TestMemoryBackoffGrowsAndIsCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.run()
-	m.create("w", nil, nil)
+	m.create("w", nil, nil, nil)
 	m.reached(&c, 1, "first attempt")
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second} {
 		from, _ := c.last()
@@ -135,7 +135,7 @@ func TestMemoryTemporaryDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.run()
-	m.create("w", nil, nil)
+	m.create("w", nil, nil, nil)
 	m.reached(&c, 1, "first attempt")
 	from, _ := c.last()
 	m.clock.Step(2 * time.Second) // MaxBackoff: a plain error would have been retried by now

@@ -39,7 +39,7 @@ type cycle struct {
 	enq      enqueueTake   // Enqueue requests taken by this cycle
 	essence  oldNew        // see essenceChange
 	// keepEssence: a matching handler needs the essence in the record
-	// (update, resume or field).
+	// (WithDiff).
 	keepEssence bool
 }
 
@@ -141,7 +141,7 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 	o.stateMu.Unlock()
 	add := func(h *handler, cause Cause) {
 		s := step{h: h, cause: cause}
-		if cause == CauseUpdate || cause == CauseResume {
+		if h.diff && (cause == CauseUpdate || cause == CauseResume) {
 			// Typed nil maps would make non-nil interfaces.
 			if e := c.essenceChange(o.settings.Prefix); e.new != nil {
 				s.new, s.diff = e.new, e.diff
@@ -175,7 +175,7 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 		cause = CauseUpdate
 	}
 	for _, h := range changes {
-		c.keepEssence = c.keepEssence || h.causes.has(CauseUpdate) || h.causes.has(CauseResume) || h.causes.has(CauseField)
+		c.keepEssence = c.keepEssence || h.diff
 		switch {
 		case h.causes.has(CauseField):
 			raw, val, present := fieldValue(c.obj, h.field)
@@ -190,8 +190,11 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 				prev = rec.Fields[h.field]
 			}
 			if cause != 0 && !bytes.Equal(prev, raw) {
-				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val,
-					diff: under(c.essenceChange(o.settings.Prefix).diff, h.field)})
+				s := step{h: h, cause: cause, old: decodeJSON(prev), new: val}
+				if h.diff {
+					s.diff = under(c.essenceChange(o.settings.Prefix).diff, h.field)
+				}
+				c.steps = append(c.steps, s)
 			}
 		case cause != 0 && h.causes.has(cause):
 			add(h, cause)
@@ -247,6 +250,9 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 	// is forgotten and the finalizer goes, so that it is handled as new if
 	// it matches again.
 	released := false
+	// slim: the record without the essence an earlier release kept, to be
+	// written only with a patch that is sent anyway.
+	var slim *string
 	if done && !c.deleting {
 		after := afterPatch(c.obj, c.patch.obj)
 		hs, spawners, needFin := o.matching(c.key.Resource, after)
@@ -272,7 +278,11 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 			c.last.Essence = c.keptEssence(o.settings.Prefix, after)
 		}
 		if rec := encode(c.last); c.records[recordKey] != rec {
-			changes[recordKey] = &rec
+			if c.onlyEssenceDropped() {
+				slim = &rec
+			} else {
+				changes[recordKey] = &rec
+			}
 		}
 	default:
 		// While deleting, finished progress stays: it is what keeps delete
@@ -296,6 +306,9 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 		fin = finAdd
 	case !c.deleting && !c.needFin && c.hasFin:
 		fin = finRemove
+	}
+	if slim != nil && (len(changes) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty()) {
+		changes[recordKey] = slim
 	}
 	onObject := c.store.Patch(c.obj, changes)
 	if len(onObject) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty() {

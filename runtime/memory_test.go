@@ -105,19 +105,27 @@ func (m *memory) run() {
 	testpoll.UntilTrue(m.t, 10*time.Second, "operator ready", m.op.Ready)
 }
 
-// create adds a Widget named name with spec (and annotations, if any).
-func (m *memory) create(name string, spec map[string]any, annotations map[string]string) {
+// create adds a Widget named name with spec, labels and annotations (nil:
+// none).
+func (m *memory) create(name string, spec map[string]any, labels, annotations map[string]string) {
 	m.t.Helper()
+	u := widget(name, spec, labels, annotations)
+	if _, err := m.dyn.Resource(memGVR).Namespace("default").Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		m.t.Fatalf("create %s: %v", name, err)
+	}
+}
+
+// widget is a Widget of memGVR in namespace default.
+func widget(name string, spec map[string]any, labels, annotations map[string]string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": memGVR.GroupVersion().String(), "kind": "Widget", "spec": spec,
 	}}
 	u.SetNamespace("default")
 	u.SetName(name)
 	u.SetUID(types.UID("uid-" + name))
+	u.SetLabels(labels)
 	u.SetAnnotations(annotations)
-	if _, err := m.dyn.Resource(memGVR).Namespace("default").Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		m.t.Fatalf("create %s: %v", name, err)
-	}
+	return u
 }
 
 // patch merge-patches the Widget name.
