@@ -362,14 +362,13 @@ func mergeInto(dst, patch map[string]any) map[string]any {
 
 // holdsFinalizer reports whether obj carries the finalizer because this
 // runtime put it there: the finalizer and records of its handling. The
-// finalizer's name alone is not enough: Tailplane shares
-// "tailscale.com/finalizer" with the official operator, and an object of
-// the other operator (an Ingress of its class, say) carries the same name
-// with no record of ours. Removing it there would let that object go
-// before its operator cleaned up, and fight its operator, which adds it
-// back (seen with both operators on one cluster: the official operator's
-// Ingress status writes all conflicted, and its deleted Ingress left its
-// proxy and device behind). The cost: an object whose first cycle was cut
+// finalizer's name alone is not enough: an operator that replaces another
+// may share its finalizer name (Settings.Finalizer), and an object of the
+// other operator carries the same name with no record of ours. Removing it
+// there would let that object go before its operator cleaned up, and fight
+// its operator, which adds it back (seen with two such operators on one
+// cluster: the other's status writes all conflicted, and its deleted object
+// left what it managed behind). The cost: an object whose first cycle was cut
 // off between the finalizer and the first record (a crash, or it stopped
 // matching meanwhile) keeps the finalizer until someone removes it; a
 // finalizer left is recoverable, another operator's cleanup skipped is not.

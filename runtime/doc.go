@@ -80,6 +80,7 @@
 // object's key on every line.
 //
 // It is a general-purpose library: it imports client-go, apimachinery,
-// Prometheus and charmbracelet/log, and nothing of Tailplane's. It knows
-// nothing of Tailscale.
+// Prometheus and charmbracelet/log, and nothing of the operator built on
+// it. Its names of its own (the annotation prefix, finalizer, field manager
+// and Event component) are Settings whose defaults only are Tailplane's.
 package runtime

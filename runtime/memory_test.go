@@ -216,3 +216,11 @@ func TestMemoryOnlyPatterns(t *testing.T) {
 		}
 	}
 }
+
+// The package-level Apply takes no field manager of its own choosing.
+func TestMemoryApplyNeedsFieldManager(t *testing.T) {
+	m := newMemory(t, Settings{})
+	if _, err := Apply(context.Background(), m.dyn, memGVR, widget("w", nil, nil, nil), ""); err == nil || !strings.Contains(err.Error(), "no field manager") {
+		t.Fatalf("Apply without a field manager: %v, want refused", err)
+	}
+}

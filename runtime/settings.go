@@ -17,7 +17,7 @@ type Settings struct {
 	Workers int
 	// Prefix names the annotations the runtime keeps on handled objects: the
 	// last-handled record (<prefix>/last-handled) and per-handler progress
-	// (<prefix>/<handler id>). Default "runtime.tailplane.io".
+	// (<prefix>/<handler id>) (default "runtime.tailplane.io").
 	Prefix string
 	// Finalizer is added to objects that need one (default
 	// "<Prefix>/finalizer").
