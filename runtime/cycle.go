@@ -307,10 +307,11 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 	case !c.deleting && !c.needFin && c.hasFin:
 		fin = finRemove
 	}
-	if slim != nil && (len(changes) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty()) {
-		changes[recordKey] = slim
-	}
 	onObject := c.store.Patch(c.obj, changes)
+	if slim != nil && (len(changes) > 0 || len(onObject) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty()) {
+		changes[recordKey] = slim
+		onObject = c.store.Patch(c.obj, changes)
+	}
 	if len(onObject) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty() {
 		if err := o.write(ctx, c, onObject, fin); err != nil {
 			return err
