@@ -39,7 +39,7 @@ type cycle struct {
 	enq      enqueueTake   // Enqueue requests taken by this cycle
 	essence  oldNew        // see essenceChange
 	// keepEssence: a matching handler needs the essence in the record
-	// (update, resume or field).
+	// (WithDiff).
 	keepEssence bool
 }
 
@@ -141,7 +141,7 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 	o.stateMu.Unlock()
 	add := func(h *handler, cause Cause) {
 		s := step{h: h, cause: cause}
-		if cause == CauseUpdate || cause == CauseResume {
+		if h.diff && (cause == CauseUpdate || cause == CauseResume) {
 			// Typed nil maps would make non-nil interfaces.
 			if e := c.essenceChange(o.settings.Prefix); e.new != nil {
 				s.new, s.diff = e.new, e.diff
@@ -175,7 +175,7 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 		cause = CauseUpdate
 	}
 	for _, h := range changes {
-		c.keepEssence = c.keepEssence || h.causes.has(CauseUpdate) || h.causes.has(CauseResume) || h.causes.has(CauseField)
+		c.keepEssence = c.keepEssence || h.diff
 		switch {
 		case h.causes.has(CauseField):
 			raw, val, present := fieldValue(c.obj, h.field)
@@ -190,8 +190,11 @@ func (o *Operator) plan(c *cycle, changes []*handler) {
 				prev = rec.Fields[h.field]
 			}
 			if cause != 0 && !bytes.Equal(prev, raw) {
-				c.steps = append(c.steps, step{h: h, cause: cause, old: decodeJSON(prev), new: val,
-					diff: under(c.essenceChange(o.settings.Prefix).diff, h.field)})
+				s := step{h: h, cause: cause, old: decodeJSON(prev), new: val}
+				if h.diff {
+					s.diff = under(c.essenceChange(o.settings.Prefix).diff, h.field)
+				}
+				c.steps = append(c.steps, s)
 			}
 		case cause != 0 && h.causes.has(cause):
 			add(h, cause)
@@ -213,7 +216,7 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 		if p.finished() {
 			continue
 		}
-		if wait := time.Until(time.UnixMilli(p.Delayed)); p.Delayed != 0 && wait > 0 {
+		if wait := o.until(time.UnixMilli(p.Delayed)); p.Delayed != 0 && wait > 0 {
 			if c.wait == 0 || wait < c.wait {
 				c.wait = wait
 			}
@@ -230,7 +233,7 @@ func (o *Operator) runSteps(ctx context.Context, c *cycle) {
 		c.st.progress[s.h.id] = p
 		c.changed[s.h.id] = true
 		if !p.finished() {
-			if wait := time.Until(time.UnixMilli(p.Delayed)); c.wait == 0 || wait < c.wait {
+			if wait := o.until(time.UnixMilli(p.Delayed)); c.wait == 0 || wait < c.wait {
 				c.wait = max(wait, time.Millisecond)
 			}
 		}
@@ -247,6 +250,9 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 	// is forgotten and the finalizer goes, so that it is handled as new if
 	// it matches again.
 	released := false
+	// slim: the record without the essence an earlier release kept, to be
+	// written only with a patch that is sent anyway.
+	var slim *string
 	if done && !c.deleting {
 		after := afterPatch(c.obj, c.patch.obj)
 		hs, spawners, needFin := o.matching(c.key.Resource, after)
@@ -272,7 +278,11 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 			c.last.Essence = c.keptEssence(o.settings.Prefix, after)
 		}
 		if rec := encode(c.last); c.records[recordKey] != rec {
-			changes[recordKey] = &rec
+			if c.onlyEssenceDropped() {
+				slim = &rec
+			} else {
+				changes[recordKey] = &rec
+			}
 		}
 	default:
 		// While deleting, finished progress stays: it is what keeps delete
@@ -298,6 +308,10 @@ func (o *Operator) finish(ctx context.Context, c *cycle) error {
 		fin = finRemove
 	}
 	onObject := c.store.Patch(c.obj, changes)
+	if slim != nil && (len(changes) > 0 || len(onObject) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty()) {
+		changes[recordKey] = slim
+		onObject = c.store.Patch(c.obj, changes)
+	}
 	if len(onObject) > 0 || fin != finNone || len(c.results) > 0 || !c.patch.empty() {
 		if err := o.write(ctx, c, onObject, fin); err != nil {
 			return err
@@ -349,14 +363,13 @@ func mergeInto(dst, patch map[string]any) map[string]any {
 
 // holdsFinalizer reports whether obj carries the finalizer because this
 // runtime put it there: the finalizer and records of its handling. The
-// finalizer's name alone is not enough: Tailplane shares
-// "tailscale.com/finalizer" with the official operator, and an object of
-// the other operator (an Ingress of its class, say) carries the same name
-// with no record of ours. Removing it there would let that object go
-// before its operator cleaned up, and fight its operator, which adds it
-// back (seen with both operators on one cluster: the official operator's
-// Ingress status writes all conflicted, and its deleted Ingress left its
-// proxy and device behind). The cost: an object whose first cycle was cut
+// finalizer's name alone is not enough: an operator that replaces another
+// may share its finalizer name (Settings.Finalizer), and an object of the
+// other operator carries the same name with no record of ours. Removing it
+// there would let that object go before its operator cleaned up, and fight
+// its operator, which adds it back (seen with two such operators on one
+// cluster: the other's status writes all conflicted, and its deleted object
+// left what it managed behind). The cost: an object whose first cycle was cut
 // off between the finalizer and the first record (a crash, or it stopped
 // matching meanwhile) keeps the finalizer until someone removes it; a
 // finalizer left is recoverable, another operator's cleanup skipped is not.

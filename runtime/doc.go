@@ -31,17 +31,18 @@
 // object's own changes; a fresh Enqueue cuts a pending retry delay of those
 // handlers short.
 //
-// Old, new and diff: update and resume handlers get the last handled and the
-// current essence and their differences (Event.Old, New, Diff); OnField
-// handlers the field's values and the differences below it. The essence is
-// kept as JSON in the object's last-handled record (its annotation, or its
-// ConfigMap with ConfigMapStorage), only for objects with such handlers,
-// and only up to MaxEssence (32 KiB): a bigger essence keeps just
-// its hash, and Old and Diff are then nil. The record is written when a
-// cycle finishes, so after a restart an update handler that was still
-// retrying sees the same Old as before, and a resume handler compares with
-// the essence last handled before the restart (an empty Diff unless the
-// object changed while the operator was down).
+// Old, new and diff: update and resume handlers registered WithDiff get the
+// last handled and the current essence and their differences (Event.Old,
+// New, Diff); OnField handlers the field's values, and with WithDiff the
+// differences below it. Changes are detected from the essence's hash; the
+// essence itself is kept as JSON in the object's last-handled record (its
+// annotation, or its ConfigMap with ConfigMapStorage) only for objects with
+// a WithDiff handler, and only up to MaxEssence (32 KiB): a bigger essence
+// keeps just its hash, and Old and Diff are then nil. The record is written
+// when a cycle finishes, so after a restart an update handler that was
+// still retrying sees the same Old as before, and a resume handler compares
+// with the essence last handled before the restart (an empty Diff unless
+// the object changed while the operator was down).
 //
 // How it works, in three layers:
 //   - Watching: one shared dynamic informer per resource, namespace and label
@@ -79,6 +80,7 @@
 // object's key on every line.
 //
 // It is a general-purpose library: it imports client-go, apimachinery,
-// Prometheus and charmbracelet/log, and nothing of Tailplane's. It knows
-// nothing of Tailscale.
+// Prometheus and charmbracelet/log, and nothing of the operator built on
+// it. Its names of its own (the annotation prefix, finalizer, field manager
+// and Event component) are Settings whose defaults only are Tailplane's.
 package runtime

@@ -58,7 +58,7 @@ func (o *Operator) enqueue(k Key, after time.Duration) {
 		e = &enqueued{}
 		o.enqueued[k] = e
 	}
-	now := time.Now()
+	now := o.settings.Clock.Now()
 	due := now.Add(after)
 	// Requests due by now collapse into one; later ones are kept apart so
 	// that each still runs when its time comes.
@@ -95,7 +95,7 @@ func (o *Operator) takeEnqueued(k Key) enqueueTake {
 	if e == nil {
 		return enqueueTake{}
 	}
-	now := time.Now()
+	now := o.settings.Clock.Now()
 	var t enqueueTake
 	kept := e.due[:0]
 	for _, d := range e.due {

@@ -14,8 +14,8 @@ import (
 )
 
 // One registration for create, update and resume: one run per cycle, with
-// the cause of the cycle; update and resume see the old and new essence
-// and their diff, also after a restart.
+// the cause of the cycle; with WithDiff, update and resume see the old and
+// new essence and their diff, also after a restart.
 func TestOnSeveralCauses(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
@@ -28,7 +28,7 @@ func TestOnSeveralCauses(t *testing.T) {
 			defer mu.Unlock()
 			seen = append(seen, ev)
 			return nil, nil
-		}, runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume))
+		}, runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume), runtime.WithDiff())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestResumeSeesStoredEssence(t *testing.T) {
 	got := make(chan *runtime.Event, 4)
 	build := func() *runtime.Operator {
 		op := newOperator(t, testSettings())
-		op.OnResume(gvr, "resume", func(_ context.Context, ev *runtime.Event) (any, error) { got <- ev; return nil, nil })
+		op.OnResume(gvr, "resume", func(_ context.Context, ev *runtime.Event) (any, error) { got <- ev; return nil, nil }, runtime.WithDiff())
 		return op
 	}
 	first := start(t, build())
@@ -100,14 +100,15 @@ func TestResumeSeesStoredEssence(t *testing.T) {
 	}
 }
 
-// An essence past MaxEssence is not stored: the record keeps the hash (an
-// update is still detected) and the handler gets Old and Diff nil.
+// An essence past MaxEssence is not stored, even for a WithDiff handler:
+// the record keeps the hash (an update is still detected) and the handler
+// gets Old and Diff nil.
 func TestEssenceSizeBound(t *testing.T) {
 	gvr := newCRD(t, false)
 	ns := env.Namespace(t)
 	got := make(chan *runtime.Event, 4)
 	op := newOperator(t, testSettings())
-	op.OnUpdate(gvr, "change", func(_ context.Context, ev *runtime.Event) (any, error) { got <- ev; return nil, nil })
+	op.OnUpdate(gvr, "change", func(_ context.Context, ev *runtime.Event) (any, error) { got <- ev; return nil, nil }, runtime.WithDiff())
 	start(t, op)
 	big := strings.Repeat("x", runtime.MaxEssence)
 	create(t, gvr, widget(ns, "w1", map[string]any{"blob": big}, nil))

@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// MaxEssence bounds the essence kept in the last-handled record: an object
-// whose essence encodes to more bytes keeps only the hash, and its update
-// and resume handlers get Old and Diff nil. Annotations of one object share
+// MaxEssence bounds the essence kept in the last-handled record of an object
+// with a WithDiff handler: an object whose essence encodes to more bytes
+// keeps only the hash, and its update and resume handlers get Old and Diff
+// nil. Annotations of one object share
 // 256 KiB; a record that outgrew them would block every later patch of the
 // object, its finalizer included (Kopf's #1087). ConfigMapStorage keeps
 // every record in memory too, so the bound is also its memory per object.
@@ -166,4 +167,20 @@ func (c *cycle) keptEssence(prefix string, after *unstructured.Unstructured) jso
 	}
 	raw, _ := encodeEssence(prefix, after)
 	return raw
+}
+
+// onlyEssenceDropped reports whether the record to write differs from the
+// stored one only by the essence an earlier release kept for every object
+// with update, resume or field handlers, which no handler of the object
+// asks for now (WithDiff). Dropping it is worth no write of its own: after
+// an upgrade that would patch every object at once. The record goes slim
+// with the object's next write.
+func (c *cycle) onlyEssenceDropped() bool {
+	rec := c.st.last
+	if c.keepEssence || rec == nil || len(rec.Essence) == 0 {
+		return false
+	}
+	was := c.last
+	was.Essence = rec.Essence
+	return encode(was) == c.records[recordKey]
 }

@@ -62,15 +62,17 @@ type Event struct {
 	Object *unstructured.Unstructured
 	// Old and New are, for an OnField handler, the previous and current
 	// values of its field (Old is nil when the field is new). For the
-	// update and resume causes they are the last handled and the current
-	// essence of the object (map[string]any of everything but status and
-	// system metadata, see MaxEssence); Old is nil when the record holds no
-	// essence. Create, delete and enqueue causes leave both nil.
+	// update and resume causes of a handler registered WithDiff they are
+	// the last handled and the current essence of the object
+	// (map[string]any of everything but status and system metadata, see
+	// MaxEssence); Old is nil when the record holds no essence. Other
+	// handlers and the create, delete and enqueue causes get both nil.
 	Old, New any
 	// Diff lists what changed from Old to New for the update and resume
-	// causes (for OnField, only at or below its field); nil when Old is
-	// unknown. A resume after a restart compares with the essence stored
-	// before it, so it is empty unless the object changed meanwhile.
+	// causes of a handler registered WithDiff (for OnField, only at or
+	// below its field); nil when Old is unknown or without WithDiff. A
+	// resume after a restart compares with the essence stored before it,
+	// so it is empty unless the object changed meanwhile.
 	Diff []DiffItem
 	// Retry counts the earlier attempts of this handler for this cause.
 	Retry int

@@ -60,14 +60,14 @@ func (o *Operator) startJobs(ctx context.Context) (wait func()) {
 	var wg sync.WaitGroup
 	for _, j := range o.jobs {
 		wg.Go(func() {
-			tick := time.NewTicker(j.interval)
+			tick := o.settings.Clock.NewTicker(j.interval)
 			defer tick.Stop()
 			for {
 				o.runJob(ctx, j)
 				select {
 				case <-ctx.Done():
 					return
-				case <-tick.C:
+				case <-tick.C():
 				}
 			}
 		})
@@ -76,12 +76,12 @@ func (o *Operator) startJobs(ctx context.Context) (wait func()) {
 }
 
 func (o *Operator) runJob(ctx context.Context, j job) {
-	began := time.Now()
+	began := o.settings.Clock.Now()
 	err := j.fn(ctx)
 	if ctx.Err() != nil {
 		return // the term ended during the run
 	}
-	o.metrics.handlerDuration.WithLabelValues(jobResource, j.id).Observe(time.Since(began).Seconds())
+	o.metrics.handlerDuration.WithLabelValues(jobResource, j.id).Observe(o.settings.Clock.Since(began).Seconds())
 	outcome := "success"
 	if err != nil {
 		outcome = "error"

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,7 +24,16 @@ import (
 
 var env = testenv.New()
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+// TestMain starts the control plane unless the run selects only the
+// in-memory tests (TestMemory..., on client-go's fakes and a fake clock) and
+// BenchmarkDispatch, which need none.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if runtime.MemoryOnly(flag.Lookup("test.run").Value.String(), flag.Lookup("test.bench").Value.String()) {
+		os.Exit(m.Run())
+	}
+	os.Exit(env.Run(m))
+}
 
 // newCRD installs a CRD of the test's own (kind Widget, a unique group) and
 // returns its resource.

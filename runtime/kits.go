@@ -18,11 +18,12 @@ func (o *Operator) Apply(ctx context.Context, gvr schema.GroupVersionResource, o
 	return Apply(ctx, o.dyn, gvr, obj, o.settings.FieldManager)
 }
 
-// Apply is server-side apply of obj with the given field manager ("" means
-// "tailplane").
+// Apply is server-side apply of obj under fieldManager, which must be set:
+// the manager owns the applied fields, so a name the caller did not choose
+// would take them over from the caller's other writes.
 func Apply(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error) {
 	if fieldManager == "" {
-		fieldManager = "tailplane"
+		return nil, fmt.Errorf("apply %s %s/%s: no field manager", gvr.Resource, obj.GetNamespace(), obj.GetName())
 	}
 	obj = obj.DeepCopy()
 	obj.SetManagedFields(nil)

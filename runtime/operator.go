@@ -154,7 +154,7 @@ func New(cfg *rest.Config, s Settings) (*Operator, error) {
 		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 200)},
 	)
 	o.queue = newTermQueue(func() workqueue.TypedRateLimitingInterface[Key] {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime"})
+		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "runtime", Clock: s.Clock})
 	})
 	o.send = o.patchAPI
 	o.startStorage(s.Storage)

@@ -185,7 +185,7 @@ func (o *Operator) hasStatusSubresource(gvr schema.GroupVersionResource) bool {
 // until the informer delivers the patched version, the cache is stale.
 func (o *Operator) markStale(k Key, before, after string) {
 	o.stateMu.Lock()
-	o.stale[k] = staleMark{before: before, after: after, until: time.Now().Add(o.settings.ConsistencyTimeout)}
+	o.stale[k] = staleMark{before: before, after: after, until: o.settings.Clock.Now().Add(o.settings.ConsistencyTimeout)}
 	o.stateMu.Unlock()
 }
 
@@ -199,11 +199,11 @@ func (o *Operator) isStale(k Key, obj *unstructured.Unstructured) (time.Duration
 	if !ok {
 		return 0, false
 	}
-	if time.Now().After(m.until) || !m.older(obj.GetResourceVersion()) {
+	if o.settings.Clock.Now().After(m.until) || !m.older(obj.GetResourceVersion()) {
 		delete(o.stale, k)
 		return 0, false
 	}
-	return time.Until(m.until), true
+	return o.until(m.until), true
 }
 
 // gone forgets an object that left the cache.

@@ -74,6 +74,7 @@ type handler struct {
 
 	optional       bool
 	includeDeleted bool
+	diff           bool // WithDiff: Old, New and Diff from the stored essence
 	retries        int
 	timeout        time.Duration
 	backoff        time.Duration
@@ -143,6 +144,17 @@ func Backoff(d time.Duration) Option { return func(h *handler) { h.backoff = d }
 // Optional makes a delete handler best-effort: it adds no finalizer.
 func Optional() Option { return func(h *handler) { h.optional = true } }
 
+// WithDiff gives an update or resume handler the last handled and the
+// current essence of the object and their differences (Event.Old, New and
+// Diff), and an OnField handler the differences at or below its field. It
+// costs a copy of each handled object's essence, up to MaxEssence, in its
+// last-handled record (on the object with AnnotationStorage, in memory and
+// in a ConfigMap with ConfigMapStorage), and encoding it in every cycle
+// that handles a change. Without it, changes are detected by the
+// essence's hash alone, Old, New and Diff are nil, and an OnField handler
+// still gets its field's old and new values.
+func WithDiff() Option { return func(h *handler) { h.diff = true } }
+
 // IncludeDeleted lets a resume handler run for objects already being deleted.
 func IncludeDeleted() Option { return func(h *handler) { h.includeDeleted = true } }
 
@@ -160,8 +172,9 @@ func (o *Operator) OnCreate(gvr schema.GroupVersionResource, id string, fn Handl
 }
 
 // OnUpdate runs fn when an object's essence (everything but status and
-// system metadata) differs from the last handled one. Event.Old, New and
-// Diff hold the last handled essence, the current one and the differences.
+// system metadata) differs from the last handled one. With WithDiff,
+// Event.Old, New and Diff hold the last handled essence, the current one
+// and the differences.
 func (o *Operator) OnUpdate(gvr schema.GroupVersionResource, id string, fn HandlerFunc, opts ...Option) error {
 	return o.register(&handler{kind: kindChange, causes: causesOf(CauseUpdate), gvr: gvr, id: id, fn: fn}, opts)
 }
@@ -179,8 +192,8 @@ func (o *Operator) OnResume(gvr schema.GroupVersionResource, id string, fn Handl
 }
 
 // OnField runs fn when the value at a dotted field path appears or changes;
-// Event.Old and Event.New hold the previous and current values, Event.Diff
-// the essence's differences at or below the field.
+// Event.Old and Event.New hold the previous and current values and, with
+// WithDiff, Event.Diff the essence's differences at or below the field.
 func (o *Operator) OnField(gvr schema.GroupVersionResource, id, path string, fn HandlerFunc, opts ...Option) error {
 	return o.register(&handler{kind: kindChange, causes: causesOf(CauseField), gvr: gvr, id: id, fn: fn, field: path}, opts)
 }
@@ -287,6 +300,9 @@ func (o *Operator) validate(h *handler) error {
 	case h.kind != kindChange && h.causes != 0,
 		h.causes.has(CauseField) && h.causes != causesOf(CauseField):
 		return fmt.Errorf("the Causes option applies to On, OnCreate, OnUpdate, OnDelete and OnResume only")
+	}
+	if h.diff && !h.causes.has(CauseUpdate) && !h.causes.has(CauseResume) && !h.causes.has(CauseField) {
+		return fmt.Errorf("WithDiff applies to update, resume and field handlers only")
 	}
 	if h.causes.has(CauseField) {
 		if err := validPath(h.field); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"k8s.io/utils/clock"
 )
 
 // Settings tune an Operator. The zero value of every field means "use the
@@ -16,7 +17,7 @@ type Settings struct {
 	Workers int
 	// Prefix names the annotations the runtime keeps on handled objects: the
 	// last-handled record (<prefix>/last-handled) and per-handler progress
-	// (<prefix>/<handler id>). Default "runtime.tailplane.io".
+	// (<prefix>/<handler id>) (default "runtime.tailplane.io").
 	Prefix string
 	// Finalizer is added to objects that need one (default
 	// "<Prefix>/finalizer").
@@ -42,6 +43,13 @@ type Settings struct {
 	// (defaults 1s and 5m). The same bounds drive the workqueue's per-key
 	// rate limiter for the runtime's own failures (API errors).
 	MinBackoff, MaxBackoff time.Duration
+	// Clock tells the time of the runtime's own delays: the workqueue's
+	// delayed and rate-limited keys, handler retry delays (backoff and
+	// Temporary), Timeout, Enqueue delays, Every's period, timers, Idle and
+	// ConsistencyTimeout (default: the real clock). Tests step a fake one
+	// (k8s.io/utils/clock/testing). Leader election, watch health checks and
+	// shutdown bounds keep real time: they wait on the API server.
+	Clock clock.WithTicker
 	// ConsistencyTimeout is how long a key waits for the informer to deliver
 	// the runtime's own patch before it is handled anyway (default 5s).
 	ConsistencyTimeout time.Duration
@@ -134,6 +142,9 @@ func (s Settings) withDefaults() Settings {
 	if s.Logger == nil {
 		s.Logger = NewLogger(os.Stderr, false)
 	}
+	if s.Clock == nil {
+		s.Clock = clock.RealClock{}
+	}
 	if le := s.LeaderElection; le != nil {
 		c := *le
 		def(&c.LeaseDuration, 15*time.Second)
@@ -146,3 +157,6 @@ func (s Settings) withDefaults() Settings {
 	}
 	return s
 }
+
+// until is how long from the Clock's now until t.
+func (o *Operator) until(t time.Time) time.Duration { return t.Sub(o.settings.Clock.Now()) }

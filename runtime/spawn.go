@@ -32,7 +32,7 @@ func (o *Operator) idleFor(k Key) time.Duration {
 	o.stateMu.Lock()
 	defer o.stateMu.Unlock()
 	if sp := o.spawned[k]; sp != nil {
-		return time.Since(sp.lastChange)
+		return o.settings.Clock.Since(sp.lastChange)
 	}
 	return 0
 }
@@ -54,14 +54,14 @@ func (o *Operator) syncSpawned(k Key, obj *unstructured.Unstructured, hs []*hand
 			delete(o.spawned, k)
 			return
 		}
-		sp = &spawned{uid: obj.GetUID(), lastChange: time.Now(), tasks: map[string]*task{}}
+		sp = &spawned{uid: obj.GetUID(), lastChange: o.settings.Clock.Now(), tasks: map[string]*task{}}
 		o.spawned[k] = sp
 	}
 	// Idle counts from the last change of the essence, so that status
 	// writes (timers' own results included) do not keep an object busy.
 	if slices.ContainsFunc(hs, func(h *handler) bool { return h.idle > 0 }) {
 		if hash := essenceHash(o.settings.Prefix, obj); hash != sp.hash {
-			sp.hash, sp.lastChange = hash, time.Now()
+			sp.hash, sp.lastChange = hash, o.settings.Clock.Now()
 		}
 	}
 	want := map[string]bool{}
@@ -130,7 +130,7 @@ func (o *Operator) spawn(k Key, h *handler) *task {
 	logger := o.objectLogger(k).With("handler", h.id)
 	go func() {
 		defer close(t.done)
-		if !sleep(ctx, h.initialDelay) {
+		if !o.sleep(ctx, h.initialDelay) {
 			return
 		}
 		if h.kind == kindDaemon {
@@ -149,7 +149,7 @@ func (o *Operator) runDaemon(ctx context.Context, k Key, h *handler, logger *log
 			return
 		}
 		ev := &Event{Cause: CauseDaemon, HandlerID: h.id, Resource: k.Resource, Object: obj.DeepCopy(),
-			Retry: attempt - 1, Started: time.Now(), Log: o.objectLogger(k).With("handler", h.id),
+			Retry: attempt - 1, Started: o.settings.Clock.Now(), Log: o.objectLogger(k).With("handler", h.id),
 			Patch: &Patch{}, op: o, key: k}
 		err := callDaemon(ctx, h.daemonFn, ev)
 		if err == nil || ctx.Err() != nil {
@@ -157,7 +157,7 @@ func (o *Operator) runDaemon(ctx context.Context, k Key, h *handler, logger *log
 		}
 		delay := o.backoff(h, attempt)
 		logger.Warn("daemon failed, restarting it", "err", err, "delay", delay)
-		if !sleep(ctx, delay) {
+		if !o.sleep(ctx, delay) {
 			return
 		}
 	}
@@ -171,7 +171,7 @@ func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
 	failures := 0
 	wait := time.Duration(0)
 	for n := 0; ; n++ {
-		if n > 0 && !sleep(ctx, wait) {
+		if n > 0 && !o.sleep(ctx, wait) {
 			return
 		}
 		wait = h.interval
@@ -184,10 +184,10 @@ func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
 		}
 		logger := o.objectLogger(k).With("handler", h.id)
 		ev := &Event{Cause: CauseTimer, HandlerID: h.id, Resource: k.Resource, Object: obj.DeepCopy(),
-			Retry: failures, Started: time.Now(), Log: logger, Patch: &Patch{}, op: o, key: k}
-		start := time.Now()
+			Retry: failures, Started: o.settings.Clock.Now(), Log: logger, Patch: &Patch{}, op: o, key: k}
+		start := o.settings.Clock.Now()
 		result, err := call(ctx, h.fn, ev)
-		o.metrics.handlerDuration.WithLabelValues(k.Resource.String(), h.id).Observe(time.Since(start).Seconds())
+		o.metrics.handlerDuration.WithLabelValues(k.Resource.String(), h.id).Observe(o.settings.Clock.Since(start).Seconds())
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -272,15 +272,16 @@ func callDaemon(ctx context.Context, fn DaemonFunc, ev *Event) (err error) {
 	return fn(ctx, ev)
 }
 
-// sleep waits d or until ctx ends; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d on the Clock or until ctx ends; it reports whether ctx is
+// still alive.
+func (o *Operator) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(d)
+	t := o.settings.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false

@@ -31,8 +31,9 @@ const (
 // lastHandled is the compact last-handled state: the essence hash, the values
 // of the fields OnField handlers watch (values longer than maxFieldValue are
 // replaced by their hash, which still detects a change) and, for objects
-// with update, resume or field handlers, the essence itself up to
-// MaxEssence (what their Old and Diff come from).
+// with a WithDiff handler, the essence itself up to MaxEssence (what their
+// Old and Diff come from; releases before WithDiff kept it for every object
+// with update, resume or field handlers).
 type lastHandled struct {
 	Hash    string                     `json:"h"`
 	Fields  map[string]json.RawMessage `json:"f,omitempty"`

@@ -18,7 +18,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 	// One logger per step, with the object's key and the handler id: it is
 	// both the handler's Event.Log and the runtime's voice about the step.
 	logger := o.log.With("key", c.key.String(), "handler", h.id)
-	now := time.Now()
+	now := o.settings.Clock.Now()
 	if p.Started == 0 {
 		p.Started = now.UnixMilli()
 	}
@@ -40,7 +40,7 @@ func (o *Operator) runStep(ctx context.Context, c *cycle, s step, p *progress) b
 	}
 	result, err := call(hctx, h.fn, ev)
 	res := c.key.Resource.String()
-	o.metrics.handlerDuration.WithLabelValues(res, h.id).Observe(time.Since(now).Seconds())
+	o.metrics.handlerDuration.WithLabelValues(res, h.id).Observe(o.settings.Clock.Since(now).Seconds())
 	if err == nil && result != nil {
 		if _, jerr := json.Marshal(result); jerr != nil {
 			err = Permanent(fmt.Errorf("result is not JSON: %w", jerr))

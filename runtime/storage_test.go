@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +140,11 @@ func TestConfigMapStorageMigratesAnnotations(t *testing.T) {
 		return runs.get("create") == 1 && get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"] != ""
 	})
 	old.stop(t)
+	// Releases before WithDiff also kept the essence in the record of an
+	// object with a resume handler: it is left behind by the move.
+	rec := get(t, gvr, ns, "w1").GetAnnotations()["runtime.tailplane.io/last-handled"]
+	withEssence, _ := json.Marshal(strings.TrimSuffix(rec, "}") + `,"e":{"metadata":{"labels":{"app":"x"}}}}`)
+	mergePatch(t, gvr, ns, "w1", `{"metadata":{"annotations":{"runtime.tailplane.io/last-handled":`+string(withEssence)+`}}}`)
 
 	start(t, build(runtime.Store(&runtime.ConfigMapStorage{Namespace: stateNS, Legacy: "runtime.tailplane.io"})))
 	testpoll.UntilTrue(t, 20*time.Second, "resumed, state moved", func() bool {
@@ -147,6 +154,9 @@ func TestConfigMapStorageMigratesAnnotations(t *testing.T) {
 	})
 	if runs.get("create") != 1 {
 		t.Fatalf("runs = %v: created again", &runs)
+	}
+	if moved := nested(firstOf(stateConfigMaps(t, stateNS)), "data.last-handled").(string); moved != rec {
+		t.Fatalf("moved record %s, want %s (the hash, without the essence)", moved, rec)
 	}
 }
 

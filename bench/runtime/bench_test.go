@@ -15,11 +15,25 @@ import (
 // Sizes of the comparison; BENCH_ROUNDS overrides the number of interleaved
 // throughput rounds (the median is reported).
 const (
-	burst    = 2000
-	watched  = 10000
-	workers  = 4
-	fallback = 3
+	burstSize   = 2000
+	watchedSize = 10000
+	workers     = 4
+	fallback    = 3
 )
+
+// sizes returns the burst, the number watched and the rounds: with -short
+// (CI's check that the benchmark still builds and runs) a small run whose
+// figures mean nothing.
+func sizes() (burst, watched, rounds int) {
+	if testing.Short() {
+		return 50, 200, 1
+	}
+	rounds = fallback
+	if v, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	return burstSize, watchedSize, rounds
+}
 
 type side struct {
 	name, bin string
@@ -33,10 +47,7 @@ type side struct {
 // median reported), then peak RSS of each process while 10,000 Widgets are
 // watched and handled. Run it once: -benchtime=1x.
 func BenchmarkOperators(b *testing.B) {
-	rounds := fallback
-	if v, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && v > 0 {
-		rounds = v
-	}
+	burst, watched, rounds := sizes()
 	installCRD(b)
 	dir := buildOperators(b)
 	dyn := dynamic.NewForConfigOrDie(env.Config(b))
@@ -58,7 +69,7 @@ func BenchmarkOperators(b *testing.B) {
 				elapsed := time.Since(began)
 				stop()
 				p.stop()
-				s.rates = append(s.rates, burst/elapsed.Seconds())
+				s.rates = append(s.rates, float64(burst)/elapsed.Seconds())
 				b.Logf("round %d %s: %d objects created in %s, all handled after %s", round+1, s.name, burst,
 					created.Round(time.Millisecond), elapsed.Round(time.Millisecond))
 			}

@@ -185,6 +185,7 @@ func runtimeSettings(getenv func(string) string, namespace string, logger *log.L
 	host := getenv(envPodIP)
 	rs := runtime.Settings{
 		Finalizer:      proxystate.Finalizer,
+		FieldManager:   cluster.FieldManager,
 		Component:      "tailscale-operator",
 		HealthAddress:  orDefault(getenv(envHealthAddr), net.JoinHostPort(host, "8081")),
 		MetricsAddress: orDefault(getenv(envMetricsAddr), net.JoinHostPort(host, "8080")),

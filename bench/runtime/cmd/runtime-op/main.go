@@ -1,6 +1,8 @@
 // Command runtime-op is the benchmark's operator built on Tailplane's
-// runtime: one OnCreate handler that adds one annotation to each Widget.
-// It prints "ready" once its informer has synced.
+// runtime: one handler for create, update and resume (as the operator's
+// own handlers register, and as a reconciler runs on every change) that
+// adds one annotation to each Widget. It prints "ready" once its informer
+// has synced.
 package main
 
 import (
@@ -45,10 +47,10 @@ func run(kubeconfig, namespace, group string, workers int) error {
 		return err
 	}
 	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
-	op.OnCreate(widgets, "annotate", func(_ context.Context, ev *runtime.Event) (any, error) {
+	op.On(widgets, "annotate", func(_ context.Context, ev *runtime.Event) (any, error) {
 		ev.Patch.SetAnnotation("bench.tailplane.io/handled", "1")
 		return nil, nil
-	}, runtime.Namespace(namespace))
+	}, runtime.Namespace(namespace), runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {
