@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -53,31 +54,50 @@ func BenchmarkOperator500Services(b *testing.B) {
 	if err != nil {
 		b.Fatalf("install CRDs: %v", err)
 	}
-	bin := filepath.Join(b.TempDir(), "tailplane-operator")
-	build := exec.Command("go", "build", "-o", bin, "github.com/tailplane/tailplane/cmd/tailplane-operator")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		b.Fatalf("build operator: %v", err)
+	// BENCH_OPERATOR names another build of the operator to measure (an
+	// earlier commit's, for a before and after in one session).
+	bin := os.Getenv("BENCH_OPERATOR")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "tailplane-operator")
+		build := exec.Command("go", "build", "-o", bin, "github.com/tailplane/tailplane/cmd/tailplane-operator")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			b.Fatalf("build operator: %v", err)
+		}
 	}
 	for _, c := range []struct{ workers, qps int }{{4, 100}, {16, 400}} {
 		b.Run(fmt.Sprintf("workers=%d,qps=%d", c.workers, c.qps), func(b *testing.B) {
 			var secs, rss float64
+			var calls, writes int
 			for range b.N {
-				s, r := runOnce(b, bin, c.workers, c.qps)
-				secs += s
-				rss += r
+				r := runOnce(b, bin, c.workers, c.qps)
+				secs += r.seconds
+				rss += r.rssMB
+				calls += r.calls
+				writes += r.writes
 			}
 			b.ReportMetric(secs/float64(b.N), "s/converge")
 			b.ReportMetric(float64(services)*float64(b.N)/secs, "proxies/s")
 			b.ReportMetric(rss/float64(b.N), "MB-peak-RSS")
+			b.ReportMetric(float64(calls)/float64(services*b.N), "API-calls/proxy")
+			b.ReportMetric(float64(writes)/float64(services*b.N), "API-writes/proxy")
 		})
 	}
 }
 
+// run is what one run measured.
+type run struct {
+	seconds float64 // from the operator's start until every proxy exists
+	rssMB   float64 // the operator's peak RSS
+	// calls and writes are the API requests the operator made until then
+	// (writes: create, update, patch, delete).
+	calls, writes int
+}
+
 // runOnce creates the Services, starts the operator, waits for every
-// StatefulSet and config Secret, stops the operator and returns the seconds
-// it took (from the operator's start) and its peak RSS in MB.
-func runOnce(b *testing.B, bin string, workers, qps int) (float64, float64) {
+// StatefulSet and config Secret, stops the operator and returns what it
+// measured.
+func runOnce(b *testing.B, bin string, workers, qps int) run {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -91,9 +111,10 @@ func runOnce(b *testing.B, bin string, workers, qps int) (float64, float64) {
 	idFile, secretFile := filepath.Join(dir, "id"), filepath.Join(dir, "secret")
 	_ = os.WriteFile(idFile, []byte(tailnettest.ClientID), 0o600)
 	_ = os.WriteFile(secretFile, []byte(tailnettest.ClientSecret), 0o600)
+	counter := newAPICounter(b, env.Config(b))
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+filepath.Join(env.Dir(), "kubeconfig"),
+		"KUBECONFIG="+counter.kubeconfig(b),
 		"OPERATOR_NAMESPACE="+opNS, "OPERATOR_LOGIN_SERVER="+api.URL,
 		"CLIENT_ID_FILE="+idFile, "CLIENT_SECRET_FILE="+secretFile,
 		"TAILPLANE_WATCH_NAMESPACE="+userNS, "TAILPLANE_LEADER_ELECTION=false", "TAILPLANE_OPERATOR_DEVICE=false",
@@ -115,6 +136,8 @@ func runOnce(b *testing.B, bin string, workers, qps int) (float64, float64) {
 	waitConverged(ctx, b, kube, opNS, exited, logFile.Name())
 	took := time.Since(start)
 	b.StopTimer()
+	calls, writes, lines := counter.snapshot()
+	b.Logf("%d API requests until converged (%d writes):\n%s", calls, writes, strings.Join(lines, "\n"))
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	<-exited
 	rss := 0.0
@@ -125,7 +148,7 @@ func runOnce(b *testing.B, bin string, workers, qps int) (float64, float64) {
 		b.Fatalf("%d auth keys minted for %d proxies", n, services)
 	}
 	b.StartTimer()
-	return took.Seconds(), rss
+	return run{seconds: took.Seconds(), rssMB: rss, calls: calls, writes: writes}
 }
 
 func createServices(ctx context.Context, b *testing.B, kube kubernetes.Interface, ns string) {
