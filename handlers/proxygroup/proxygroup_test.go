@@ -153,3 +153,19 @@ func TestProxyClassFallsBackToTheDefault(t *testing.T) {
 		t.Errorf("own class: %q", got)
 	}
 }
+
+// Of two members that want one Tailscale Service, the older keeps it (the
+// first of two as old); the services are sorted by name.
+func TestOldestByName(t *testing.T) {
+	at := func(name string, sec int64, secret string) groupmember.Hosted {
+		return groupmember.Hosted{Service: config.Service{Name: name}, Secrets: []string{secret}, Created: metav1.Unix(sec, 0)}
+	}
+	got := oldestByName([]groupmember.Hosted{at("svc:web", 20, "new"), at("svc:db", 5, "db"), at("svc:web", 10, "old"), at("svc:web", 10, "tie")})
+	var names []string
+	for _, h := range got {
+		names = append(names, h.Service.Name+"="+h.Secrets[0])
+	}
+	if strings.Join(names, ",") != "svc:db=db,svc:web=old" {
+		t.Errorf("kept %v", names)
+	}
+}
