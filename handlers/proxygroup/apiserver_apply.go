@@ -24,13 +24,9 @@ import (
 // registerAPIServer adds the cleanup of kube-apiserver groups: their
 // Tailscale Service, shared certificate and impersonation binding.
 func registerAPIServer(op *runtime.Operator, g *groups) {
-	isAPIServer := func(obj *unstructured.Unstructured) bool {
-		t, _, _ := unstructured.NestedString(obj.Object, "spec", "type")
-		return t == string(v1alpha1.ProxyGroupTypeKubeAPIServer)
-	}
 	op.OnDelete(resources.ProxyGroups, "proxygroup-apiserver-cleanup", func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, cluster.Retry(g.releaseAPIServer(ctx, ev.Object), ev.Retry)
-	}, runtime.When(isAPIServer))
+	}, runtime.When(ofType(v1alpha1.ProxyGroupTypeKubeAPIServer)))
 }
 
 // planAPIServer makes the group's Tailscale Service exist (owned by the

@@ -26,13 +26,9 @@ import (
 // the group's pipeline module, so that a cycle of the group allocates
 // before it renders the replicas' configs from the cluster Services.
 func registerEgress(op *runtime.Operator, g *groups) {
-	isEgressGroup := func(obj *unstructured.Unstructured) bool {
-		t, _, _ := unstructured.NestedString(obj.Object, "spec", "type")
-		return t == string(v1alpha1.ProxyGroupTypeEgress)
-	}
 	op.On(resources.ProxyGroups, "proxygroup-egress-ports", func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, cluster.Retry(g.allocatePorts(ctx, ev.Object.GetName()), ev.Retry)
-	}, runtime.When(isEgressGroup), g.d.StateStore(), runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))
+	}, runtime.When(ofType(v1alpha1.ProxyGroupTypeEgress)), g.d.StateStore(), runtime.Causes(runtime.CauseCreate, runtime.CauseUpdate, runtime.CauseResume, runtime.CauseEnqueue))
 	sel := labels.SelectorFromSet(labels.Set{proxystate.LabelManaged: "true", proxystate.LabelParentType: groupmember.ParentType}).String()
 	op.Watch(resources.Pods, "proxygroup-pods", func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		if old != nil && podReady(old) == podReady(obj) && podIP(old) == podIP(obj) &&

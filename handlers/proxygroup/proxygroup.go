@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/groupmember"
@@ -30,6 +31,15 @@ const (
 	// with reason ProxyGroupCreating, though nothing is created).
 	messageInvalidAvailable = "no ProxyGroup pods run: the ProxyGroup is invalid (see ProxyGroupReady)"
 )
+
+// ofType is a predicate of ProxyGroups of type t, read from the object as
+// it is (a handler filter runs before decoding).
+func ofType(t v1alpha1.ProxyGroupType) func(*unstructured.Unstructured) bool {
+	return func(obj *unstructured.Unstructured) bool {
+		typ, _, _ := unstructured.NestedString(obj.Object, "spec", "type")
+		return typ == string(t)
+	}
+}
 
 // hostnames are the replicas' tailnet hostnames: <hostnamePrefix or
 // name>-<ordinal>.

@@ -77,29 +77,24 @@ func (r *Registry) Keys(group string) []runtime.Key {
 // Services are the Tailscale Services of the group's members of every
 // kind, kind by kind; the group decides between two that want one name.
 func (r *Registry) Services(ctx context.Context, group string) ([]Hosted, error) {
-	var out []Hosted
-	for _, k := range r.kinds {
-		if s, ok := k.(ServiceSource); ok {
-			hosted, err := s.Services(ctx, group)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, hosted...)
-		}
-	}
-	return out, nil
+	return ask(r, func(s ServiceSource) ([]Hosted, error) { return s.Services(ctx, group) })
 }
 
 // EgressClaims are the group's admitted egress members of every kind.
 func (r *Registry) EgressClaims(ctx context.Context, group string) ([]EgressClaim, error) {
-	var out []EgressClaim
+	return ask(r, func(s EgressSource) ([]EgressClaim, error) { return s.EgressClaims(ctx, group) })
+}
+
+// ask collects f's answers from the kinds that are an S, in order.
+func ask[S any, T any](r *Registry, f func(S) ([]T, error)) ([]T, error) {
+	var out []T
 	for _, k := range r.kinds {
-		if s, ok := k.(EgressSource); ok {
-			claims, err := s.EgressClaims(ctx, group)
+		if s, ok := k.(S); ok {
+			ts, err := f(s)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, claims...)
+			out = append(out, ts...)
 		}
 	}
 	return out, nil
