@@ -71,15 +71,15 @@ func Replicas(pg *v1alpha1.ProxyGroup) int {
 	return max(int(*pg.Spec.Replicas), 0)
 }
 
-// Available reports whether the group's status says at least one replica
+// available reports whether the group's status says at least one replica
 // serves (ProxyGroupAvailable): members are served, and get an address,
 // only then.
-func Available(pg *v1alpha1.ProxyGroup) bool {
+func available(pg *v1alpha1.ProxyGroup) bool {
 	return meta.IsStatusConditionTrue(pg.Status.Conditions, v1alpha1.ProxyGroupAvailable)
 }
 
-// Parent is the group as the parent of its proxy's objects.
-func Parent(pg *v1alpha1.ProxyGroup) proxyset.Parent {
+// parent is the group as the parent of its proxy's objects.
+func parent(pg *v1alpha1.ProxyGroup) proxyset.Parent {
 	return proxyset.Parent{Type: ParentType, Name: pg.Name, UID: pg.UID, Role: cluster.RoleProxyGroup}
 }
 
@@ -104,7 +104,7 @@ type ReplicaPod struct {
 // ReplicaPods reads the group's wanted replicas (from the API server, not a
 // cache) and their Pods.
 func ReplicaPods(ctx context.Context, d *cluster.Deps, p *pipeline.Pipeline, pg *v1alpha1.ProxyGroup) ([]ReplicaPod, error) {
-	proxy, err := p.ReadProxy(ctx, Parent(pg), Replicas(pg))
+	proxy, err := p.ReadProxy(ctx, parent(pg), Replicas(pg))
 	if err != nil {
 		return nil, err
 	}

@@ -227,7 +227,7 @@ func (k *serviceKind) serve(ctx context.Context, obj *unstructured.Unstructured,
 // while the group is not available.
 func (k *serviceKind) advertising(ctx context.Context, pg *v1alpha1.ProxyGroup, service string) (Status, error) {
 	st := Status{Total: Replicas(pg)}
-	proxy, err := k.p.ReadProxy(ctx, Parent(pg), st.Total)
+	proxy, err := k.p.ReadProxy(ctx, parent(pg), st.Total)
 	if err != nil {
 		return st, err
 	}
@@ -239,7 +239,7 @@ func (k *serviceKind) advertising(ctx context.Context, pg *v1alpha1.ProxyGroup, 
 			st.Advertising++
 		}
 	}
-	if !Available(pg) {
+	if !available(pg) {
 		st.Advertising = 0
 	}
 	return st, nil
