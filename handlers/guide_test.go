@@ -103,3 +103,35 @@ func TestGuideAndDocListEveryModule(t *testing.T) {
 		}
 	}
 }
+
+// Libraries import no module, and proxygroup, the group's module, imports
+// none either: its members' kinds live in their own modules and reach it
+// through lib/groupmember's registry, so that a new kind of member (a
+// Gateway's routes) changes no line of the group.
+func TestLibrariesAndTheGroupImportNoModule(t *testing.T) {
+	dirs, err := filepath.Glob("lib/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range append(dirs, "proxygroup") {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				path := strings.Trim(imp.Path.Value, `"`)
+				if rest, ok := strings.CutPrefix(path, "github.com/tailplane/tailplane/handlers/"); ok && !strings.HasPrefix(rest, "lib/") {
+					t.Errorf("%s imports the module %s: only handlers/lib may be imported there", file, path)
+				}
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/internal/tailnet"
@@ -55,9 +56,9 @@ func TestHeadscaleRefusesProxyGroupsThatNeedServices(t *testing.T) {
 
 	h.createIngressClass(false)
 	h.backend("web", 8080)
-	h.createIngress("ha", map[string]string{proxygroup.AnnotationProxyGroup: g.name}, networkingv1.IngressSpec{
+	h.createIngress("ha", map[string]string{groupmember.AnnotationProxyGroup: g.name}, networkingv1.IngressSpec{
 		DefaultBackend: defaultBackend("web", 8080), TLS: tlsHost("ha")})
-	h.wantEvent(h.ns, "ha", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, fmt.Sprintf("this Ingress, served by ProxyGroup %q, needs Tailscale Services", g.name))
+	h.wantEvent(h.ns, "ha", corev1.EventTypeWarning, groupmember.ReasonIngressSvcInvalid, fmt.Sprintf("this Ingress, served by ProxyGroup %q, needs Tailscale Services", g.name))
 
 	eg := &groupFixture{harness: h, name: "eg-" + h.ns}
 	h.createClusterCR(resources.ProxyGroups, "ProxyGroup", eg.name, `{"type":"egress","replicas":1}`)

@@ -14,9 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
-	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -40,7 +41,7 @@ func (g *groupFixture) pod(i int, ip string, ready bool) {
 	p, err := pods.Get(g.ctx(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		p, err = pods.Create(g.ctx(), &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: proxyset.ChildLabels(proxygroup.ParentType, "", g.name)},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: proxyset.ChildLabels(groupmember.ParentType, "", g.name)},
 			Spec: corev1.PodSpec{ServiceAccountName: g.replica(i).Base, AutomountServiceAccountToken: new(false),
 				Containers: []corev1.Container{{Name: "tailscale", Image: "x"}}},
 		}, metav1.CreateOptions{})
@@ -96,7 +97,7 @@ func TestProxyGroupEgress(t *testing.T) {
 
 	h.createService(egressService("db", g.name, "db.tail1.ts.net", 5432))
 	h.createService(egressService("api", g.name, "api.tail1.ts.net", 5432))
-	dbCS, apiCS := proxygroup.ClusterServiceName(h.ns, "db"), proxygroup.ClusterServiceName(h.ns, "api")
+	dbCS, apiCS := groupmember.ClusterServiceName(h.ns, "db"), groupmember.ClusterServiceName(h.ns, "api")
 	var listen []int
 	testpoll.Until(t, settle, "both targets on both replicas", func() error {
 		listen = nil
@@ -158,21 +159,21 @@ func TestProxyGroupEgress(t *testing.T) {
 			return nil
 		})
 	}
-	egressCond("db", proxygroup.ConditionEgressValid, "True", proxygroup.ReasonEgressValid, "")
-	egressCond("db", proxygroup.ConditionEgressConfigured, "True", "ConfiguredFor:ProxyGroup:"+g.name+":Config:", "")
-	egressCond("db", proxygroup.ConditionEgressReady, "True", proxygroup.ReasonReady, "2/2")
+	egressCond("db", egress.ConditionEgressValid, "True", egress.ReasonEgressValid, "")
+	egressCond("db", egress.ConditionEgressConfigured, "True", "ConfiguredFor:ProxyGroup:"+g.name+":Config:", "")
+	egressCond("db", egress.ConditionEgressReady, "True", egress.ReasonReady, "2/2")
 
 	// A replica that is not ready leaves the EndpointSlices.
 	g.pod(1, "10.1.0.11", false)
 	endpoints(dbCS, "10.1.0.10")
 	endpoints(apiCS, "10.1.0.10")
-	egressCond("db", proxygroup.ConditionEgressReady, "True", proxygroup.ReasonPartiallyReady, "1/2")
+	egressCond("db", egress.ConditionEgressReady, "True", egress.ReasonPartiallyReady, "1/2")
 
 	// A replica restarted (its process has not applied its config yet)
 	// is not listed either.
 	g.writeState(0, map[string][]byte{proxystate.KeyConfigApplied: []byte("uid-of-the-previous-pod")})
 	endpoints(dbCS)
-	egressCond("db", proxygroup.ConditionEgressReady, "False", proxygroup.ReasonNotReady, "0/2")
+	egressCond("db", egress.ConditionEgressReady, "False", egress.ReasonNotReady, "0/2")
 	g.pod(0, "10.1.0.10", true)
 	endpoints(dbCS, "10.1.0.10")
 
@@ -180,7 +181,7 @@ func TestProxyGroupEgress(t *testing.T) {
 	// EndpointSlices and conditions.
 	keys := len(h.api.Keys())
 	h.restart()
-	egressCond("db", proxygroup.ConditionEgressReady, "True", proxygroup.ReasonPartiallyReady, "1/2")
+	egressCond("db", egress.ConditionEgressReady, "True", egress.ReasonPartiallyReady, "1/2")
 	endpoints(dbCS, "10.1.0.10")
 	endpoints(apiCS, "10.1.0.10")
 	targets, err := g.egressTargets(0)
@@ -198,7 +199,7 @@ func TestProxyGroupEgress(t *testing.T) {
 
 	// Bad input: a group of another type, a group that does not exist.
 	h.createService(egressService("wrong", "missing-"+h.ns, "x.tail1.ts.net", 80))
-	egressCond("wrong", proxygroup.ConditionEgressValid, "Unknown", proxygroup.ReasonProxyGroupNotReady, "does not exist")
+	egressCond("wrong", egress.ConditionEgressValid, "Unknown", egress.ReasonProxyGroupNotReady, "does not exist")
 	ig := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tailscale.com/v1alpha1", "kind": "ProxyGroup",
 		"metadata": map[string]any{"name": "ig-" + h.ns}, "spec": map[string]any{"type": "ingress", "replicas": int64(0)}}}
 	if _, err := h.dyn.Resource(resources.ProxyGroups).Create(h.ctx(), ig, metav1.CreateOptions{}); err != nil {
@@ -206,8 +207,8 @@ func TestProxyGroupEgress(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = h.dyn.Resource(resources.ProxyGroups).Delete(h.ctx(), "ig-"+h.ns, metav1.DeleteOptions{}) })
 	h.createService(egressService("toingress", "ig-"+h.ns, "x.tail1.ts.net", 80))
-	egressCond("toingress", proxygroup.ConditionEgressValid, "False", proxygroup.ReasonEgressInvalid, `is of type "ingress"`)
-	h.wantEvent(h.ns, "toingress", corev1.EventTypeWarning, proxygroup.ReasonInvalidService, `egress Services need a ProxyGroup of type egress`)
+	egressCond("toingress", egress.ConditionEgressValid, "False", egress.ReasonEgressInvalid, `is of type "ingress"`)
+	h.wantEvent(h.ns, "toingress", corev1.EventTypeWarning, egress.ReasonInvalidService, `egress Services need a ProxyGroup of type egress`)
 
 	// Deleting a member removes its objects and its target.
 	if err := h.kube.CoreV1().Services(h.ns).Delete(h.ctx(), "db", metav1.DeleteOptions{}); err != nil {
@@ -254,7 +255,7 @@ func TestProxyGroupEgressPortsOfMembersCreatedAtOnce(t *testing.T) {
 	testpoll.Until(t, settle, "distinct ports for every member, on the replica too", func() error {
 		seen := map[int32]string{}
 		for i := range members {
-			name := proxygroup.ClusterServiceName(h.ns, fmt.Sprintf("m%d", i))
+			name := groupmember.ClusterServiceName(h.ns, fmt.Sprintf("m%d", i))
 			cs, err := h.kube.CoreV1().Services(h.opNS).Get(h.ctx(), name, metav1.GetOptions{})
 			if err != nil {
 				return err

@@ -22,11 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/lib/tsservice"
-	"github.com/tailplane/tailplane/handlers/proxygroup"
+	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
@@ -66,7 +68,7 @@ func (g *groupFixture) get() *v1alpha1.ProxyGroup {
 }
 
 func (g *groupFixture) replica(i int) proxyset.Names {
-	return proxyset.NamesFor(proxygroup.ParentType, "", g.name).Replica(i)
+	return proxyset.NamesFor(groupmember.ParentType, "", g.name).Replica(i)
 }
 
 func (g *groupFixture) config(i int) (*config.Config, error) {
@@ -288,13 +290,13 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 			return nil
 		})
 	}
-	svcCond(proxygroup.ConditionSvcConfigured, "False", proxygroup.ReasonSvcNoBackends, "0/2 proxy backends ready and advertising")
+	svcCond(service.ConditionSvcConfigured, "False", service.ReasonSvcNoBackends, "0/2 proxy backends ready and advertising")
 	g.advertise(0, dbSvc, "svc:web")
-	svcCond(proxygroup.ConditionSvcConfigured, "True", proxygroup.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
+	svcCond(service.ConditionSvcConfigured, "True", service.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
 	// A valid member has no Valid condition: the official operator writes
 	// it only as False.
-	if c := meta.FindStatusCondition(h.service("db").Status.Conditions, proxygroup.ConditionSvcValid); c != nil {
-		t.Errorf("a valid member has %s: %+v", proxygroup.ConditionSvcValid, c)
+	if c := meta.FindStatusCondition(h.service("db").Status.Conditions, service.ConditionSvcValid); c != nil {
+		t.Errorf("a valid member has %s: %+v", service.ConditionSvcValid, c)
 	}
 	testpoll.Until(t, settle, "LoadBalancer status", func() error {
 		ing := h.service("db").Status.LoadBalancer.Ingress
@@ -311,7 +313,7 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 	keys, services := len(h.api.Keys()), h.api.Services()
 	h.restart()
 	g.wantCondition(v1alpha1.ProxyGroupReady, "True", v1alpha1.ReasonProxyGroupReady, "")
-	svcCond(proxygroup.ConditionSvcConfigured, "True", proxygroup.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
+	svcCond(service.ConditionSvcConfigured, "True", service.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
 	ingLB("web.tail1.ts.net")
 	if len(h.api.Keys()) != keys || !reflect.DeepEqual(h.api.Services(), services) {
 		t.Fatalf("restart changed the tailnet: %d keys (was %d), services %+v (was %+v)", len(h.api.Keys()), keys, h.api.Services(), services)
@@ -351,7 +353,7 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if slices.Contains(ing.Finalizers, proxygroup.FinalizerIngress) {
+		if slices.Contains(ing.Finalizers, ingress.FinalizerProxyGroup) {
 			return fmt.Errorf("finalizers %v", ing.Finalizers)
 		}
 		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web2"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -378,7 +380,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 	h.backend("web", 80)
 	h.createIngress("early", map[string]string{"tailscale.com/proxy-group": name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("early")})
-	h.wantEvent(h.ns, "early", corev1.EventTypeWarning, proxygroup.ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", name))
+	h.wantEvent(h.ns, "early", corev1.EventTypeWarning, groupmember.ReasonProxyGroupNotFound, fmt.Sprintf("ProxyGroup %q does not exist", name))
 	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
 	h.wantTailscaleService("svc:early", nil)
 	g.wantHosted(0, "svc:early")
@@ -386,7 +388,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 	h.api.PutService(tailnettest.Service{Name: "svc:handmade", Addrs: []string{"100.100.9.9"}})
 	h.createIngress("clash", map[string]string{"tailscale.com/proxy-group": name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("handmade")})
-	h.wantEvent(h.ns, "clash", corev1.EventTypeWarning, proxygroup.ReasonInvalidTailscaleSvc, "svc:handmade already exists and is not managed")
+	h.wantEvent(h.ns, "clash", corev1.EventTypeWarning, groupmember.ReasonInvalidTailscaleSvc, "svc:handmade already exists and is not managed")
 	if s := h.api.Services()["svc:handmade"]; len(s.Annotations) != 0 {
 		t.Fatalf("the hand-made Tailscale Service was changed: %+v", s)
 	}
@@ -396,7 +398,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 	h.api.AddDevice(tailnettest.Device{ID: "nShadow", Name: "shadowed.tail1.ts.net", Addresses: []string{"100.64.9.9"}})
 	h.createIngress("shadowed", map[string]string{"tailscale.com/proxy-group": name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("shadowed")})
-	h.wantEvent(h.ns, "shadowed", corev1.EventTypeWarning, proxygroup.ReasonNameShadowed,
+	h.wantEvent(h.ns, "shadowed", corev1.EventTypeWarning, groupmember.ReasonNameShadowed,
 		"device shadowed.tail1.ts.net has the MagicDNS name of Tailscale Service svc:shadowed")
 	h.wantTailscaleService("svc:shadowed", nil)
 
@@ -412,7 +414,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 	eg.wantCondition(v1alpha1.ProxyGroupReady, "False", v1alpha1.ReasonProxyGroupTailnetUnavailable, `tailnet "other": no such Tailnet`)
 	h.createIngress("wrongtype", map[string]string{"tailscale.com/proxy-group": eg.name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("wrongtype")})
-	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, proxygroup.ReasonIngressSvcInvalid, `is of type "egress"`)
+	h.wantEvent(h.ns, "wrongtype", corev1.EventTypeWarning, groupmember.ReasonIngressSvcInvalid, `is of type "egress"`)
 
 	// Deleting the group while an Ingress uses it: the Ingress says so and
 	// loses its address.
@@ -436,7 +438,7 @@ func TestProxyGroupMembersRefused(t *testing.T) {
 		return nil
 	})
 	testpoll.Until(t, settle, "a second ProxyGroupNotFound", func() error {
-		list, err := h.kube.CoreV1().Events(h.ns).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=early,reason=" + proxygroup.ReasonProxyGroupNotFound})
+		list, err := h.kube.CoreV1().Events(h.ns).List(h.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=early,reason=" + groupmember.ReasonProxyGroupNotFound})
 		if err != nil || len(list.Items) == 0 || list.Items[0].Count < 2 {
 			return fmt.Errorf("events %+v %v", list, err)
 		}
@@ -531,7 +533,7 @@ func TestProxyGroupMemberOperatorKilledAfterCreatingItsService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ing.Status.LoadBalancer.Ingress) != 0 || !slices.Contains(ing.Finalizers, proxygroup.FinalizerIngress) {
+	if len(ing.Status.LoadBalancer.Ingress) != 0 || !slices.Contains(ing.Finalizers, ingress.FinalizerProxyGroup) {
 		t.Fatalf("at the crash: status %+v, finalizers %v; want no status and the finalizer", ing.Status.LoadBalancer, ing.Finalizers)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/plugin"
 	"github.com/tailplane/tailplane/handlers/proxyclass"
@@ -19,15 +20,21 @@ import (
 )
 
 // Register adds every handler module to op, sharing d and one proxy
-// pipeline.
+// pipeline. The kinds of members of a ProxyGroup register with their own
+// modules and join members, which the group's module asks for them: it
+// knows no member kind.
 func Register(op *runtime.Operator, d *cluster.Deps) {
 	p := pipeline.New(d)
+	members := &groupmember.Registry{}
 	d.IndexParents()
 	service.Register(op, d, p)
 	egress.Register(op, d, p)
 	ingress.Register(op, d, p)
 	connector.Register(op, d, p)
-	proxygroup.Register(op, d, p)
+	proxygroup.Register(op, d, p, members)
+	ingress.RegisterMember(op, d, p, members)
+	service.RegisterMember(op, d, p, members)
+	egress.RegisterMember(op, d, p, members)
 	ingressclass.Register(op, d)
 	proxyclass.Register(op, d)
 	plugin.Register(op, d, p)

@@ -11,9 +11,10 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/dnsconfig"
+	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
-	"github.com/tailplane/tailplane/handlers/proxygroup"
 	"github.com/tailplane/tailplane/internal/nameserver"
 )
 
@@ -155,14 +156,14 @@ func TestRecordsOfIngressAndFQDNEgressProxies(t *testing.T) {
 func TestRecordsOfProxyGroupEgressMembers(t *testing.T) {
 	s := settings.Settings{Namespace: "tailscale", ProxyTags: []string{"tag:k8s"}}
 	member := func(name string, ann map[string]string) *corev1.Service {
-		ann[proxygroup.AnnotationProxyGroup] = "eg"
+		ann[groupmember.AnnotationProxyGroup] = "eg"
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Annotations: ann},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, Ports: []corev1.ServicePort{{Port: 5432}}}}
-		m, err := proxygroup.EgressMemberOf(svc, s)
+		m, err := egress.GroupMember(svc, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs, err := proxygroup.ClusterService(m, s.Namespace, nil, map[int32]bool{})
+		cs, err := groupmember.ClusterService(m, s.Namespace, nil, map[int32]bool{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,4 +10,14 @@
 // register.go is the thin apply step (Register): it imports runtime/ and
 // handlers/lib/cluster as well; the render files import Kubernetes API types,
 // handlers/lib/proxyset, handlers/lib/settings and proxy/config only.
+//
+// members.go and members_apply.go are the other kind of egress Service: one
+// annotated tailscale.com/proxy-group, served by the replicas of an egress
+// ProxyGroup instead of a proxy of its own (RegisterMember, a
+// pipeline.MemberModule): a cluster Service in the operator namespace whose
+// ports the group allocates from the claims this kind hands it through the
+// groupmember.Registry, an EndpointSlice of the replicas that serve it, its
+// externalName pointed there, and its conditions. They import
+// handlers/lib/groupmember, conditions, pipeline and internal/proxystate as
+// well.
 package egress

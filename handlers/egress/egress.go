@@ -24,7 +24,8 @@ const (
 	// AnnotationTailnetIPDeprecated is the old name of tailnet-ip; the new
 	// name wins when both are set.
 	AnnotationTailnetIPDeprecated = "tailscale.com/ts-tailnet-target-ip"
-	// AnnotationProxyGroup moves egress to a ProxyGroup: not handled here.
+	// AnnotationProxyGroup moves egress to a ProxyGroup: no dedicated proxy
+	// then (members.go serves it).
 	AnnotationProxyGroup = "tailscale.com/proxy-group"
 	// DefaultClusterDomain is used when /etc/resolv.conf names none.
 	DefaultClusterDomain = "cluster.local"

@@ -12,4 +12,11 @@
 // register.go is the thin apply step (Register): it imports runtime/ and
 // handlers/lib/cluster as well; the render files import Kubernetes API types,
 // handlers/lib/proxyset, handlers/lib/settings and proxy/config only.
+//
+// members.go and members_apply.go are the other kind of Ingress: one
+// annotated tailscale.com/proxy-group, served as a Tailscale Service by the
+// replicas of an ingress ProxyGroup instead of a proxy of its own
+// (RegisterMember, a groupmember.ServiceKind: its rendering, Events and
+// status; the lifecycle is the library's). They import
+// handlers/lib/groupmember and pipeline as well.
 package ingress

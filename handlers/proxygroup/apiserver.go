@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -57,20 +58,20 @@ func apiServerConfig(pg *v1alpha1.ProxyGroup, tags []string, loginServer, authKe
 }
 
 // apiServerMember is the group itself as the owner of its Tailscale
-// Service, for member's ownership rules.
-func apiServerMember(pg *v1alpha1.ProxyGroup, tags []string) *member {
-	return &member{Kind: "ProxyGroup", Name: pg.Name, UID: pg.UID, Group: pg.Name, Hostname: apiServerHostname(pg),
+// Service, with the ownership rules of the members that own theirs.
+func apiServerMember(pg *v1alpha1.ProxyGroup, tags []string) *groupmember.ServiceMember {
+	return &groupmember.ServiceMember{Kind: "ProxyGroup", Name: pg.Name, UID: pg.UID, Group: pg.Name, Hostname: apiServerHostname(pg),
 		Tags: tags, Ports: []string{"tcp:443"}}
 }
 
 // impersonatorBinding binds impersonatorClusterRole to the group's
 // ServiceAccount (auth mode only).
 func impersonatorBinding(pg *v1alpha1.ProxyGroup, namespace string) *rbacv1.ClusterRoleBinding {
-	sa := proxyset.NamesFor(ParentType, "", pg.Name).Base
+	sa := proxyset.NamesFor(groupmember.ParentType, "", pg.Name).Base
 	return &rbacv1.ClusterRoleBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: ImpersonatorBindingName(pg.Name),
-			Labels: proxyset.ChildLabels(ParentType, "", pg.Name)},
+			Labels: proxyset.ChildLabels(groupmember.ParentType, "", pg.Name)},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: impersonatorClusterRole},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: namespace}},
 	}

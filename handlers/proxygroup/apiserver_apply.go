@@ -12,6 +12,7 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
@@ -23,13 +24,9 @@ import (
 // registerAPIServer adds the cleanup of kube-apiserver groups: their
 // Tailscale Service, shared certificate and impersonation binding.
 func registerAPIServer(op *runtime.Operator, g *groups) {
-	isAPIServer := func(obj *unstructured.Unstructured) bool {
-		t, _, _ := unstructured.NestedString(obj.Object, "spec", "type")
-		return t == string(v1alpha1.ProxyGroupTypeKubeAPIServer)
-	}
 	op.OnDelete(resources.ProxyGroups, "proxygroup-apiserver-cleanup", func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, cluster.Retry(g.releaseAPIServer(ctx, ev.Object), ev.Retry)
-	}, runtime.When(isAPIServer))
+	}, runtime.When(ofType(v1alpha1.ProxyGroupTypeKubeAPIServer)))
 }
 
 // planAPIServer makes the group's Tailscale Service exist (owned by the
@@ -37,15 +34,15 @@ func registerAPIServer(op *runtime.Operator, g *groups) {
 // Secret, and returns the replicas' configs.
 func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (*pipeline.Plan, error) {
 	m := apiServerMember(pg, plan.Tags)
-	be, err := g.backend(pg)
+	be, err := groupmember.Backend(g.d, pg)
 	if err != nil {
 		return nil, err
 	}
-	existing, err := be.GetService(ctx, m.serviceName())
+	existing, err := be.GetService(ctx, m.ServiceName())
 	if err != nil {
 		return nil, err
 	}
-	want, err := m.desired(existing, g.d.OperatorNodeID)
+	want, err := m.Desired(existing, g.d.OperatorNodeID)
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
@@ -54,11 +51,11 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 			return nil, err
 		}
 	}
-	if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, m.owner(), m.serviceName()); err != nil {
+	if err := tsservice.Sweep(ctx, be, g.d.OperatorNodeID, m.Owner(), m.ServiceName()); err != nil {
 		return nil, err
 	}
 	secret := tsservice.CertSecretName(apiServerHostname(pg))
-	if err := tsservice.EnsureCertSecret(ctx, g.d.Kube, g.d.Settings.Namespace, secret, m.owner()); err != nil {
+	if err := tsservice.EnsureCertSecret(ctx, g.d.Kube, g.d.Settings.Namespace, secret, m.Owner()); err != nil {
 		return nil, err
 	}
 	plan.ExtraSecrets = []string{secret}
@@ -85,8 +82,8 @@ func (g *groups) deleteImpersonatorBinding(ctx context.Context, group string) er
 
 // releaseAPIServer deletes what planAPIServer made.
 func (g *groups) releaseAPIServer(ctx context.Context, obj *unstructured.Unstructured) error {
-	o := ownerOf("ProxyGroup", obj)
-	if err := g.sweepAll(ctx, o); err != nil {
+	o := groupmember.OwnerOf("ProxyGroup", obj)
+	if err := groupmember.SweepAll(ctx, g.d, o); err != nil {
 		return err
 	}
 	if err := tsservice.DeleteCertSecrets(ctx, g.d.Kube, g.d.Settings.Namespace, o); err != nil {
@@ -114,7 +111,7 @@ func apiServerStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome, st *v1alpha1
 		}
 	}
 	configured := metav1.Condition{Type: ConditionAPIServerConfigured, Status: metav1.ConditionFalse, Reason: reasonAPIServerNoBackends,
-		Message: fmt.Sprintf(messageBackendsAdvertising, advertising, replicaCount(pg)), ObservedGeneration: pg.Generation}
+		Message: fmt.Sprintf(groupmember.MessageBackendsAdvertising, advertising, groupmember.Replicas(pg)), ObservedGeneration: pg.Generation}
 	st.URL = ""
 	if advertising > 0 {
 		configured.Status, configured.Reason = metav1.ConditionTrue, ReasonAPIServerConfigured

@@ -1,23 +1,29 @@
-// Package proxygroup runs ProxyGroups: a ProxyGroup is a pipeline module (a
-// StatefulSet of replicas, each with its own device) of type ingress, egress
-// or kube-apiserver, and its members are three pipeline.MemberModule
-// registrations with the pipeline's one member lifecycle and finalizer rule:
-//   - Ingresses and Services annotated tailscale.com/proxy-group on an
-//     ingress group, each a Tailscale Service (svc:<hostname>) that every
-//     replica hosts, so that clients reach it under one MagicDNS name through
-//     whichever replica control routes them to (members.go, members_kinds.go,
-//     members_apply.go);
-//   - ExternalName Services with a tailnet target on an egress group, each a
-//     cluster Service in the operator namespace whose ports the replicas
-//     listen on (egress.go, egress_apply.go). The group's own handler
-//     allocates those ports, one group at a time through the runtime's queue,
-//     from the cluster Services themselves (allocatePorts).
+// Package proxygroup runs ProxyGroups, and only them: a ProxyGroup is a
+// pipeline module (a StatefulSet of replicas, each with its own device) of
+// type ingress, egress or kube-apiserver. It knows no kind of member, as
+// Caddy's core knows none of its modules: each kind lives in the module of
+// its kind and joins the groupmember.Registry that handlers/register.go
+// hands to Register, and the group asks the registry for what it needs:
+//   - an ingress group's replicas host the Tailscale Service of every member
+//     (Registry.Services; of two that want one name, the older keeps it);
+//   - an egress group allocates the ports of its members' cluster Services
+//     in the official range, one group at a time through the runtime's
+//     queue, from the cluster Services themselves (Registry.EgressClaims,
+//     allocatePorts in ports.go), and configures its replicas from those
+//     cluster Services;
+//   - a change of the group's status has every member (Registry.Keys)
+//     handled again.
 //
-// proxygroup.go, members.go, egress.go and apiserver.go are pure (rendering
-// and validation, unit tested); register.go and the *_apply.go files are the
-// thin apply side. It exports only what other packages' tests read (names,
-// conditions, reasons). It may import handlers/lib/cluster, pipeline, tsservice,
-// proxyset, proxyclassrules, conditions, settings, resources, the ingress,
-// service, egress and plugin modules (for their rules), proxy/config,
-// internal/tailnet, internal/proxystate and runtime.
+// A kube-apiserver group owns its own Tailscale Service
+// (apiserver.go, apiserver_apply.go).
+//
+// proxygroup.go and apiserver.go are pure (rendering, validation and
+// status, unit tested); register.go, ports.go, running.go and
+// apiserver_apply.go are the thin apply side. It exports only what other
+// packages' tests read (conditions, reasons, names). It may import
+// handlers/lib/cluster, conditions, groupmember, pipeline, proxyclassrules,
+// proxyset, resources, settings, tsservice, crds/, proxy/config,
+// internal/tailnet, internal/proxystate and runtime; never another module
+// (`go list -deps ./handlers/proxygroup | grep handlers/` lists only
+// handlers/lib).
 package proxygroup

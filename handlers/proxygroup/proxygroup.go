@@ -9,20 +9,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/proxy/config"
 )
-
-// ParentType is the official parent type label of a ProxyGroup's children.
-const ParentType = "proxygroup"
-
-// defaultReplicas is the number of replicas when spec.replicas is unset (the
-// official operator's default in code).
-const defaultReplicas = 2
 
 // Event reasons and messages, the official ones.
 const (
@@ -37,12 +32,13 @@ const (
 	messageInvalidAvailable = "no ProxyGroup pods run: the ProxyGroup is invalid (see ProxyGroupReady)"
 )
 
-// replicaCount is spec.replicas, defaultReplicas when unset.
-func replicaCount(pg *v1alpha1.ProxyGroup) int {
-	if pg.Spec.Replicas == nil {
-		return defaultReplicas
+// ofType is a predicate of ProxyGroups of type t, read from the object as
+// it is (a handler filter runs before decoding).
+func ofType(t v1alpha1.ProxyGroupType) func(*unstructured.Unstructured) bool {
+	return func(obj *unstructured.Unstructured) bool {
+		typ, _, _ := unstructured.NestedString(obj.Object, "spec", "type")
+		return typ == string(t)
 	}
-	return max(int(*pg.Spec.Replicas), 0)
 }
 
 // hostnames are the replicas' tailnet hostnames: <hostnamePrefix or
@@ -52,7 +48,7 @@ func hostnames(pg *v1alpha1.ProxyGroup) []string {
 	if prefix == "" {
 		prefix = pg.Name
 	}
-	out := make([]string, replicaCount(pg))
+	out := make([]string, groupmember.Replicas(pg))
 	for i := range out {
 		out[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
@@ -116,6 +112,15 @@ func ingressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []st
 	}
 }
 
+// egressConfig is replica ordinal's config of an egress group: every
+// member's target.
+func egressConfig(pg *v1alpha1.ProxyGroup, targets []config.EgressTarget, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+	return &config.Config{
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Role: config.RoleEgress, Egress: &config.Egress{Targets: targets},
+	}
+}
+
 // groupStatus is the ProxyGroup's status for an outcome of the pipeline whose
 // Serving are the devices of the replicas that run (runningDevices):
 // ProxyGroupReady (every replica runs, with the generation observed) and
@@ -140,7 +145,7 @@ func groupStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGr
 	case pipeline.Ready:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonProxyGroupReady, "ProxyGroup is ready"
 	}
-	want := replicaCount(pg)
+	want := groupmember.Replicas(pg)
 	if out.Stage == pipeline.Ready && len(out.Serving) < want {
 		// Every replica has its device, but not every one runs.
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, v1alpha1.ReasonProxyGroupCreating, fmt.Sprintf(messageAvailable, len(out.Serving), want)
@@ -167,19 +172,4 @@ func groupStatus(pg *v1alpha1.ProxyGroup, out pipeline.Outcome) v1alpha1.ProxyGr
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	return st
-}
-
-// available reports whether the group's status says at least one replica
-// serves (ProxyGroupAvailable): members are served, and get an address,
-// only then.
-func available(pg *v1alpha1.ProxyGroup) bool {
-	return meta.IsStatusConditionTrue(pg.Status.Conditions, v1alpha1.ProxyGroupAvailable)
-}
-
-// orNil is v, or nil (which a merge patch turns into a deletion) when empty.
-func orNil(empty bool, v any) any {
-	if empty {
-		return nil
-	}
-	return v
 }

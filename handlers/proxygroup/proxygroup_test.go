@@ -6,16 +6,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
-	"github.com/tailplane/tailplane/handlers/lib/settings"
-	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -124,13 +122,13 @@ func TestRunningDevices(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
 	}
-	replica := func(id, stateUID string, p *corev1.Pod) replicaPod {
-		return replicaPod{Replica: pipeline.Replica{State: state(id, stateUID), Device: proxyset.Device{ID: id}}, Pod: p}
+	replica := func(id, stateUID string, p *corev1.Pod) groupmember.ReplicaPod {
+		return groupmember.ReplicaPod{Replica: pipeline.Replica{State: state(id, stateUID), Device: proxyset.Device{ID: id}}, Pod: p}
 	}
 	serving := []proxyset.Device{{ID: "n0"}, {ID: "n1"}, {ID: "n2"}, {ID: "n3"}, {ID: "n4"}}
 	terminating := pod("u5", corev1.ConditionTrue)
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	got := runningDevices([]replicaPod{
+	got := runningDevices([]groupmember.ReplicaPod{
 		replica("n0", "u0", pod("u0", corev1.ConditionTrue)),  // runs
 		replica("n1", "old", pod("u1", corev1.ConditionTrue)), // new Pod, process not started
 		replica("n2", "u2", nil),                              // Pod gone
@@ -147,60 +145,27 @@ func TestRunningDevices(t *testing.T) {
 	}
 }
 
-func TestIngressMember(t *testing.T) {
-	s := settings.Settings{ProxyTags: []string{"tag:k8s"}}
-	lookup := func(name string) (*corev1.Service, error) {
-		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1"}}, nil
-	}
-	ing := func(ann map[string]string, tls ...networkingv1.IngressTLS) *networkingv1.Ingress {
-		ann["tailscale.com/proxy-group"] = "pg"
-		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Annotations: ann},
-			Spec: networkingv1.IngressSpec{TLS: tls, DefaultBackend: &networkingv1.IngressBackend{
-				Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
-	}
-	m, err := ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"app.example"}}), s, lookup)
-	if err != nil || m.serviceName() != "svc:app" || strings.Join(m.Ports, ",") != "tcp:443" || m.Group != "pg" ||
-		m.Service.L7.TLS.SecretName != tsservice.CertSecretName("app") {
-		t.Fatalf("member %+v, %v", m, err)
-	}
-	m, err = ingressMember(ing(map[string]string{"tailscale.com/http-endpoint": "enabled", "tailscale.com/http-redirect": "true",
-		"tailscale.com/funnel": "true"}), s, lookup)
-	if err != nil || !m.Service.L7.PlainHTTP || m.Service.L7.HTTPRedirect || strings.Join(m.Ports, ",") != "tcp:443,tcp:80" || len(m.Problems) != 2 {
-		t.Fatalf("http-endpoint member %+v, %v", m, err)
-	}
-	if m.serviceName() != "svc:ns-web-ingress" {
-		t.Errorf("default hostname: %s", m.serviceName())
-	}
-	_, err = ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"a"}}, networkingv1.IngressTLS{Hosts: []string{"b"}}), s, lookup)
-	if err == nil || !strings.Contains(err.Error(), "only a single TLS entry is allowed") {
-		t.Errorf("two TLS entries: %v", err)
-	}
-	_, err = ingressMember(ing(map[string]string{}, networkingv1.IngressTLS{Hosts: []string{"a", "b"}}), s, lookup)
-	if err == nil || !strings.Contains(err.Error(), "only a single host is allowed") {
-		t.Errorf("two TLS hosts: %v", err)
-	}
-}
-
-func TestServiceMember(t *testing.T) {
-	s := settings.Settings{ProxyTags: []string{"tag:k8s"}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "ns", Annotations: map[string]string{"tailscale.com/hostname": "resolver"}},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP}, {Port: 53}}}}
-	m, err := serviceMember(svc, s)
-	if err != nil || m.serviceName() != "svc:resolver" || strings.Join(m.Ports, ",") != "do-not-validate" ||
-		m.Service.L4.Ports[0].Protocol != config.UDP || m.Service.L4.Ports[0].Target != "10.0.0.9:53" {
-		t.Fatalf("member %+v, %v", m, err)
-	}
-	svc.Spec.Type = corev1.ServiceTypeExternalName
-	if _, err := serviceMember(svc, s); err == nil || !strings.Contains(err.Error(), "ExternalName") {
-		t.Errorf("ExternalName: %v", err)
-	}
-}
-
 func TestProxyClassFallsBackToTheDefault(t *testing.T) {
 	if got := proxyClassName(group(v1alpha1.ProxyGroupSpec{}), "dev"); got != "dev" {
 		t.Errorf("no class: %q", got)
 	}
 	if got := proxyClassName(group(v1alpha1.ProxyGroupSpec{ProxyClass: "own"}), "dev"); got != "own" {
 		t.Errorf("own class: %q", got)
+	}
+}
+
+// Of two members that want one Tailscale Service, the older keeps it (the
+// first of two as old); the services are sorted by name.
+func TestOldestByName(t *testing.T) {
+	at := func(name string, sec int64, secret string) groupmember.Hosted {
+		return groupmember.Hosted{Service: config.Service{Name: name}, Secrets: []string{secret}, Created: metav1.Unix(sec, 0)}
+	}
+	got := oldestByName([]groupmember.Hosted{at("svc:web", 20, "new"), at("svc:db", 5, "db"), at("svc:web", 10, "old"), at("svc:web", 10, "tie")})
+	var names []string
+	for _, h := range got {
+		names = append(names, h.Service.Name+"="+h.Secrets[0])
+	}
+	if strings.Join(names, ",") != "svc:db=db,svc:web=old" {
+		t.Errorf("kept %v", names)
 	}
 }

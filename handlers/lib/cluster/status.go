@@ -76,3 +76,13 @@ func DecodeService(obj *unstructured.Unstructured) (*corev1.Service, error) {
 	svc.APIVersion, svc.Kind = "v1", "Service"
 	return &svc, nil
 }
+
+// OrNil is v for a merge patch of a status field, or nil (which the merge
+// patch turns into a deletion of the field) when empty: an empty list left
+// behind would differ from the official operator's status.
+func OrNil(empty bool, v any) any {
+	if empty {
+		return nil
+	}
+	return v
+}
