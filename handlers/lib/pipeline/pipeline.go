@@ -15,7 +15,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/device"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -145,10 +144,9 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	if err != nil {
 		return err
 	}
-	configs := make([]*config.Config, len(plan.Hostnames))
+	keys := make([]string, len(proxy.Replicas))
 	for i, r := range proxy.Replicas {
-		key, err := p.dev.AuthKey(ctx, be, r, plan.Tags)
-		if err != nil {
+		if keys[i], err = p.dev.AuthKey(ctx, be, r, plan.Tags); err != nil {
 			msg := err.Error()
 			if refused, ok := RefusedTags(err, plan.Tags); ok {
 				// Only a policy edit fixes it, which no watch sees.
@@ -156,27 +154,12 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 			}
 			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: msg}))
 		}
-		if configs[i], err = plan.Config(i, key); err != nil {
-			return runtime.Permanent(err)
-		}
-		// The one place the login server is chosen: the tailnet's.
-		configs[i].LoginServer = be.LoginServer()
 	}
-	objs, err := proxyset.Render(proxyset.Spec{Parent: parent, Namespace: p.d.Settings.Namespace,
-		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets, ACME: p.d.Settings.ProxyACME})
+	objs, err := Render(parent, p.d.Settings, plan, Login{Tailnet: m.tailnetOf(obj), Server: be.LoginServer(), Keys: keys})
 	if err != nil {
-		return runtime.Permanent(fmt.Errorf("render proxy for %s %s/%s: %w", m.Kind, obj.GetNamespace(), obj.GetName(), err))
+		return runtime.Permanent(err)
 	}
-	if name := m.tailnetOf(obj); name != "" {
-		for _, r := range objs.Replicas {
-			r.ConfigSecret.Labels[LabelTailnet] = name
-		}
-	}
-	var extra []any
-	if plan.Extra != nil {
-		extra = plan.Extra(objs)
-	}
-	if err := p.d.ApplyProxy(ctx, objs, pc, m.ProxyKind, plan.Hostnames, extra...); err != nil {
+	if err := p.d.ApplyProxy(ctx, objs.Objects, pc, m.ProxyKind, plan.Hostnames, objs.Extra...); err != nil {
 		// Shown whole: the API server's refusal (a ProxyClass value it
 		// rejects, say) is what the user must fix.
 		return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseApply, Message: "failed to provision proxy: " + err.Error()}))
@@ -185,7 +168,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		return err
 	}
 	if plan.AfterApply != nil {
-		if err := plan.AfterApply(ctx, objs); err != nil {
+		if err := plan.AfterApply(ctx, objs.Objects); err != nil {
 			return err
 		}
 	}
