@@ -68,7 +68,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		}
 		out := map[string]any{}
 		for _, svc := range BackendServices(&ing) {
-			out[ing.Namespace+"/"+svc] = ing.Namespace + "/" + ing.Name
+			out[runtime.ObjectKey(ing.Namespace, svc)] = runtime.ObjectKey(ing.Namespace, ing.Name)
 		}
 		return out
 	}, d.Scope()...)
@@ -79,7 +79,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		return cluster.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 	}))...)
 	op.Watch(resources.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return d.Indexed(cluster.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), resources.Ingresses)
+		return d.Indexed(cluster.IndexIngressesByBackend, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), resources.Ingresses)
 	}, d.Scope()...)
 }
 

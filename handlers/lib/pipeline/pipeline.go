@@ -96,7 +96,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	be, err := p.backend(m, obj)
 	if err != nil && p.unchecked(ctx, m.tailnetOf(obj), err) {
-		p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
+		p.d.Op.Enqueue(m.Resource, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
 		return nil
 	}
 	if err != nil {
@@ -175,7 +175,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	out := outcome(proxy, plan.Hostnames)
 	if out.Stage == Ready && plan.Check != nil {
 		if msg, retry := plan.Check(ctx); msg != "" {
-			p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), retry)
+			p.d.Op.Enqueue(m.Resource, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), retry)
 			out.Stage, out.Cause, out.Message = Failed, CauseCheck, msg
 		}
 	}
@@ -279,15 +279,6 @@ func (p *Pipeline) resourceOf(role string) (schema.GroupVersionResource, bool) {
 // after delay.
 func (p *Pipeline) enqueueParent(role, ns, name string, after time.Duration) {
 	if res, ok := p.resourceOf(role); ok {
-		p.d.Op.Enqueue(res, objectKey(ns, name), after)
+		p.d.Op.Enqueue(res, runtime.ObjectKey(ns, name), after)
 	}
-}
-
-// objectKey is the runtime's key of an object: "namespace/name", or the
-// name of a cluster-scoped one.
-func objectKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
 }
