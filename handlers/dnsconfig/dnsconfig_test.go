@@ -100,7 +100,7 @@ func TestImage(t *testing.T) {
 }
 
 func proxyPod(parentType, role, ns, name string, ready bool, ips ...string) corev1.Pod {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: proxyset.ChildLabels(parentType, ns, name)}}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: proxyset.Parent{Type: parentType, Namespace: ns, Name: name}.OfficialLabels()}}
 	p.Labels[proxyset.LabelProxyRole] = role
 	st := corev1.ConditionFalse
 	if ready {

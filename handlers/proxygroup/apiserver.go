@@ -66,11 +66,11 @@ func apiServerMember(pg *v1alpha1.ProxyGroup, tags []string) *member {
 // impersonatorBinding binds impersonatorClusterRole to the group's
 // ServiceAccount (auth mode only).
 func impersonatorBinding(pg *v1alpha1.ProxyGroup, namespace string) *rbacv1.ClusterRoleBinding {
-	sa := proxyset.NamesFor(ParentType, "", pg.Name).Base
+	sa := proxyset.Parent{Type: ParentType, Name: pg.Name}.Names().Base
 	return &rbacv1.ClusterRoleBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: ImpersonatorBindingName(pg.Name),
-			Labels: proxyset.ChildLabels(ParentType, "", pg.Name)},
+			Labels: proxyset.Parent{Type: ParentType, Name: pg.Name}.OfficialLabels()},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: impersonatorClusterRole},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: namespace}},
 	}

@@ -55,7 +55,7 @@ func (g *groups) replicaPods(ctx context.Context, pg *v1alpha1.ProxyGroup) ([]re
 		return nil, err
 	}
 	pods, err := g.d.Kube.CoreV1().Pods(g.d.Settings.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(proxyset.ChildLabels(ParentType, "", pg.Name)).String()})
+		LabelSelector: labels.SelectorFromSet(proxyset.Parent{Type: ParentType, Name: pg.Name}.OfficialLabels()).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list Pods of ProxyGroup %s: %w", pg.Name, err)
 	}

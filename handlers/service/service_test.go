@@ -176,7 +176,7 @@ func TestRenderObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := proxyset.NamesFor("svc", "default", "postgres")
+	names := service.Parent(s).Names()
 	wantLabels := map[string]string{
 		"tailscale.com/managed": "true", "tailscale.com/parent-resource": "postgres",
 		"tailscale.com/parent-resource-ns": "default", "tailscale.com/parent-resource-type": "svc",

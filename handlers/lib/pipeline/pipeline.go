@@ -250,19 +250,19 @@ func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Uns
 			return err
 		}
 	}
-	return p.waitProxyGone(ctx, m, obj.GetNamespace(), obj.GetName())
+	return p.waitProxyGone(ctx, m, parent)
 }
 
 // describe names a parent for messages: "Service default/web".
-func (p *Pipeline) describe(role, namespace, name string) string {
+func (p *Pipeline) describe(k proxyset.Key) string {
 	p.mu.Lock()
-	m := p.modules[role]
+	m := p.modules[k.Role]
 	p.mu.Unlock()
 	kind := "Service"
 	if m != nil {
 		kind = m.Kind
 	}
-	return kind + " " + namespace + "/" + name
+	return kind + " " + k.Namespace + "/" + k.Name
 }
 
 // resourceOf is the resource of the parents whose proxies have role.
@@ -275,10 +275,10 @@ func (p *Pipeline) resourceOf(role string) (schema.GroupVersionResource, bool) {
 	return schema.GroupVersionResource{}, false
 }
 
-// enqueueParent has the runtime handle the parent of a proxy of role again
-// after delay.
-func (p *Pipeline) enqueueParent(role, ns, name string, after time.Duration) {
-	if res, ok := p.resourceOf(role); ok {
-		p.d.Op.Enqueue(res, runtime.ObjectKey(ns, name), after)
+// enqueueParent has the runtime handle the parent k names again after
+// delay (its module is the one of k's role).
+func (p *Pipeline) enqueueParent(k proxyset.Key, after time.Duration) {
+	if res, ok := p.resourceOf(k.Role); ok {
+		p.d.Op.Enqueue(res, runtime.ObjectKey(k.Namespace, k.Name), after)
 	}
 }

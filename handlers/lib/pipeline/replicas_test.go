@@ -135,7 +135,7 @@ func (f *fixture) ctx() context.Context {
 }
 
 func (f *fixture) names() proxyset.Names {
-	return proxyset.NamesFor("test", f.ns, f.parentName)
+	return proxyset.Parent{Type: "test", Namespace: f.ns, Name: f.parentName}.Names()
 }
 
 func (f *fixture) setReplicas(n int) {
