@@ -54,7 +54,7 @@ func (c *connectorFixture) get() *v1alpha1.Connector {
 }
 
 func (c *connectorFixture) replica(i int) proxyset.Names {
-	return proxyset.NamesFor("connector", "", c.name).Replica(i)
+	return proxyset.Parent{Type: "connector", Name: c.name}.Names().Replica(i)
 }
 
 func (c *connectorFixture) config(i int) (*config.Config, error) {

@@ -252,7 +252,7 @@ func (h *harness) patchService(name, patch string) {
 }
 
 func (h *harness) names(parentType, name string) proxyset.Names {
-	return proxyset.NamesFor(parentType, h.ns, name)
+	return proxyset.Parent{Type: parentType, Namespace: h.ns, Name: name}.Names()
 }
 
 // proxyConfig reads a proxy's config from its config Secret.

@@ -41,7 +41,7 @@ func (g *groupFixture) pod(i int, ip string, ready bool) {
 	p, err := pods.Get(g.ctx(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		p, err = pods.Create(g.ctx(), &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: proxyset.ChildLabels(groupmember.ParentType, "", g.name)},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: proxyset.Parent{Type: groupmember.ParentType, Name: g.name}.OfficialLabels()},
 			Spec: corev1.PodSpec{ServiceAccountName: g.replica(i).Base, AutomountServiceAccountToken: new(false),
 				Containers: []corev1.Container{{Name: "tailscale", Image: "x"}}},
 		}, metav1.CreateOptions{})

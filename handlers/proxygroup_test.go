@@ -68,7 +68,7 @@ func (g *groupFixture) get() *v1alpha1.ProxyGroup {
 }
 
 func (g *groupFixture) replica(i int) proxyset.Names {
-	return proxyset.NamesFor(groupmember.ParentType, "", g.name).Replica(i)
+	return proxyset.Parent{Type: groupmember.ParentType, Name: g.name}.Names().Replica(i)
 }
 
 func (g *groupFixture) config(i int) (*config.Config, error) {

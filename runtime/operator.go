@@ -29,6 +29,21 @@ type Key struct {
 	Name      string
 }
 
+// ObjectKey is the key of the object namespace/name in the runtime's
+// informer caches and indexes, and in Enqueue: "namespace/name", or the name
+// alone of a cluster-scoped object (namespace ""); the format of client-go's
+// cache.MetaNamespaceKeyFunc, which the caches use.
+func ObjectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// ObjectKey is k's object's cache key (ObjectKey), without the resource.
+func (k Key) ObjectKey() string { return ObjectKey(k.Namespace, k.Name) }
+
+// String names k in logs: "resource.group/namespace/name".
 func (k Key) String() string {
 	res := k.Resource.Resource
 	if k.Resource.Group != "" {

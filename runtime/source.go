@@ -130,11 +130,7 @@ func (s *source) get(namespace, name string) *unstructured.Unstructured {
 	if inf == nil {
 		return nil
 	}
-	k := name
-	if namespace != "" {
-		k = namespace + "/" + name
-	}
-	obj, ok, _ := inf.GetStore().GetByKey(k)
+	obj, ok, _ := inf.GetStore().GetByKey(ObjectKey(namespace, name))
 	if !ok {
 		return nil
 	}

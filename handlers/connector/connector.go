@@ -159,10 +159,24 @@ func Routes(cn *v1alpha1.Connector) []string {
 	return nil
 }
 
+// Plan is the proxy cn asks for: one replica per hostname advertising its
+// routes, or Invalid with why cn is refused. pipeline.Render turns it into
+// the proxy's objects.
+func Plan(cn *v1alpha1.Connector, s settings.Settings) *pipeline.Plan {
+	if err := Validate(cn, s.ProxyTags); err != nil {
+		return &pipeline.Plan{Invalid: err.Error()}
+	}
+	tags, _ := Tags(cn, s.ProxyTags)
+	return &pipeline.Plan{
+		Hostnames: Hostnames(cn), Tags: tags, ProxyClass: cn.Spec.ProxyClass,
+		Config: func(i int) (*config.Config, error) { return Config(cn, tags, i), nil },
+	}
+}
+
 // Config is replica ordinal's proxy config.
-func Config(cn *v1alpha1.Connector, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+func Config(cn *v1alpha1.Connector, tags []string, ordinal int) *config.Config {
 	return &config.Config{
-		Version: config.Version, Hostname: Hostnames(cn)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: Hostnames(cn)[ordinal], Tags: tags,
 		Role: config.RoleConnector,
 		Connector: &config.Connector{Routes: Routes(cn), ExitNode: cn.Spec.ExitNode,
 			AppConnector: cn.Spec.AppConnector != nil},

@@ -48,7 +48,7 @@ func TestSeedConnectors(t *testing.T) {
 			t.Errorf("%s: hostnames %v, want %v", tc.file, got, tc.hostnames)
 		}
 		for i := range tc.hostnames {
-			c := connector.Config(cn, []string{"tag:k8s"}, "", "tskey", i)
+			c := connector.Config(cn, []string{"tag:k8s"}, i)
 			if err := c.Validate(); err != nil {
 				t.Errorf("%s replica %d: the proxy would refuse its config: %v", tc.file, i, err)
 			}

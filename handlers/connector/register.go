@@ -17,7 +17,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/tailnet"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -54,16 +53,7 @@ func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipel
 	if err != nil {
 		return nil, err
 	}
-	if err := Validate(cn, m.d.Settings.ProxyTags); err != nil {
-		return &pipeline.Plan{Invalid: err.Error()}, nil
-	}
-	tags, _ := Tags(cn, m.d.Settings.ProxyTags)
-	return &pipeline.Plan{
-		Hostnames: Hostnames(cn), Tags: tags, ProxyClass: cn.Spec.ProxyClass,
-		Config: func(i int, key string) (*config.Config, error) {
-			return Config(cn, tags, "", key, i), nil
-		},
-	}, nil
+	return Plan(cn, m.d.Settings), nil
 }
 
 // report writes the Connector's status and posts the official Warning

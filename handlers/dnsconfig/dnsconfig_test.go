@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/dnsconfig"
@@ -100,7 +101,7 @@ func TestImage(t *testing.T) {
 }
 
 func proxyPod(parentType, role, ns, name string, ready bool, ips ...string) corev1.Pod {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: proxyset.ChildLabels(parentType, ns, name)}}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: proxyset.Parent{Type: parentType, Namespace: ns, Name: name}.OfficialLabels()}}
 	p.Labels[proxyset.LabelProxyRole] = role
 	st := corev1.ConditionFalse
 	if ready {
@@ -115,15 +116,15 @@ func proxyPod(parentType, role, ns, name string, ready bool, ips ...string) core
 
 func TestRecordsOfIngressAndFQDNEgressProxies(t *testing.T) {
 	parents := dnsconfig.Parents{
-		Services: map[string]*corev1.Service{
-			"app/db":  {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{dnsconfig.AnnotationTailnetFQDN: "DB.tail1.ts.net."}}},
-			"app/ip":  {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"tailscale.com/tailnet-ip": "100.64.0.9"}}},
-			"app/web": {},
+		Services: map[types.NamespacedName]*corev1.Service{
+			{Namespace: "app", Name: "db"}:  {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{dnsconfig.AnnotationTailnetFQDN: "DB.tail1.ts.net."}}},
+			{Namespace: "app", Name: "ip"}:  {ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"tailscale.com/tailnet-ip": "100.64.0.9"}}},
+			{Namespace: "app", Name: "web"}: {},
 		},
-		Ingresses: map[string]*networkingv1.Ingress{
-			"app/site": {Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{
+		Ingresses: map[types.NamespacedName]*networkingv1.Ingress{
+			{Namespace: "app", Name: "site"}: {Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{
 				Ingress: []networkingv1.IngressLoadBalancerIngress{{Hostname: "site.tail1.ts.net"}}}}},
-			"app/new": {},
+			{Namespace: "app", Name: "new"}: {},
 		},
 	}
 	pods := []corev1.Pod{

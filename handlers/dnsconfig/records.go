@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/nameserver"
@@ -30,11 +31,11 @@ const (
 	annotationTargetFQDN = "tailplane.dev/egress-target-fqdn"
 )
 
-// Parents finds the parent objects of proxies, by "namespace/name", and
-// holds the cluster Services of egress ProxyGroup members.
+// Parents finds the parent objects of proxies, by namespace and name
+// (ParentOf), and holds the cluster Services of egress ProxyGroup members.
 type Parents struct {
-	Services  map[string]*corev1.Service
-	Ingresses map[string]*networkingv1.Ingress
+	Services  map[types.NamespacedName]*corev1.Service
+	Ingresses map[types.NamespacedName]*networkingv1.Ingress
 	// GroupEgress are the ClusterIP Services, in the operator namespace,
 	// through which egress ProxyGroup members reach their group.
 	GroupEgress []corev1.Service
@@ -107,13 +108,18 @@ func appendSorted(list []string, s string) []string {
 	return list
 }
 
+// ParentOf is the key in Parents of a proxy Pod's parent, from its labels.
+func ParentOf(p *corev1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: p.Labels[proxystate.LabelParentNamespace], Name: p.Labels[proxystate.LabelParentName]}
+}
+
 // recordName is the name a proxy Pod answers for, "" for none.
 func recordName(p *corev1.Pod, parents Parents) string {
 	l := p.Labels
 	if l[proxystate.LabelManaged] != "true" {
 		return ""
 	}
-	key := l[proxystate.LabelParentNamespace] + "/" + l[proxystate.LabelParentName]
+	key := ParentOf(p)
 	switch l[proxyset.LabelProxyRole] {
 	case roleEgress:
 		if svc := parents.Services[key]; svc != nil {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
@@ -177,10 +178,10 @@ func (m *module) records(ctx context.Context) (nameserver.Records, error) {
 	if err != nil {
 		return nameserver.Records{}, fmt.Errorf("list proxy Pods: %w", err)
 	}
-	parents := Parents{Services: map[string]*corev1.Service{}, Ingresses: map[string]*networkingv1.Ingress{}}
+	parents := Parents{Services: map[types.NamespacedName]*corev1.Service{}, Ingresses: map[types.NamespacedName]*networkingv1.Ingress{}}
 	for _, p := range pods.Items {
-		ns, name := p.Labels[proxystate.LabelParentNamespace], p.Labels[proxystate.LabelParentName]
-		key := ns + "/" + name
+		key := ParentOf(&p)
+		ns, name := key.Namespace, key.Name
 		switch p.Labels[proxystate.LabelParentType] {
 		case "svc":
 			if _, seen := parents.Services[key]; seen {

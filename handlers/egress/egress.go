@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -94,9 +95,27 @@ func hostname(svc *corev1.Service) (string, error) {
 	return strings.ToLower(h), nil
 }
 
+// Plan is the proxy svc asks for: one egress replica dialling the tailnet
+// target, with the headless Service (Headless) as its extra object, or
+// Invalid with every reason svc cannot be served. pipeline.Render turns it
+// into the proxy's objects; rewriting the user's Service is the module's.
+func Plan(svc *corev1.Service, s settings.Settings) *pipeline.Plan {
+	if problems := Validate(svc, s); len(problems) > 0 {
+		return &pipeline.Plan{Invalid: strings.Join(problems, " ")}
+	}
+	h, _ := hostname(svc)
+	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
+	return &pipeline.Plan{
+		Hostnames: []string{h}, Tags: tags,
+		ProxyClass: proxyset.ProxyClassName(svc.Labels, svc.Annotations, s.DefaultProxyClass),
+		Config:     func(int) (*config.Config, error) { return Config(svc, s) },
+		Extra:      func(objs *proxyset.Objects) []any { return []any{Headless(svc, objs)} },
+	}
+}
+
 // Config is the egress proxy config: each Service port, TCP or UDP, is
 // listened on and dialled on the tailnet target.
-func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*config.Config, error) {
+func Config(svc *corev1.Service, s settings.Settings) (*config.Config, error) {
 	if problems := Validate(svc, s); len(problems) > 0 {
 		return nil, errors.New("invalid Service: " + strings.Join(problems, " "))
 	}
@@ -117,17 +136,9 @@ func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey strin
 		target.Ports = append(target.Ports, config.PortMap{Protocol: proto, Port: int(p.Port), TargetPort: int(p.Port)})
 	}
 	return &config.Config{
-		Version: config.Version, Hostname: h, Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: h, Tags: tags,
 		Role: config.RoleEgress, Egress: &config.Egress{Targets: []config.EgressTarget{target}},
 	}, nil
-}
-
-// Objects are an egress proxy's objects: the proxyset and the headless
-// Service that gives its Pod a DNS name.
-type Objects struct {
-	*proxyset.Objects
-	// HeadlessService selects the proxy Pod, with the user's ports.
-	HeadlessService *corev1.Service
 }
 
 // NameKey tells egress proxies' object names apart from those of the
@@ -139,20 +150,6 @@ const NameKey = "egress"
 func Parent(svc *corev1.Service) proxyset.Parent {
 	return proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID,
 		Role: Role, NameKey: NameKey}
-}
-
-// Render returns the egress proxy's objects for svc.
-func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*Objects, error) {
-	cfg, err := Config(svc, s, loginServer, authKey)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := proxyset.Render(proxyset.Spec{Parent: Parent(svc), Namespace: s.Namespace, Image: s.ProxyImage,
-		Configs: []*config.Config{cfg}, ACME: s.ProxyACME})
-	if err != nil {
-		return nil, err
-	}
-	return &Objects{Objects: objs, HeadlessService: Headless(svc, objs)}, nil
 }
 
 // Headless is the headless Service that gives the egress proxy's Pods a DNS

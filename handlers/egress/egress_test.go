@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/proxy/config"
 )
@@ -56,15 +57,15 @@ func TestValidate(t *testing.T) {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
 			t.Errorf("want %q in %q", want, problems)
 		}
-		if _, err := egress.Render(svc(a), opts, "", ""); err == nil {
-			t.Errorf("%v rendered", a)
+		if plan := egress.Plan(svc(a), opts); !strings.Contains(plan.Invalid, want) {
+			t.Errorf("%v planned: %q", a, plan.Invalid)
 		}
 	}
 }
 
 func TestRenderAndRewrite(t *testing.T) {
 	s := svc(map[string]string{"tailscale.com/tailnet-fqdn": "db.tail1.ts.net"})
-	objs, err := egress.Render(s, opts, "", "tskey-auth-1")
+	objs, err := pipeline.Render(egress.Parent(s), opts, egress.Plan(s, opts), pipeline.Login{Keys: []string{"tskey-auth-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,10 @@ func TestRenderAndRewrite(t *testing.T) {
 	if cfg.Role != config.RoleEgress || cfg.Hostname != "apps-db" || !reflect.DeepEqual(cfg.Egress.Targets, want) {
 		t.Fatalf("config %+v %+v", cfg, cfg.Egress)
 	}
-	h := objs.HeadlessService
+	if len(objs.Extra) != 1 {
+		t.Fatalf("extra objects %v", objs.Extra)
+	}
+	h := objs.Extra[0].(*corev1.Service)
 	if h.Namespace != "tailscale" || h.Spec.ClusterIP != "None" || !reflect.DeepEqual(h.Spec.Selector, objs.StatefulSet.Spec.Selector.MatchLabels) || len(h.Spec.Ports) != 2 {
 		t.Fatalf("headless Service %+v", h)
 	}

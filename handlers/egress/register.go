@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +17,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -48,32 +46,20 @@ func (m *module) isOurs(obj *unstructured.Unstructured) bool {
 	return err == nil && IsEgress(svc)
 }
 
-// plan is one egress replica dialling the tailnet target, with a headless
-// Service in front; the user's Service then points at that.
+// plan is Plan, and once the proxy is applied the user's Service rewritten
+// to point at its headless Service.
 func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
 	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return nil, err
 	}
-	s := m.d.Settings
-	if problems := Validate(svc, s); len(problems) > 0 {
-		return &pipeline.Plan{Invalid: strings.Join(problems, " ")}, nil
-	}
-	cfg, err := Config(svc, s, "", "")
-	if err != nil {
-		return nil, runtime.Permanent(err)
-	}
-	return &pipeline.Plan{
-		Hostnames: []string{cfg.Hostname}, Tags: cfg.Tags,
-		ProxyClass: proxyset.ProxyClassName(svc.Labels, svc.Annotations, s.DefaultProxyClass),
-		Config: func(_ int, key string) (*config.Config, error) {
-			return Config(svc, s, m.d.Backend.LoginServer(), key)
-		},
-		Extra: func(objs *proxyset.Objects) []any { return []any{Headless(svc, objs)} },
-		AfterApply: func(ctx context.Context, objs *proxyset.Objects) error {
+	plan := Plan(svc, m.d.Settings)
+	if plan.Invalid == "" {
+		plan.AfterApply = func(ctx context.Context, objs *proxyset.Objects) error {
 			return m.rewrite(ctx, svc, ExternalName(Headless(svc, objs), m.d.ClusterDomain))
-		},
-	}, nil
+		}
+	}
+	return plan, nil
 }
 
 // report writes TailscaleProxyReady with the official reasons.

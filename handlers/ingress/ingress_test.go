@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -45,6 +46,17 @@ func services(svcs ...*corev1.Service) ingress.ServiceLookup {
 		}
 		return nil, nil
 	}
+}
+
+// render is what the pipeline applies for ing (no plugins, a tailnet with
+// every feature, replica 0's auth key key), and the Events to post.
+func render(ing *networkingv1.Ingress, lookup ingress.ServiceLookup, key string) (*pipeline.Objects, []ingress.Problem, error) {
+	plan, problems, err := ingress.Plan(ing, opts, ingress.Inputs{Lookup: lookup})
+	if err != nil {
+		return nil, problems, err
+	}
+	objs, err := pipeline.Render(ingress.Parent(ing), opts, plan, pipeline.Login{Keys: []string{key}})
+	return objs, problems, err
 }
 
 func backendSvc(name, ip string, ports ...corev1.ServicePort) *corev1.Service {
@@ -118,7 +130,7 @@ func TestHostname(t *testing.T) {
 // The seed's Ingress renders into an L7 proxy routing / to my-app:80.
 func TestRenderSeedIngress(t *testing.T) {
 	ing := seedIngress(t)
-	objs, problems, err := ingress.Render(ing, opts, services(backendSvc("my-app", "10.43.0.20")), "", "tskey-auth-1")
+	objs, problems, err := render(ing, services(backendSvc("my-app", "10.43.0.20")), "tskey-auth-1")
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("%v %v", err, problems)
 	}
@@ -188,7 +200,7 @@ func TestRoutesKeepWhatIsValid(t *testing.T) {
 
 func TestNoValidBackends(t *testing.T) {
 	ing := seedIngress(t)
-	objs, problems, err := ingress.Render(ing, opts, services(), "", "")
+	objs, problems, err := render(ing, services(), "")
 	if !errors.Is(err, ingress.ErrNoValidBackends) || objs != nil {
 		t.Fatalf("got %v, %v", objs, err)
 	}
@@ -196,7 +208,7 @@ func TestNoValidBackends(t *testing.T) {
 		t.Fatalf("no NoValidBackends event in %+v", problems)
 	}
 	ing.Spec.Rules = nil
-	if _, _, err := ingress.Render(ing, opts, services(), "", ""); !errors.Is(err, ingress.ErrNoValidBackends) {
+	if _, _, err := render(ing, services(), ""); !errors.Is(err, ingress.ErrNoValidBackends) {
 		t.Fatalf("Ingress without rules: %v", err)
 	}
 }
@@ -204,7 +216,7 @@ func TestNoValidBackends(t *testing.T) {
 func TestRedirectFunnelAndStatus(t *testing.T) {
 	ing := seedIngress(t)
 	ing.Annotations = map[string]string{"tailscale.com/http-redirect": "true", "tailscale.com/funnel": "1"}
-	cfg, _, err := ingress.Config(ing, opts, services(backendSvc("my-app", "10.43.0.20")), "", "")
+	cfg, _, err := ingress.Config(ing, opts, services(backendSvc("my-app", "10.43.0.20")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +230,7 @@ func TestRedirectFunnelAndStatus(t *testing.T) {
 		t.Fatalf("status with redirect: %+v", got)
 	}
 	ing.Annotations = map[string]string{"tailscale.com/http-redirect": "no", "tailscale.com/funnel": "false"}
-	cfg, _, _ = ingress.Config(ing, opts, services(backendSvc("my-app", "10.43.0.20")), "", "")
+	cfg, _, _ = ingress.Config(ing, opts, services(backendSvc("my-app", "10.43.0.20")))
 	if cfg.L7.HTTPRedirect || cfg.L7.Funnel {
 		t.Fatal("off values turned features on")
 	}
@@ -236,7 +248,7 @@ func TestCustomCertificate(t *testing.T) {
 	ing := seedIngress(t)
 	ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"app.example.com"}, SecretName: "app-cert"}}
 	ing.Spec.Rules = []networkingv1.IngressRule{rule("app.example.com", path("/", backend("my-app", 80)))}
-	objs, problems, err := ingress.Render(ing, opts, services(backendSvc("my-app", "10.43.0.20")), "", "")
+	objs, problems, err := render(ing, services(backendSvc("my-app", "10.43.0.20")), "")
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("%v %v", err, problems)
 	}
@@ -264,7 +276,7 @@ func TestBackendServices(t *testing.T) {
 func TestInvalidTagsAreRefused(t *testing.T) {
 	ing := seedIngress(t)
 	ing.Annotations = map[string]string{"tailscale.com/tags": "tag:ok,bad"}
-	if _, _, err := ingress.Render(ing, opts, services(backendSvc("my-app", "10.43.0.20")), "", ""); err == nil || !strings.Contains(err.Error(), `invalid tag "bad"`) {
+	if _, _, err := render(ing, services(backendSvc("my-app", "10.43.0.20")), ""); err == nil || !strings.Contains(err.Error(), `invalid tag "bad"`) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/plugin"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -69,7 +68,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		}
 		out := map[string]any{}
 		for _, svc := range BackendServices(&ing) {
-			out[ing.Namespace+"/"+svc] = ing.Namespace + "/" + ing.Name
+			out[runtime.ObjectKey(ing.Namespace, svc)] = runtime.ObjectKey(ing.Namespace, ing.Name)
 		}
 		return out
 	}, d.Scope()...)
@@ -80,7 +79,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		return cluster.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
 	}))...)
 	op.Watch(resources.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return d.Indexed(cluster.IndexIngressesByBackend, obj.GetNamespace()+"/"+obj.GetName(), resources.Ingresses)
+		return d.Indexed(cluster.IndexIngressesByBackend, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), resources.Ingresses)
 	}, d.Scope()...)
 }
 
@@ -98,10 +97,10 @@ func (m *module) isOurs(obj *unstructured.Unstructured) bool {
 	return err == nil && IsOurs(ing, m.d.Settings.IngressClassName)
 }
 
-// plan is one L7 replica serving the Ingress's routes, with its plugins and
-// its own TLS certificate's copy. An Ingress refused by its class or with no
-// servable backend gets no plan: its proxy, if any, keeps serving what it
-// had.
+// plan is Plan over what the cluster says (the IngressClass, the Ingress's
+// tailnet, its backends and plugins), with its own TLS certificate's copy as
+// an extra object. An Ingress refused by its class or with no servable
+// backend gets no plan: its proxy, if any, keeps serving what it had.
 func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
 	ing, err := decode(obj)
 	if err != nil {
@@ -121,60 +120,24 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 			return nil, nil // handled again when the class changes
 		}
 	}
-	hostname, err := Hostname(ing)
-	var tags []string
-	if err == nil {
-		tags, err = proxyset.Tags(ing.Annotations, s.ProxyTags)
-	}
-	if err != nil {
-		return &pipeline.Plan{Invalid: err.Error()}, nil
-	}
 	be, err := m.d.Tailnets.For(pipeline.AnnotatedTailnet(obj))
 	if err != nil {
 		return nil, err // the pipeline checked it already: a race with the Tailnet's handler
-	}
-	plain, refused := Certificates(ing, be)
-	if refused != "" {
-		return &pipeline.Plan{Invalid: refused}, nil
-	}
-	noFunnel := FunnelRefused(ing, be)
-	if noFunnel != "" {
-		m.d.Post(ing, corev1.EventTypeWarning, ReasonFunnelNotAllowed, noFunnel)
-	}
-	lookup := Lookup(ctx, m.d.Kube, ing.Namespace)
-	// Render once without a key to learn what is servable before minting.
-	_, problems, err := Config(ing, s, lookup, "", "")
-	m.post(ing, problems)
-	if err != nil {
-		if errors.Is(err, ErrNoValidBackends) {
-			return nil, nil // the proxy, if any, keeps serving what it had
-		}
-		return nil, err
 	}
 	plugins, pluginSecrets, err := plugin.Targeting(ctx, m.d, "Ingress", ing.Namespace, ing.Name, ing.Labels)
 	if err != nil {
 		return nil, err
 	}
-	plan := &pipeline.Plan{
-		Hostnames: []string{hostname}, Tags: tags, ProxyClass: ProxyClassName(ing, s),
-		ExtraSecrets: pluginSecrets,
-		Config: func(_ int, key string) (*config.Config, error) {
-			cfg, _, err := Config(ing, s, lookup, m.d.Backend.LoginServer(), key)
-			if err != nil {
-				return nil, err
-			}
-			cfg.Plugins = plugins
-			if noFunnel != "" {
-				cfg.L7.Funnel = false
-			}
-			if plain {
-				servePlainHTTP(cfg.L7)
-			}
-			return cfg, nil
-		},
+	plan, problems, err := Plan(ing, s, Inputs{Lookup: Lookup(ctx, m.d.Kube, ing.Namespace), Tailnet: be,
+		Plugins: plugins, PluginSecrets: pluginSecrets})
+	m.post(ing, problems)
+	if errors.Is(err, ErrNoValidBackends) {
+		return nil, nil // the proxy, if any, keeps serving what it had
+	}
+	if err != nil || plan.Invalid != "" {
+		return plan, err
 	}
 	if customTLS(ing) {
-		plan.ExtraSecrets = append([]string{TLSSecretName(ing)}, plan.ExtraSecrets...)
 		copied, err := m.tlsCopy(ctx, ing, TLSSecretName(ing))
 		if err != nil {
 			return nil, err

@@ -1,13 +1,13 @@
 package ingress
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -17,8 +17,79 @@ func ProxyClassName(ing *networkingv1.Ingress, s settings.Settings) string {
 	return proxyset.ProxyClassName(ing.Labels, ing.Annotations, s.DefaultProxyClass)
 }
 
+// Inputs are what an Ingress's plan needs besides the Ingress and the
+// settings: what the cluster and the Ingress's tailnet say.
+type Inputs struct {
+	// Lookup reads the backend Services.
+	Lookup ServiceLookup
+	// Tailnet is the backend of the Ingress's tailnet: a control server
+	// without certificates or Funnel changes how the Ingress is served
+	// (Certificates, FunnelRefused). Nil has every feature.
+	Tailnet tailnet.Backend
+	// Plugins are the config entries of the routing plugins targeting the
+	// Ingress, in order, and PluginSecrets the Secrets holding their
+	// modules (in the operator namespace).
+	Plugins       []config.Plugin
+	PluginSecrets []string
+}
+
+// Plan is the proxy ing asks for: one L7 replica serving its routes with
+// its plugins, reading its TLS Secret's copy (which the caller adds as an
+// extra object), or Invalid when its hostname, tags or certificates are
+// refused; pipeline.Render turns it into the proxy's objects. It also
+// returns the Events to post, and with no servable backend
+// ErrNoValidBackends and no plan.
+func Plan(ing *networkingv1.Ingress, s settings.Settings, in Inputs) (*pipeline.Plan, []Problem, error) {
+	hostname, err := Hostname(ing)
+	var tags []string
+	if err == nil {
+		tags, err = proxyset.Tags(ing.Annotations, s.ProxyTags)
+	}
+	if err != nil {
+		return &pipeline.Plan{Invalid: err.Error()}, nil, nil
+	}
+	plain, refused := Certificates(ing, in.Tailnet)
+	if refused != "" {
+		return &pipeline.Plan{Invalid: refused}, nil, nil
+	}
+	var problems []Problem
+	noFunnel := FunnelRefused(ing, in.Tailnet)
+	if noFunnel != "" {
+		problems = append(problems, Problem{Type: corev1.EventTypeWarning, Reason: ReasonFunnelNotAllowed, Message: noFunnel})
+	}
+	// Rendered once here to learn what is servable before any key is
+	// minted.
+	_, found, err := Config(ing, s, in.Lookup)
+	problems = append(problems, found...)
+	if err != nil {
+		return nil, problems, err
+	}
+	plan := &pipeline.Plan{
+		Hostnames: []string{hostname}, Tags: tags, ProxyClass: ProxyClassName(ing, s),
+		ExtraSecrets: in.PluginSecrets,
+		Config: func(int) (*config.Config, error) {
+			cfg, _, err := Config(ing, s, in.Lookup)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Plugins = in.Plugins
+			if noFunnel != "" {
+				cfg.L7.Funnel = false
+			}
+			if plain {
+				servePlainHTTP(cfg.L7)
+			}
+			return cfg, nil
+		},
+	}
+	if customTLS(ing) {
+		plan.ExtraSecrets = append([]string{TLSSecretName(ing)}, plan.ExtraSecrets...)
+	}
+	return plan, problems, nil
+}
+
 // Config is the ingress-l7 proxy config for ing, plus the Events to post.
-func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup, loginServer, authKey string) (*config.Config, []Problem, error) {
+func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup) (*config.Config, []Problem, error) {
 	hostname, err := Hostname(ing)
 	if err != nil {
 		return nil, nil, err
@@ -37,48 +108,12 @@ func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup
 		l7.TLS = config.TLS{Mode: config.TLSSecret, SecretName: TLSSecretName(ing)}
 	}
 	return &config.Config{
-		Version:     config.Version,
-		Hostname:    hostname,
-		Tags:        tags,
-		LoginServer: loginServer,
-		AuthKey:     authKey,
-		Role:        config.RoleIngressL7,
-		L7:          l7,
+		Version:  config.Version,
+		Hostname: hostname,
+		Tags:     tags,
+		Role:     config.RoleIngressL7,
+		L7:       l7,
 	}, problems, nil
-}
-
-// Render returns the proxy objects for ing and the Events to post. With no
-// servable backend it returns ErrNoValidBackends (and the NoValidBackends
-// Event) and no objects.
-func Render(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup, loginServer, authKey string) (*proxyset.Objects, []Problem, error) {
-	return RenderWithPlugins(ing, s, lookup, loginServer, authKey, nil, nil)
-}
-
-// RenderWithPlugins is Render for an Ingress targeted by routing plugins:
-// their config entries go into the proxy config, in order, and the Secrets
-// holding their modules (in the operator namespace) into the proxy's Role.
-func RenderWithPlugins(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup, loginServer, authKey string, plugins []config.Plugin, pluginSecrets []string) (*proxyset.Objects, []Problem, error) {
-	cfg, problems, err := Config(ing, s, lookup, loginServer, authKey)
-	if err != nil {
-		return nil, problems, err
-	}
-	cfg.Plugins = plugins
-	spec := proxyset.Spec{
-		Parent:    Parent(ing),
-		Namespace: s.Namespace,
-		Image:     s.ProxyImage,
-		Configs:   []*config.Config{cfg},
-		ACME:      s.ProxyACME,
-	}
-	if customTLS(ing) {
-		spec.ExtraSecrets = []string{TLSSecretName(ing)}
-	}
-	spec.ExtraSecrets = append(spec.ExtraSecrets, pluginSecrets...)
-	objs, err := proxyset.Render(spec)
-	if err != nil {
-		return nil, problems, fmt.Errorf("render proxy for Ingress %s/%s: %w", ing.Namespace, ing.Name, err)
-	}
-	return objs, problems, nil
 }
 
 // Parent is the proxyset parent of ing's proxy.

@@ -281,7 +281,7 @@ func (m *module) resyncIngresses(ctx context.Context, namespace string) {
 		return
 	}
 	for _, ing := range list.Items {
-		m.d.Op.Enqueue(resources.Ingresses, ing.Namespace+"/"+ing.Name, 0)
+		m.d.Op.Enqueue(resources.Ingresses, runtime.ObjectKey(ing.Namespace, ing.Name), 0)
 		if group := ing.Annotations[AnnotationProxyGroup]; group != "" {
 			m.d.Op.Enqueue(resources.ProxyGroups, group, 0)
 		}

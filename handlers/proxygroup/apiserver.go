@@ -47,10 +47,10 @@ func apiServerMode(pg *v1alpha1.ProxyGroup) config.APIServerMode {
 
 // apiServerConfig is replica ordinal's config of a kube-apiserver group:
 // the API server under svc:<hostname>; replica 0 issues the certificate.
-func apiServerConfig(pg *v1alpha1.ProxyGroup, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+func apiServerConfig(pg *v1alpha1.ProxyGroup, tags []string, ordinal int) *config.Config {
 	h := apiServerHostname(pg)
 	return &config.Config{
-		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags,
 		Role: config.RoleKubeAPIServer,
 		APIServer: &config.APIServer{Mode: apiServerMode(pg), ServiceName: "svc:" + h,
 			TLS: config.TLS{Mode: config.TLSShared, SecretName: tsservice.CertSecretName(h), Issue: ordinal == 0}},
@@ -67,11 +67,11 @@ func apiServerMember(pg *v1alpha1.ProxyGroup, tags []string) *groupmember.Servic
 // impersonatorBinding binds impersonatorClusterRole to the group's
 // ServiceAccount (auth mode only).
 func impersonatorBinding(pg *v1alpha1.ProxyGroup, namespace string) *rbacv1.ClusterRoleBinding {
-	sa := proxyset.NamesFor(groupmember.ParentType, "", pg.Name).Base
+	sa := proxyset.Parent{Type: groupmember.ParentType, Name: pg.Name}.Names().Base
 	return &rbacv1.ClusterRoleBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: ImpersonatorBindingName(pg.Name),
-			Labels: proxyset.ChildLabels(groupmember.ParentType, "", pg.Name)},
+			Labels: proxyset.Parent{Type: groupmember.ParentType, Name: pg.Name}.OfficialLabels()},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: impersonatorClusterRole},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: namespace}},
 	}

@@ -59,8 +59,8 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 		return nil, err
 	}
 	plan.ExtraSecrets = []string{secret}
-	plan.Config = func(i int, key string) (*config.Config, error) {
-		return apiServerConfig(pg, plan.Tags, "", key, i), nil
+	plan.Config = func(i int) (*config.Config, error) {
+		return apiServerConfig(pg, plan.Tags, i), nil
 	}
 	plan.AfterApply = func(ctx context.Context, _ *proxyset.Objects) error {
 		if apiServerMode(pg) == config.APIServerAuth {

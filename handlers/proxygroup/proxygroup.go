@@ -96,7 +96,7 @@ func validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 
 // ingressConfig is replica ordinal's config of an ingress group: every
 // member's Tailscale Service; replica 0 issues the shared certificates.
-func ingressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+func ingressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, ordinal int) *config.Config {
 	own := make([]config.Service, len(services))
 	for i, s := range services {
 		if s.L7 != nil {
@@ -107,16 +107,16 @@ func ingressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []st
 		own[i] = s
 	}
 	return &config.Config{
-		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags,
 		Role: config.RoleIngressGroup, Group: &config.Group{Services: own},
 	}
 }
 
 // egressConfig is replica ordinal's config of an egress group: every
 // member's target.
-func egressConfig(pg *v1alpha1.ProxyGroup, targets []config.EgressTarget, tags []string, loginServer, authKey string, ordinal int) *config.Config {
+func egressConfig(pg *v1alpha1.ProxyGroup, targets []config.EgressTarget, tags []string, ordinal int) *config.Config {
 	return &config.Config{
-		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags, LoginServer: loginServer, AuthKey: authKey,
+		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags,
 		Role: config.RoleEgress, Egress: &config.Egress{Targets: targets},
 	}
 }

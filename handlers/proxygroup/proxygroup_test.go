@@ -62,7 +62,8 @@ func TestConfigLetsOnlyReplicaZeroIssue(t *testing.T) {
 	}
 	pg := group(v1alpha1.ProxyGroupSpec{Type: "ingress"})
 	for i := range 2 {
-		c := ingressConfig(pg, services, []string{"tag:k8s"}, "https://login", "key", i)
+		c := ingressConfig(pg, services, []string{"tag:k8s"}, i)
+		c.LoginServer, c.AuthKey = "https://login", "key" // as pipeline.Render sets them
 		if err := c.Validate(); err != nil {
 			t.Fatalf("replica %d: %v", i, err)
 		}

@@ -71,8 +71,8 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 		if err != nil {
 			return nil, err
 		}
-		plan.Config = func(i int, key string) (*config.Config, error) {
-			return egressConfig(pg, targets, tags, "", key, i), nil
+		plan.Config = func(i int) (*config.Config, error) {
+			return egressConfig(pg, targets, tags, i), nil
 		}
 		return plan, nil
 	}
@@ -89,8 +89,8 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	}
 	slices.Sort(secrets)
 	plan.ExtraSecrets = slices.Compact(secrets)
-	plan.Config = func(i int, key string) (*config.Config, error) {
-		return ingressConfig(pg, services, tags, "", key, i), nil
+	plan.Config = func(i int) (*config.Config, error) {
+		return ingressConfig(pg, services, tags, i), nil
 	}
 	return plan, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -46,24 +44,16 @@ func (m *module) isOurs(obj *unstructured.Unstructured) bool {
 	return err == nil && Classify(svc, ClaimOf(m.d.Settings)) != NotOurs
 }
 
-// plan is one L4 replica forwarding every port to the ClusterIP (or the
-// externalName, which must resolve before the Service is Ready).
+// plan is Plan, and for an ExternalName Service a check that the
+// externalName resolves: the Service is not Ready before it does.
 func (m *module) plan(_ context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
 	svc, err := cluster.DecodeService(obj)
 	if err != nil {
 		return nil, err
 	}
-	s := m.d.Settings
-	if problems := Validate(svc, s); len(problems) > 0 {
-		return &pipeline.Plan{Invalid: strings.Join(problems, " ")}, nil
-	}
-	hostname, _ := Hostname(svc)
-	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
-	plan := &pipeline.Plan{
-		Hostnames: []string{hostname}, Tags: tags, ProxyClass: ProxyClassName(svc, s),
-		Config: func(_ int, key string) (*config.Config, error) {
-			return Config(svc, s, m.d.Backend.LoginServer(), key)
-		},
+	plan := Plan(svc, m.d.Settings)
+	if plan.Invalid != "" {
+		return plan, nil
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		// The proxy is up but would reset every connection: not Ready

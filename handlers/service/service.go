@@ -155,11 +155,31 @@ func ProxyClassName(svc *corev1.Service, s settings.Settings) string {
 	return proxyset.ProxyClassName(svc.Labels, svc.Annotations, s.DefaultProxyClass)
 }
 
+// Parent is the proxyset parent of svc's proxy.
+func Parent(svc *corev1.Service) proxyset.Parent {
+	return proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Role: Role}
+}
+
+// Plan is the proxy svc asks for: one L4 replica forwarding every port to
+// the ClusterIP (or the externalName), or Invalid with every reason svc
+// cannot be served. pipeline.Render turns it into the proxy's objects.
+func Plan(svc *corev1.Service, s settings.Settings) *pipeline.Plan {
+	if problems := Validate(svc, s); len(problems) > 0 {
+		return &pipeline.Plan{Invalid: strings.Join(problems, " ")}
+	}
+	hostname, _ := Hostname(svc)
+	tags, _ := proxyset.Tags(svc.Annotations, s.ProxyTags)
+	return &pipeline.Plan{
+		Hostnames: []string{hostname}, Tags: tags, ProxyClass: ProxyClassName(svc, s),
+		Config: func(int) (*config.Config, error) { return Config(svc, s) },
+	}
+}
+
 // Config is the ingress-l4 proxy config for svc: every Service port, TCP and
 // UDP, forwarded to the ClusterIP, or for an ExternalName Service to its
 // externalName (the proxy resolves it on every new connection, as the
 // official proxy's TS_EXPERIMENTAL_DEST_DNS_NAME does).
-func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*config.Config, error) {
+func Config(svc *corev1.Service, s settings.Settings) (*config.Config, error) {
 	if problems := Validate(svc, s); len(problems) > 0 {
 		return nil, errors.New("invalid Service: " + strings.Join(problems, " "))
 	}
@@ -184,31 +204,12 @@ func Config(svc *corev1.Service, s settings.Settings, loginServer, authKey strin
 		return nil, errors.New("invalid Service: no TCP or UDP ports")
 	}
 	return &config.Config{
-		Version:     config.Version,
-		Hostname:    hostname,
-		Tags:        tags,
-		LoginServer: loginServer,
-		AuthKey:     authKey,
-		Role:        config.RoleIngressL4,
-		L4:          &config.L4{Ports: ports},
+		Version:  config.Version,
+		Hostname: hostname,
+		Tags:     tags,
+		Role:     config.RoleIngressL4,
+		L4:       &config.L4{Ports: ports},
 	}, nil
-}
-
-// Render returns the proxy objects for svc. loginServer goes into the config
-// (empty for Tailscale's); authKey comes from proxyset.AuthKeyFor (or a
-// freshly minted key).
-func Render(svc *corev1.Service, s settings.Settings, loginServer, authKey string) (*proxyset.Objects, error) {
-	cfg, err := Config(svc, s, loginServer, authKey)
-	if err != nil {
-		return nil, err
-	}
-	return proxyset.Render(proxyset.Spec{
-		Parent:    proxyset.Parent{Type: proxyset.ParentService, Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Role: Role},
-		Namespace: s.Namespace,
-		Image:     s.ProxyImage,
-		Configs:   []*config.Config{cfg},
-		ACME:      s.ProxyACME,
-	})
 }
 
 // LoadBalancerIngress is the status.loadBalancer.ingress of a tailscale

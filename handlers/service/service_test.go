@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/handlers/service"
@@ -133,8 +134,11 @@ func TestValidateRefusesBadServices(t *testing.T) {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
 			t.Errorf("want %q in %q", want, problems)
 		}
-		if _, err := service.Render(s, opts, "", "key"); err == nil || !strings.HasPrefix(err.Error(), "invalid Service: ") {
-			t.Errorf("Render of an invalid Service: %v", err)
+		if plan := service.Plan(s, opts); !strings.Contains(plan.Invalid, want) {
+			t.Errorf("Plan of an invalid Service: %q", plan.Invalid)
+		}
+		if _, err := service.Config(s, opts); err == nil || !strings.HasPrefix(err.Error(), "invalid Service: ") {
+			t.Errorf("Config of an invalid Service: %v", err)
 		}
 	}
 	if p := service.Validate(svc(), opts); len(p) != 0 {
@@ -147,7 +151,7 @@ func TestExternalNameForwardsToTheName(t *testing.T) {
 		s.Spec.Type, s.Spec.ClusterIP, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "", "db.example.com."
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: 53, Protocol: corev1.ProtocolUDP})
 	})
-	cfg, err := service.Config(s, opts, "", "key")
+	cfg, err := service.Config(s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +171,12 @@ func TestRenderObjects(t *testing.T) {
 	s := svc(annotate("tailscale.com/expose", "true"), annotate("tailscale.com/tags", "tag:db"), func(s *corev1.Service) {
 		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: 53, Protocol: corev1.ProtocolUDP})
 	})
-	objs, err := service.Render(s, opts, "https://hs.example.com", "tskey-auth-1")
+	objs, err := pipeline.Render(service.Parent(s), opts, service.Plan(s, opts),
+		pipeline.Login{Server: "https://hs.example.com", Keys: []string{"tskey-auth-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := proxyset.NamesFor("svc", "default", "postgres")
+	names := service.Parent(s).Names()
 	wantLabels := map[string]string{
 		"tailscale.com/managed": "true", "tailscale.com/parent-resource": "postgres",
 		"tailscale.com/parent-resource-ns": "default", "tailscale.com/parent-resource-type": "svc",

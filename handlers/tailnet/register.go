@@ -88,7 +88,7 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	op.Index(resources.Connectors, IndexConnectors, byTailnet)
 	byAnnotation := func(obj *unstructured.Unstructured) map[string]any {
 		if name := pipeline.AnnotatedTailnet(obj); name != "" {
-			return map[string]any{name: obj.GetNamespace() + "/" + obj.GetName()}
+			return map[string]any{name: runtime.ObjectKey(obj.GetNamespace(), obj.GetName())}
 		}
 		return nil
 	}

@@ -4,8 +4,8 @@
 // Helm) against a real kube-apiserver: the operator can do what it does and
 // no more.
 //
-// It imports the handlers' render steps (to create exactly what the operator
-// creates), client-go and testing.
+// It imports the handlers' plans and pipeline.Render (to create exactly
+// what the operator creates), client-go and testing.
 package rbaccheck
 
 import (
@@ -31,6 +31,7 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/handlers/service"
@@ -132,7 +133,7 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 	}
 
 	opts := settings.Settings{Namespace: operatorNS, ProxyImage: "ghcr.io/tailplane/tailplane-proxy:test", ProxyTags: []string{"tag:k8s"}}
-	objs, err := service.Render(svc, opts, "", "tskey-auth-test")
+	objs, err := pipeline.Render(service.Parent(svc), opts, service.Plan(svc, opts), pipeline.Login{Keys: []string{"tskey-auth-test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +178,15 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 
 	dyn := dynamic.NewForConfigOrDie(operator)
 	// An egress proxy's headless Service, in the operator namespace.
-	eg, err := egress.Render(&corev1.Service{
+	db := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: userNS, UID: "uid-db", Annotations: map[string]string{"tailscale.com/tailnet-ip": "100.64.0.5"}},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 5432}}},
-	}, opts, "", "")
+	}
+	eg, err := pipeline.Render(egress.Parent(db), opts, egress.Plan(db, opts), pipeline.Login{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	Apply(t, ctx, operator, []*unstructured.Unstructured{toUnstructured(t, eg.HeadlessService)})
+	Apply(t, ctx, operator, []*unstructured.Unstructured{toUnstructured(t, eg.Extra[0])})
 
 	forbidden := []struct {
 		what string

@@ -38,7 +38,7 @@ func (d *Deps) IndexParents() {
 		if name == "" {
 			return nil
 		}
-		return map[string]any{name: obj.GetNamespace() + "/" + obj.GetName()}
+		return map[string]any{name: runtime.ObjectKey(obj.GetNamespace(), obj.GetName())}
 	}
 	d.Op.Index(resources.Services, IndexServicesByProxyClass, byClass, d.Scope()...)
 	d.Op.Index(resources.Ingresses, IndexIngressesByProxyClass, byClass, d.Scope()...)
@@ -62,7 +62,7 @@ func (d *Deps) IndexParents() {
 		if class == "" {
 			return nil
 		}
-		return map[string]any{class: obj.GetNamespace() + "/" + obj.GetName()}
+		return map[string]any{class: runtime.ObjectKey(obj.GetNamespace(), obj.GetName())}
 	}, d.Scope()...)
 }
 
@@ -71,11 +71,7 @@ func (d *Deps) IndexParents() {
 // cluster-scoped object).
 func (d *Deps) EnqueueIndexed(index, key string, resource schema.GroupVersionResource) {
 	for _, k := range d.Indexed(index, key, resource) {
-		key := k.Name
-		if k.Namespace != "" {
-			key = k.Namespace + "/" + k.Name
-		}
-		d.Op.Enqueue(resource, key, 0)
+		d.Op.Enqueue(resource, k.ObjectKey(), 0)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,19 +32,12 @@ type Claims struct {
 	Namespace string
 	// Wake has a parent that was refused a hostname handled again after a
 	// delay, once the name may be free.
-	Wake func(role, namespace, name string, after time.Duration)
+	Wake func(parent proxyset.Key, after time.Duration)
 
 	mu      sync.Mutex
-	owner   map[string]string   // hostname -> parent ("role/namespace/name")
-	held    map[string][]string // parent -> hostnames
-	waiters map[string][]string // hostname -> parents refused it
-}
-
-func claimKey(p proxyset.Parent) string { return p.Role + "/" + p.Namespace + "/" + p.Name }
-
-func splitKey(key string) (role, namespace, name string) {
-	parts := append(strings.SplitN(key, "/", 3), "", "")
-	return parts[0], parts[1], parts[2]
+	owner   map[string]proxyset.Key   // hostname -> parent
+	held    map[proxyset.Key][]string // parent -> hostnames
+	waiters map[string][]proxyset.Key // hostname -> parents refused it
 }
 
 // Claim claims hostnames for parent. It fails, naming the other parent
@@ -54,8 +46,8 @@ func splitKey(key string) (role, namespace, name string) {
 // process and has not applied it yet; the parent is then woken (Wake) when
 // that one lets the name go. A parent's newer claim replaces its older one;
 // Release frees it.
-func (c *Claims) Claim(ctx context.Context, parent proxyset.Parent, hostnames []string, describe func(role, namespace, name string) string) error {
-	me := claimKey(parent)
+func (c *Claims) Claim(ctx context.Context, parent proxyset.Parent, hostnames []string, describe func(proxyset.Key) string) error {
+	me := parent.Key()
 	// The config Secrets are listed without the lock held, so that no
 	// parent's claim waits for another's API calls; the claims of this
 	// process are checked before (a cheap refusal) and again after, under
@@ -84,7 +76,7 @@ func (c *Claims) Claim(ctx context.Context, parent proxyset.Parent, hostnames []
 			c.waitFor(h, me)
 			c.mu.Unlock()
 			return fmt.Errorf("hostname %q is already used by %s", h,
-				describe(l[proxyset.LabelProxyRole], l[proxystate.LabelParentNamespace], l[proxystate.LabelParentName]))
+				describe(proxyset.Key{Role: l[proxyset.LabelProxyRole], Namespace: l[proxystate.LabelParentNamespace], Name: l[proxystate.LabelParentName]}))
 		}
 	}
 	c.mu.Lock()
@@ -107,7 +99,7 @@ func (c *Claims) Claim(ctx context.Context, parent proxyset.Parent, hostnames []
 	return nil
 }
 
-func (c *Claims) check(me string, hostnames []string, describe func(role, namespace, name string) string) error {
+func (c *Claims) check(me proxyset.Key, hostnames []string, describe func(proxyset.Key) string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.checkLocked(me, hostnames, describe)
@@ -115,14 +107,14 @@ func (c *Claims) check(me string, hostnames []string, describe func(role, namesp
 
 // checkLocked refuses a hostname another parent claimed in this process
 // (mu held).
-func (c *Claims) checkLocked(me string, hostnames []string, describe func(role, namespace, name string) string) error {
+func (c *Claims) checkLocked(me proxyset.Key, hostnames []string, describe func(proxyset.Key) string) error {
 	if c.owner == nil {
-		c.owner, c.held, c.waiters = map[string]string{}, map[string][]string{}, map[string][]string{}
+		c.owner, c.held, c.waiters = map[string]proxyset.Key{}, map[proxyset.Key][]string{}, map[string][]proxyset.Key{}
 	}
 	for _, h := range hostnames {
 		if other, ok := c.owner[h]; ok && other != me {
 			c.waitFor(h, me)
-			return fmt.Errorf("hostname %q is already used by %s", h, describe(splitKey(other)))
+			return fmt.Errorf("hostname %q is already used by %s", h, describe(other))
 		}
 	}
 	return nil
@@ -131,7 +123,7 @@ func (c *Claims) checkLocked(me string, hostnames []string, describe func(role, 
 // Release frees the hostnames of parent, whose replicas are gone, and wakes
 // the parents waiting for them.
 func (c *Claims) Release(parent proxyset.Parent) {
-	me := claimKey(parent)
+	me := parent.Key()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, h := range c.held[me] {
@@ -144,9 +136,9 @@ func (c *Claims) Release(parent proxyset.Parent) {
 }
 
 // waitFor records that parent waits for hostname (mu held).
-func (c *Claims) waitFor(hostname, parent string) {
+func (c *Claims) waitFor(hostname string, parent proxyset.Key) {
 	if c.waiters == nil {
-		c.owner, c.held, c.waiters = map[string]string{}, map[string][]string{}, map[string][]string{}
+		c.owner, c.held, c.waiters = map[string]proxyset.Key{}, map[proxyset.Key][]string{}, map[string][]proxyset.Key{}
 	}
 	if !slices.Contains(c.waiters[hostname], parent) {
 		c.waiters[hostname] = append(c.waiters[hostname], parent)
@@ -157,8 +149,7 @@ func (c *Claims) waitFor(hostname, parent string) {
 // held).
 func (c *Claims) wakeWaiters(hostname string, delay time.Duration) {
 	for _, p := range c.waiters[hostname] {
-		role, ns, name := splitKey(p)
-		c.Wake(role, ns, name, delay)
+		c.Wake(p, delay)
 	}
 	delete(c.waiters, hostname)
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
-func describe(role, namespace, name string) string { return role + " " + namespace + "/" + name }
+func describe(k proxyset.Key) string { return k.Role + " " + k.Namespace + "/" + k.Name }
 
 // woken records the parents Claims wakes.
 type woken struct {
@@ -27,10 +27,10 @@ type woken struct {
 	names []string
 }
 
-func (w *woken) wake(_, _, name string, _ time.Duration) {
+func (w *woken) wake(parent proxyset.Key, _ time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.names = append(w.names, name)
+	w.names = append(w.names, parent.Name)
 }
 
 func (w *woken) got() []string {

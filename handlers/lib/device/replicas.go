@@ -104,7 +104,7 @@ func (d *Devices) Read(ctx context.Context, parent proxyset.Parent, want int, ca
 }
 
 func (d *Devices) list(ctx context.Context, parent proxyset.Parent) ([]*corev1.Secret, error) {
-	sel := labels.SelectorFromSet(proxyset.ChildLabels(parent.Type, parent.Namespace, parent.Name)).String()
+	sel := labels.SelectorFromSet(parent.OfficialLabels()).String()
 	list, err := d.Kube.CoreV1().Secrets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list Secrets of proxy %s: %w", parent.Names().Base, err)

@@ -64,7 +64,7 @@ func ClusterServiceName(namespace, name string) string {
 // egressLabels are the labels of a member's cluster Service and
 // EndpointSlice.
 func egressLabels(namespace, name, group string) map[string]string {
-	l := proxyset.ChildLabels(proxyset.ParentService, namespace, name)
+	l := proxyset.Parent{Type: proxyset.ParentService, Namespace: namespace, Name: name}.OfficialLabels()
 	l[LabelProxyGroup] = group
 	l[labelSvcType] = svcTypeEgress
 	return l

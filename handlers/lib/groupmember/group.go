@@ -109,7 +109,7 @@ func ReplicaPods(ctx context.Context, d *cluster.Deps, p *pipeline.Pipeline, pg 
 		return nil, err
 	}
 	pods, err := d.Kube.CoreV1().Pods(d.Settings.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(proxyset.ChildLabels(ParentType, "", pg.Name)).String()})
+		LabelSelector: labels.SelectorFromSet(proxyset.Parent{Type: ParentType, Name: pg.Name}.OfficialLabels()).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list Pods of ProxyGroup %s: %w", pg.Name, err)
 	}

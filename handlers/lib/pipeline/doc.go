@@ -27,6 +27,7 @@
 // runtime's one queue.
 //
 // It may import handlers/lib/cluster, handlers/lib/device,
-// handlers/lib/proxyset, handlers/lib/proxyclassrules, the shared internal
-// packages and runtime; modules import it, never the other way round.
+// handlers/lib/proxyset, handlers/lib/proxyclassrules, handlers/lib/settings,
+// the shared internal packages and runtime; modules import it, never the
+// other way round.
 package pipeline

@@ -48,7 +48,8 @@ func (p *Pipeline) watchState() {
 		if role == "" {
 			return nil
 		}
-		return map[string]any{role + "/" + l[proxystate.LabelParentNamespace] + "/" + l[proxystate.LabelParentName]: cachedState(obj)}
+		k := proxyset.Key{Role: role, Namespace: l[proxystate.LabelParentNamespace], Name: l[proxystate.LabelParentName]}
+		return map[string]any{roleKey(k): cachedState(obj)}
 	}, opts...)
 	p.d.Op.Watch(resources.Secrets, "proxy-state", func(typ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		l := obj.GetLabels()
@@ -114,7 +115,7 @@ func (p *Pipeline) cachedStates(parent proxyset.Parent) []*corev1.Secret {
 		return nil
 	}
 	out := []*corev1.Secret{}
-	for _, v := range x.Get(parent.Role + "/" + parent.Namespace + "/" + proxyset.TruncateLabelValue(parent.Name)) {
+	for _, v := range x.Get(roleKey(parent.Key())) {
 		if s, ok := v.(*corev1.Secret); ok {
 			out = append(out, s)
 		}
@@ -122,11 +123,18 @@ func (p *Pipeline) cachedStates(parent proxyset.Parent) []*corev1.Secret {
 	return out
 }
 
-// hasProxy reports whether the parent (namespace, name) has a proxy of
-// role: a state Secret of any replica.
-func (p *Pipeline) hasProxy(role, namespace, name string) bool {
+// roleKey is a proxy's key in IndexProxiesByRole: "role/namespace/name",
+// with the name as the labels have it (TruncateLabelValue leaves a label's
+// value as it is).
+func roleKey(k proxyset.Key) string {
+	return k.Role + "/" + k.Namespace + "/" + proxyset.TruncateLabelValue(k.Name)
+}
+
+// hasProxy reports whether the parent k names has a proxy of k's role: a
+// state Secret of any replica.
+func (p *Pipeline) hasProxy(k proxyset.Key) bool {
 	x := p.d.Op.GetIndex(IndexProxiesByRole)
-	return x != nil && len(x.Get(role+"/"+namespace+"/"+proxyset.TruncateLabelValue(name))) > 0
+	return x != nil && len(x.Get(roleKey(k))) > 0
 }
 
 // hasProxyPredicate matches parents that have a proxy of m's role: the
@@ -136,7 +144,7 @@ func (p *Pipeline) hasProxy(role, namespace, name string) bool {
 // label.
 func (p *Pipeline) hasProxyPredicate(m *Module) runtime.Predicate {
 	return func(obj *unstructured.Unstructured) bool {
-		return obj.GetAnnotations()[LegacyMark] == m.Role || p.hasProxy(m.Role, obj.GetNamespace(), obj.GetName())
+		return obj.GetAnnotations()[LegacyMark] == m.Role || p.hasProxy(m.parent(obj).Key())
 	}
 }
 
@@ -148,12 +156,12 @@ const proxyGoneWait = 10 * time.Second
 // parent's proxy, so that the cycle that released it ends with the parent
 // matching no handler: the runtime then removes the finalizer and forgets
 // the parent's state.
-func (p *Pipeline) waitProxyGone(ctx context.Context, m *Module, namespace, name string) error {
+func (p *Pipeline) waitProxyGone(ctx context.Context, m *Module, parent proxyset.Parent) error {
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, proxyGoneWait, true, func(context.Context) (bool, error) {
-		return !p.hasProxy(m.Role, namespace, name), nil
+		return !p.hasProxy(parent.Key()), nil
 	})
 	if err != nil {
-		return fmt.Errorf("proxy of %s %s/%s still seen after its deletion: %w", m.Kind, namespace, name, err)
+		return fmt.Errorf("proxy of %s %s/%s still seen after its deletion: %w", m.Kind, parent.Namespace, parent.Name, err)
 	}
 	return nil
 }

@@ -45,11 +45,8 @@ func (p *Pipeline) syncLegacy(ctx context.Context, m *Module, ev *runtime.Event)
 // labelLegacyState puts the role label on the parent's state Secret (as
 // that release named it), if it has one without it.
 func (p *Pipeline) labelLegacyState(ctx context.Context, m *Module, obj *unstructured.Unstructured) error {
-	key := m.LegacyNameKey
-	if key == "" {
-		key = m.ParentType
-	}
-	name := proxyset.NamesFor(key, obj.GetNamespace(), obj.GetName()).StateSecret
+	legacy := proxyset.Parent{Type: m.ParentType, NameKey: m.LegacyNameKey, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	name := legacy.Names().StateSecret
 	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
 	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

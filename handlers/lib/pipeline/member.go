@@ -91,7 +91,7 @@ func RegisterMember[M any](p *Pipeline, op *runtime.Operator, m MemberModule[M])
 		if group == "" || !m.IsOurs(obj) || obj.GetDeletionTimestamp() != nil {
 			return nil
 		}
-		return map[string]any{group: objectKey(obj.GetNamespace(), obj.GetName())}
+		return map[string]any{group: runtime.ObjectKey(obj.GetNamespace(), obj.GetName())}
 	}, d.Scope()...)
 	op.Watch(m.Resource, m.ID+"-group", func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
 		var keys []runtime.Key
@@ -106,7 +106,7 @@ func RegisterMember[M any](p *Pipeline, op *runtime.Operator, m MemberModule[M])
 		return keys
 	}, d.Scope()...)
 	op.Watch(m.GroupResource, m.ID+"-members", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
-		return ms.Keys(objectKey(obj.GetNamespace(), obj.GetName()))
+		return ms.Keys(runtime.ObjectKey(obj.GetNamespace(), obj.GetName()))
 	})
 
 	hasFinalizer := func(obj *unstructured.Unstructured) bool { return slices.Contains(obj.GetFinalizers(), m.Finalizer) }

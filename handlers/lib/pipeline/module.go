@@ -68,10 +68,9 @@ type Plan struct {
 	Tags []string
 	// ProxyClass is the ProxyClass's name ("" for none).
 	ProxyClass string
-	// Config renders a replica's proxy config with its auth key ("" once
-	// the replica has a device). The pipeline sets its LoginServer to
-	// the login server of the parent's tailnet.
-	Config func(ordinal int, authKey string) (*config.Config, error)
+	// Config renders replica ordinal's proxy config, without its auth key
+	// and login server: Render sets both, from the parent's tailnet.
+	Config func(ordinal int) (*config.Config, error)
 	// ExtraSecrets are further Secrets in the operator namespace the
 	// proxies may read.
 	ExtraSecrets []string

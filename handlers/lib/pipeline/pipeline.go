@@ -15,7 +15,6 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/device"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
-	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
 
@@ -97,7 +96,7 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	be, err := p.backend(m, obj)
 	if err != nil && p.unchecked(ctx, m.tailnetOf(obj), err) {
-		p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
+		p.d.Op.Enqueue(m.Resource, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), UncheckedRetry)
 		return nil
 	}
 	if err != nil {
@@ -145,10 +144,9 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	if err != nil {
 		return err
 	}
-	configs := make([]*config.Config, len(plan.Hostnames))
+	keys := make([]string, len(proxy.Replicas))
 	for i, r := range proxy.Replicas {
-		key, err := p.dev.AuthKey(ctx, be, r, plan.Tags)
-		if err != nil {
+		if keys[i], err = p.dev.AuthKey(ctx, be, r, plan.Tags); err != nil {
 			msg := err.Error()
 			if refused, ok := RefusedTags(err, plan.Tags); ok {
 				// Only a policy edit fixes it, which no watch sees.
@@ -156,27 +154,12 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 			}
 			return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseAuthKey, Message: msg}))
 		}
-		if configs[i], err = plan.Config(i, key); err != nil {
-			return runtime.Permanent(err)
-		}
-		// The one place the login server is chosen: the tailnet's.
-		configs[i].LoginServer = be.LoginServer()
 	}
-	objs, err := proxyset.Render(proxyset.Spec{Parent: parent, Namespace: p.d.Settings.Namespace,
-		Image: p.d.Settings.ProxyImage, Configs: configs, ExtraSecrets: plan.ExtraSecrets, ACME: p.d.Settings.ProxyACME})
+	objs, err := Render(parent, p.d.Settings, plan, Login{Tailnet: m.tailnetOf(obj), Server: be.LoginServer(), Keys: keys})
 	if err != nil {
-		return runtime.Permanent(fmt.Errorf("render proxy for %s %s/%s: %w", m.Kind, obj.GetNamespace(), obj.GetName(), err))
+		return runtime.Permanent(err)
 	}
-	if name := m.tailnetOf(obj); name != "" {
-		for _, r := range objs.Replicas {
-			r.ConfigSecret.Labels[LabelTailnet] = name
-		}
-	}
-	var extra []any
-	if plan.Extra != nil {
-		extra = plan.Extra(objs)
-	}
-	if err := p.d.ApplyProxy(ctx, objs, pc, m.ProxyKind, plan.Hostnames, extra...); err != nil {
+	if err := p.d.ApplyProxy(ctx, objs.Objects, pc, m.ProxyKind, plan.Hostnames, objs.Extra...); err != nil {
 		// Shown whole: the API server's refusal (a ProxyClass value it
 		// rejects, say) is what the user must fix.
 		return errors.Join(err, m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CauseApply, Message: "failed to provision proxy: " + err.Error()}))
@@ -185,14 +168,14 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 		return err
 	}
 	if plan.AfterApply != nil {
-		if err := plan.AfterApply(ctx, objs); err != nil {
+		if err := plan.AfterApply(ctx, objs.Objects); err != nil {
 			return err
 		}
 	}
 	out := outcome(proxy, plan.Hostnames)
 	if out.Stage == Ready && plan.Check != nil {
 		if msg, retry := plan.Check(ctx); msg != "" {
-			p.d.Op.Enqueue(m.Resource, objectKey(obj.GetNamespace(), obj.GetName()), retry)
+			p.d.Op.Enqueue(m.Resource, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), retry)
 			out.Stage, out.Cause, out.Message = Failed, CauseCheck, msg
 		}
 	}
@@ -267,19 +250,19 @@ func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Uns
 			return err
 		}
 	}
-	return p.waitProxyGone(ctx, m, obj.GetNamespace(), obj.GetName())
+	return p.waitProxyGone(ctx, m, parent)
 }
 
 // describe names a parent for messages: "Service default/web".
-func (p *Pipeline) describe(role, namespace, name string) string {
+func (p *Pipeline) describe(k proxyset.Key) string {
 	p.mu.Lock()
-	m := p.modules[role]
+	m := p.modules[k.Role]
 	p.mu.Unlock()
 	kind := "Service"
 	if m != nil {
 		kind = m.Kind
 	}
-	return kind + " " + namespace + "/" + name
+	return kind + " " + k.Namespace + "/" + k.Name
 }
 
 // resourceOf is the resource of the parents whose proxies have role.
@@ -292,19 +275,10 @@ func (p *Pipeline) resourceOf(role string) (schema.GroupVersionResource, bool) {
 	return schema.GroupVersionResource{}, false
 }
 
-// enqueueParent has the runtime handle the parent of a proxy of role again
-// after delay.
-func (p *Pipeline) enqueueParent(role, ns, name string, after time.Duration) {
-	if res, ok := p.resourceOf(role); ok {
-		p.d.Op.Enqueue(res, objectKey(ns, name), after)
+// enqueueParent has the runtime handle the parent k names again after
+// delay (its module is the one of k's role).
+func (p *Pipeline) enqueueParent(k proxyset.Key, after time.Duration) {
+	if res, ok := p.resourceOf(k.Role); ok {
+		p.d.Op.Enqueue(res, runtime.ObjectKey(k.Namespace, k.Name), after)
 	}
-}
-
-// objectKey is the runtime's key of an object: "namespace/name", or the
-// name of a cluster-scoped one.
-func objectKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
 }

@@ -44,7 +44,7 @@ func (p *Pipeline) deleteProxy(ctx context.Context, be tailnet.Backend, parent p
 	if err := ignoreNotFound(p.d.Kube.AppsV1().StatefulSets(ns).Delete(ctx, names.Base, opts)); err != nil {
 		return fmt.Errorf("delete StatefulSet %s/%s: %w", ns, names.Base, err)
 	}
-	sel := labels.SelectorFromSet(proxyset.ChildLabels(parent.Type, parent.Namespace, parent.Name)).String()
+	sel := labels.SelectorFromSet(parent.OfficialLabels()).String()
 	ours := func(name string) bool { return name == names.Base || strings.HasPrefix(name, names.Base+"-") }
 	if err := p.stopPods(ctx, sel, ours); err != nil {
 		return err

@@ -65,8 +65,8 @@ func (r *replicated) module() pipeline.Module {
 				hostnames = append(hostnames, fmt.Sprintf("%s-%d", obj.GetName(), i))
 			}
 			return &pipeline.Plan{Hostnames: hostnames, Tags: []string{"tag:k8s"},
-				Config: func(i int, key string) (*config.Config, error) {
-					return &config.Config{Version: config.Version, Hostname: hostnames[i], Tags: []string{"tag:k8s"}, AuthKey: key,
+				Config: func(i int) (*config.Config, error) {
+					return &config.Config{Version: config.Version, Hostname: hostnames[i], Tags: []string{"tag:k8s"},
 						Role: config.RoleIngressL4, L4: &config.L4{Ports: []config.PortMap{{Protocol: config.TCP, Port: 80, Target: "127.0.0.1:80"}}}}, nil
 				}}, nil
 		},
@@ -135,7 +135,7 @@ func (f *fixture) ctx() context.Context {
 }
 
 func (f *fixture) names() proxyset.Names {
-	return proxyset.NamesFor("test", f.ns, f.parentName)
+	return proxyset.Parent{Type: "test", Namespace: f.ns, Name: f.parentName}.Names()
 }
 
 func (f *fixture) setReplicas(n int) {

@@ -14,6 +14,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
+	"github.com/tailplane/tailplane/runtime"
 )
 
 // JobStrayProxies is the runtime job that removes proxies whose parent is
@@ -71,7 +72,7 @@ func (p *Pipeline) sweepStrayProxies(ctx context.Context) error {
 			continue
 		}
 		p.d.Log.Warn("removed a stray proxy: its parent was deleted without the operator's cleanup (its finalizer was removed)",
-			"proxy", c.parent.Names().Base, "kind", c.module.Kind, "parent", objectKey(c.parent.Namespace, c.parent.Name),
+			"proxy", c.parent.Names().Base, "kind", c.module.Kind, "parent", runtime.ObjectKey(c.parent.Namespace, c.parent.Name),
 			"devices_deleted", be != nil)
 	}
 	return errors.Join(errs...)
@@ -156,7 +157,7 @@ func (p *Pipeline) dropReplacedProxy(ctx context.Context, m *Module, obj *unstru
 		return err
 	}
 	p.d.Log.Warn("removed a stray proxy: made for an earlier object of the same name, deleted without the operator's cleanup (its finalizer was removed)",
-		"proxy", parent.Names().Base, "kind", m.Kind, "parent", objectKey(parent.Namespace, parent.Name))
+		"proxy", parent.Names().Base, "kind", m.Kind, "parent", runtime.ObjectKey(parent.Namespace, parent.Name))
 	return p.deleteProxy(ctx, be, parent)
 }
 

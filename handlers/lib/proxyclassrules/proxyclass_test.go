@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
@@ -24,7 +25,8 @@ func proxyStatefulSet(t *testing.T) *appsv1.StatefulSet {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1", Annotations: map[string]string{"tailscale.com/expose": "true"}},
 		Spec:       corev1.ServiceSpec{ClusterIP: "10.43.0.10", Ports: []corev1.ServicePort{{Port: 80}}},
 	}
-	objs, err := service.Render(svc, settings.Settings{Namespace: "tailscale", ProxyImage: "proxy:1", ProxyTags: []string{"tag:k8s"}}, "", "")
+	s := settings.Settings{Namespace: "tailscale", ProxyImage: "proxy:1", ProxyTags: []string{"tag:k8s"}}
+	objs, err := pipeline.Render(service.Parent(svc), s, service.Plan(svc, s), pipeline.Login{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +352,7 @@ func TestOperatorACMEEnv(t *testing.T) {
 	}
 	s := settings.Settings{Namespace: "tailscale", ProxyImage: "proxy:1", ProxyTags: []string{"tag:k8s"},
 		ProxyACME: settings.ACME{DirectoryURL: "https://pebble:14000/dir", CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"}}
-	objs, err := service.Render(svc, s, "", "")
+	objs, err := pipeline.Render(service.Parent(svc), s, service.Plan(svc, s), pipeline.Login{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +378,7 @@ func TestOperatorACMEEnv(t *testing.T) {
 		t.Fatalf("with useLetsEncryptStagingEnvironment: %v", got)
 	}
 	s.ProxyACME = settings.ACME{}
-	if objs, err = service.Render(svc, s, "", ""); err != nil {
+	if objs, err = pipeline.Render(service.Parent(svc), s, service.Plan(svc, s), pipeline.Login{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := env(objs.StatefulSet.Spec.Template.Spec.Containers[0]); got["TS_DEBUG_ACME_DIRECTORY_URL"] != "" || got["SSL_CERT_FILE"] != "" {

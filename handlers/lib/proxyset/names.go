@@ -19,16 +19,21 @@ const (
 // controller-revision-hash label (name + "-" + 10 chars) fits in 63.
 const maxBaseLength = 52
 
-// BaseName is the name shared by a proxy's StatefulSet, ServiceAccount, Role
-// and RoleBinding: "ts-<parent name>-<hash>", where the hash of the parent's
-// type, namespace and name makes it unique and stable across operator
-// restarts (so server-side apply finds the same objects again), and the
-// parent name is shortened so the whole stays within 52 characters.
-func BaseName(parentType, namespace, name string) string {
-	sum := sha256.Sum256([]byte(parentType + "/" + namespace + "/" + name))
+// baseName is the name shared by the StatefulSet, ServiceAccount, Role and
+// RoleBinding of p's proxy: "ts-<parent name>-<hash>", where the hash of
+// the parent's name key (Parent.NameKey, else its type), namespace and name
+// makes it unique and stable across operator restarts (so server-side apply
+// finds the same objects again), and the parent name is shortened so the
+// whole stays within 52 characters.
+func baseName(p Parent) string {
+	key := p.NameKey
+	if key == "" {
+		key = p.Type
+	}
+	sum := sha256.Sum256([]byte(key + "/" + p.Namespace + "/" + p.Name))
 	suffix := hex.EncodeToString(sum[:])[:8]
 	room := maxBaseLength - len("ts-") - 1 - len(suffix)
-	short := sanitize(name)
+	short := sanitize(p.Name)
 	if len(short) > room {
 		short = strings.TrimRight(short[:room], "-.")
 	}
@@ -66,13 +71,6 @@ type Names struct {
 	StateSecret string
 }
 
-// NamesFor returns the names of replica 0 of a parent's proxy; nameKey
-// tells apart the proxies of different modules on one parent (see
-// BaseName). Replica gives the others.
-func NamesFor(nameKey, namespace, name string) Names {
-	return Names{Base: BaseName(nameKey, namespace, name)}.Replica(0)
-}
-
 // Replica returns the names of replica ordinal of the same proxy.
 func (n Names) Replica(ordinal int) Names {
 	pod := n.Base + "-" + strconv.Itoa(ordinal)
@@ -98,14 +96,15 @@ func OrdinalOf(base, secretName string) (int, bool) {
 	return i, true
 }
 
-// ChildLabels are the labels on every object of a parent's proxy, used to
-// find them again (there are no owner references across namespaces).
-func ChildLabels(parentType, namespace, name string) map[string]string {
+// OfficialLabels are the official operator's labels on every object of
+// p's proxy, whatever its role: they find the objects again (there are no
+// owner references across namespaces).
+func (p Parent) OfficialLabels() map[string]string {
 	return map[string]string{
 		proxystate.LabelManaged:         "true",
-		proxystate.LabelParentName:      TruncateLabelValue(name),
-		proxystate.LabelParentNamespace: namespace,
-		proxystate.LabelParentType:      parentType,
+		proxystate.LabelParentName:      TruncateLabelValue(p.Name),
+		proxystate.LabelParentNamespace: p.Namespace,
+		proxystate.LabelParentType:      p.Type,
 	}
 }
 

@@ -15,19 +15,19 @@ import (
 )
 
 func TestBaseNameIsStableShortAndDistinct(t *testing.T) {
-	a := proxyset.BaseName("svc", "default", "web")
-	if a != proxyset.BaseName("svc", "default", "web") {
+	a := baseName("svc", "default", "web")
+	if a != baseName("svc", "default", "web") {
 		t.Fatal("not stable")
 	}
 	if !strings.HasPrefix(a, "ts-web-") {
 		t.Fatalf("%q does not start with ts-web-", a)
 	}
-	for _, other := range []string{proxyset.BaseName("svc", "prod", "web"), proxyset.BaseName("ingress", "default", "web")} {
+	for _, other := range []string{baseName("svc", "prod", "web"), baseName("ingress", "default", "web")} {
 		if other == a {
 			t.Fatalf("same name %q for different parents", a)
 		}
 	}
-	long := proxyset.BaseName("ingress", "default", strings.Repeat("a.b", 80))
+	long := baseName("ingress", "default", strings.Repeat("a.b", 80))
 	if len(long) > 52 {
 		t.Fatalf("%q is %d characters, want at most 52", long, len(long))
 	}
@@ -141,22 +141,22 @@ func TestRenderRefusesAnInvalidConfig(t *testing.T) {
 }
 
 func TestKeyDescriptionFitsAndIsDistinct(t *testing.T) {
-	short := proxyset.BaseName("svc", "default", "web")
+	short := baseName("svc", "default", "web")
 	if d := proxyset.KeyDescription(short, -1); d != "tailplane "+short {
 		t.Fatalf("short, single-replica release: %q", d)
 	}
 	if d := proxyset.KeyDescription(short, 3); d != "tailplane "+short+"-3" || !proxyset.IsReplicaKeyDescription(short, d) {
 		t.Fatalf("short, replica 3: %q", d)
 	}
-	if proxyset.IsReplicaKeyDescription(short, "tailplane "+short) || proxyset.IsReplicaKeyDescription(proxyset.BaseName("svc", "default", "web2"), proxyset.KeyDescription(short, 0)) {
+	if proxyset.IsReplicaKeyDescription(short, "tailplane "+short) || proxyset.IsReplicaKeyDescription(baseName("svc", "default", "web2"), proxyset.KeyDescription(short, 0)) {
 		t.Fatal("IsReplicaKeyDescription matches another proxy's or the legacy description")
 	}
-	a := proxyset.KeyDescription(proxyset.BaseName("svc", "default", strings.Repeat("a", 60)), 12)
-	b := proxyset.KeyDescription(proxyset.BaseName("svc", "prod", strings.Repeat("a", 60)), 12)
+	a := proxyset.KeyDescription(baseName("svc", "default", strings.Repeat("a", 60)), 12)
+	b := proxyset.KeyDescription(baseName("svc", "prod", strings.Repeat("a", 60)), 12)
 	if len(a) > 50 || len(b) > 50 || a == b || !strings.HasPrefix(a, "tailplane ts-aaa") {
 		t.Fatalf("long: %q (%d) / %q (%d)", a, len(a), b, len(b))
 	}
-	if hash := proxyset.BaseName("svc", "default", strings.Repeat("a", 60)); !strings.HasSuffix(a, hash[len(hash)-9:]+"-12") {
+	if hash := baseName("svc", "default", strings.Repeat("a", 60)); !strings.HasSuffix(a, hash[len(hash)-9:]+"-12") {
 		t.Fatalf("%q does not end with the hash of %q", a, hash)
 	}
 }
@@ -169,7 +169,7 @@ func TestDeviceNamed(t *testing.T) {
 }
 
 func TestReplicaNames(t *testing.T) {
-	n := proxyset.NamesFor("svc", "default", "web")
+	n := proxyset.Parent{Type: "svc", Namespace: "default", Name: "web"}.Names()
 	if n.Ordinal != 0 || n.StateSecret != n.Base+"-0" || n.ConfigSecret != n.Base+"-0-config" {
 		t.Fatalf("replica 0: %+v", n)
 	}
@@ -240,4 +240,10 @@ func TestRenderZeroReplicasGrantsNothing(t *testing.T) {
 	if *objs.StatefulSet.Spec.Replicas != 0 || len(objs.Replicas) != 0 || len(objs.Role.Rules) != 0 {
 		t.Fatalf("replicas %d, rendered %d, rules %+v", *objs.StatefulSet.Spec.Replicas, len(objs.Replicas), objs.Role.Rules)
 	}
+}
+
+// baseName is the base name of the proxy of parent namespace/name of
+// parentType.
+func baseName(parentType, namespace, name string) string {
+	return proxyset.Parent{Type: parentType, Namespace: namespace, Name: name}.Names().Base
 }

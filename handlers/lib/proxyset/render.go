@@ -70,24 +70,33 @@ type Parent struct {
 	UID             types.UID
 	// Role is the owning module's role (LabelProxyRole on every object).
 	Role string
-	// NameKey replaces Type in BaseName when two modules share a Type, so
-	// that their proxies' objects never share names ("" means Type).
+	// NameKey replaces Type in the proxy's object names when two modules
+	// share a Type, so that their proxies' objects never share names (""
+	// means Type).
 	NameKey string
 }
 
-// Names returns the names of replica 0 of the parent's proxy.
+// Key identifies a parent's proxy among all proxies: the owning module's
+// role, and the parent's namespace and name. It is what a proxy's labels say
+// of its parent (the name label may be truncated: TruncateLabelValue); the
+// rest of Parent comes from the module.
+type Key struct {
+	Role, Namespace, Name string
+}
+
+// Key is the key of the parent's proxy.
+func (p Parent) Key() Key { return Key{Role: p.Role, Namespace: p.Namespace, Name: p.Name} }
+
+// Names returns the names of replica 0 of the parent's proxy; Replica
+// gives the others.
 func (p Parent) Names() Names {
-	key := p.NameKey
-	if key == "" {
-		key = p.Type
-	}
-	return NamesFor(key, p.Namespace, p.Name)
+	return Names{Base: baseName(p)}.Replica(0)
 }
 
 // Labels are the labels on every object of the parent's proxy: the
 // official parent labels and the role.
 func (p Parent) Labels() map[string]string {
-	l := ChildLabels(p.Type, p.Namespace, p.Name)
+	l := p.OfficialLabels()
 	l[LabelProxyRole] = p.Role
 	return l
 }

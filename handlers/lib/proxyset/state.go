@@ -106,7 +106,7 @@ func (d Device) Named(hostname string) bool {
 const keyDescriptionPrefix = "tailplane "
 
 // KeyDescription is the description of the auth keys minted for replica
-// ordinal of the proxy whose objects are named base (BaseName): "tailplane ",
+// ordinal of the proxy whose objects are named base (Names.Base): "tailplane ",
 // base and "-<ordinal>", the parent's name in base shortened so that the
 // whole fits the API's 50 characters. The hash ending base keeps it unique,
 // so that keys minted for a replica and never recorded (the operator died
