@@ -178,7 +178,7 @@ func TestRenderValues(t *testing.T) {
 		"proxyConfig.defaultProxyClass=prod", "proxyConfig.image.digest=sha256:"+strings.Repeat("ab", 32),
 		"operatorConfig.image.tag=v0.2.0", "operatorConfig.image.repo=registry.example.com/tailplane-operator", "operatorConfig.logging=debug", "ingressClass.name=ts",
 		"operatorConfig.extraEnv[0].name=OPERATOR_DEFAULT_LOAD_BALANCER", "operatorConfig.extraEnv[0].value=true",
-		"operatorConfig.podLabels.team=net", "imagePullSecrets[0].name=regcred", "installCRDs=false",
+		"operatorConfig.podLabels.team=net", "imagePullSecrets[0].name=regcred", "installCRDs=false", "gatewayAPI.installCRDs=false",
 	))
 	d := objs.deployment(t)
 	e := env(t, d)
