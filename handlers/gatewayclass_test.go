@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -49,6 +50,22 @@ func gatewayAPICRDs(t *testing.T) []*unstructured.Unstructured {
 func removeGatewayAPI(t *testing.T, dyn dynamic.Interface, crds []*unstructured.Unstructured) {
 	t.Helper()
 	ctx := context.Background()
+	// A CRD deleted while its storage still initializes stays Terminating
+	// ("could not list instances: storage is (re)initializing") for the
+	// API server's retry backoff: list each present one first.
+	for _, crd := range crds {
+		if _, err := dyn.Resource(testenv.CRDResource).Get(ctx, crd.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		gvr := schema.GroupVersionResource{Group: group, Version: fmt.Sprint(versions[0].(map[string]any)["name"]), Resource: plural}
+		testpoll.Until(t, settle, gvr.String()+" listed", func() error {
+			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		})
+	}
 	for _, crd := range crds {
 		if err := dyn.Resource(testenv.CRDResource).Delete(ctx, crd.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
@@ -56,8 +73,12 @@ func removeGatewayAPI(t *testing.T, dyn dynamic.Interface, crds []*unstructured.
 	}
 	testpoll.Until(t, settle, "Gateway API CRDs gone", func() error {
 		for _, crd := range crds {
-			if _, err := dyn.Resource(testenv.CRDResource).Get(ctx, crd.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s still there: %v", crd.GetName(), err)
+			if cur, err := dyn.Resource(testenv.CRDResource).Get(ctx, crd.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				var conds any
+				if cur != nil {
+					conds, _, _ = unstructured.NestedSlice(cur.Object, "status", "conditions")
+				}
+				return fmt.Errorf("%s still there: %v %v", crd.GetName(), err, conds)
 			}
 		}
 		return nil
