@@ -1,9 +1,7 @@
 package chart_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -42,17 +40,7 @@ func TestChartGatewayCRDsMatchModule(t *testing.T) {
 			want = append(want, n)
 		}
 	}
-	copies, _ := filepath.Glob(filepath.Join(chart.Name, "files/gateway-api/*.yaml"))
-	if len(copies) != len(want) {
-		t.Errorf("the chart has %d Gateway API CRD files, the module %d: run go tool task manifests:gateway-crds", len(copies), len(want))
-	}
-	for _, name := range want {
-		w, _ := os.ReadFile(name)
-		got, err := os.ReadFile(filepath.Join(chart.Name, "files/gateway-api", filepath.Base(name)))
-		if err != nil || !bytes.Equal(got, w) {
-			t.Errorf("chart file %s differs from the module's: run go tool task manifests:gateway-crds", filepath.Base(name))
-		}
-	}
+	sameCopies(t, want, "files/gateway-api", "go tool task manifests:gateway-crds")
 }
 
 var gatewayCRDs = []string{
