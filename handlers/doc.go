@@ -6,7 +6,8 @@
 //   - handlers/<module>: one registered module per kind of object: service
 //     (exposed and LoadBalancer Services), egress (ExternalName Services to
 //     the tailnet), ingress (Ingresses), connector (Connector), proxygroup
-//     (ProxyGroup, the group only), ingressclass, proxyclass, plugin
+//     (ProxyGroup, the group only), ingressclass, gatewayclass (the Gateway
+//     API's GatewayClasses of tailplane.dev/gateway-controller), proxyclass, plugin
 //     (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission
 //     policies), dnsconfig (DNSConfig and its nameserver), tailnet (Tailnet:
 //     the credentials of other tailnets) and unsupported (the official kinds

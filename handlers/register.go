@@ -4,6 +4,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/connector"
 	"github.com/tailplane/tailplane/handlers/dnsconfig"
 	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
@@ -36,6 +37,7 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	service.RegisterMember(op, d, p, members)
 	egress.RegisterMember(op, d, p, members)
 	ingressclass.Register(op, d)
+	gatewayclass.Register(op, d)
 	proxyclass.Register(op, d)
 	plugin.Register(op, d, p)
 	proxygrouppolicy.Register(op, d)

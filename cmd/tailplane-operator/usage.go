@@ -20,6 +20,7 @@ var usage = cmdline.Usage{
 		{Name: settings.EnvProxyImage, Doc: "the proxies' image (" + settings.DefaultProxyImage + ")"},
 		{Name: settings.EnvProxyTags, Doc: "default proxy tags (" + settings.DefaultProxyTags + ")"},
 		{Name: settings.EnvIngressClassName, Doc: "IngressClass served (" + settings.DefaultIngressClassName + ")"},
+		{Name: settings.EnvGatewayClassName, Doc: "GatewayClass created at start when missing (Gateway API installed; default none)"},
 		{Name: settings.EnvLoadBalancerClass, Doc: "loadBalancerClass served (" + settings.DefaultLoadBalancerClass + ")"},
 		{Name: settings.EnvDefaultProxyClass, Doc: "ProxyClass for objects that name none"},
 		{Name: settings.EnvProxyACMEDirectoryURL + ", " + settings.EnvProxyACMECAFile, Doc: "ACME server for the proxies' certificates, and the CA file (in the pod) to trust it"},

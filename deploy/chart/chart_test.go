@@ -178,7 +178,7 @@ func TestRenderValues(t *testing.T) {
 		"proxyConfig.defaultProxyClass=prod", "proxyConfig.image.digest=sha256:"+strings.Repeat("ab", 32),
 		"operatorConfig.image.tag=v0.2.0", "operatorConfig.image.repo=registry.example.com/tailplane-operator", "operatorConfig.logging=debug", "ingressClass.name=ts",
 		"operatorConfig.extraEnv[0].name=OPERATOR_DEFAULT_LOAD_BALANCER", "operatorConfig.extraEnv[0].value=true",
-		"operatorConfig.podLabels.team=net", "imagePullSecrets[0].name=regcred", "installCRDs=false",
+		"operatorConfig.podLabels.team=net", "imagePullSecrets[0].name=regcred", "installCRDs=false", "gatewayAPI.installCRDs=false",
 	))
 	d := objs.deployment(t)
 	e := env(t, d)
@@ -294,15 +294,22 @@ func TestChartCRDsMatchCRDsFolder(t *testing.T) {
 	if err != nil || len(names) == 0 {
 		t.Fatalf("crds/: %v", err)
 	}
-	copies, _ := filepath.Glob(filepath.Join(chart.Name, "files/crds/*.yaml"))
-	if len(copies) != len(names) {
-		t.Errorf("the chart has %d CRD files, crds/ has %d: run go tool task manifests:crds", len(copies), len(names))
+	sameCopies(t, names, "files/crds", "go tool task manifests:crds")
+}
+
+// sameCopies checks that the chart's folder dir holds exactly the files
+// sources, byte for byte; task is what refreshes them.
+func sameCopies(t *testing.T, sources []string, dir, task string) {
+	t.Helper()
+	copies, _ := filepath.Glob(filepath.Join(chart.Name, dir, "*.yaml"))
+	if len(copies) != len(sources) {
+		t.Errorf("the chart's %s has %d files, its source %d: run %s", dir, len(copies), len(sources), task)
 	}
-	for _, name := range names {
+	for _, name := range sources {
 		want, _ := os.ReadFile(name)
-		got, err := os.ReadFile(filepath.Join(chart.Name, "files/crds", filepath.Base(name)))
+		got, err := os.ReadFile(filepath.Join(chart.Name, dir, filepath.Base(name)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("chart CRD %s differs from crds/: run go tool task manifests:crds", filepath.Base(name))
+			t.Errorf("the chart's %s/%s differs from its source: run %s", dir, filepath.Base(name), task)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"k8s.io/client-go/dynamic"
+
 	"github.com/tailplane/tailplane/deploy/chart"
 	"github.com/tailplane/tailplane/deploy/internal/rbaccheck"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -58,11 +60,20 @@ func TestInstallUpgrade(t *testing.T) {
 	admin := testEnv.Config(t)
 	cs := testEnv.Clientset(t)
 
+	// A Gateway API CRD installed otherwise (not by a release): the
+	// default gatewayAPI.installCRDs=auto leaves it alone.
+	dyn := dynamic.NewForConfigOrDie(admin)
+	foreign := rbaccheck.ServiceMonitorCRD(t, chart.Name+"/files/gateway-api/gateway.networking.k8s.io_referencegrants.yaml")
+	if err := testenv.InstallCRDs(ctx, dyn, foreign); err != nil {
+		t.Fatal(err)
+	}
+
 	// No Wait: this apiserver runs no deployment controller.
 	rel, err := chart.Install(ctx, admin, chart.Namespace, chart.Options{Values: seedValues(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantGatewayCRDs(t, ctx, dyn, rel)
 	// 1, unless -count reruns the test against the same apiserver.
 	first := rel.Version
 	wantDeployed(t, rel, first)
@@ -98,6 +109,7 @@ func TestInstallUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDeployed(t, rel, first+1)
+	wantGatewayCRDs(t, ctx, dyn, rel) // the release keeps managing the CRDs it installed
 	after, envs := operatorEnv(t, ctx)
 	if envs["OPERATOR_LOGGING"] != "debug" || envs["OPERATOR_LOGIN_SERVER"] != "https://control.example.com" {
 		t.Errorf("after the upgrade, operator env %v", envs)
@@ -144,4 +156,24 @@ func TestInstallAfterFailedInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDeployed(t, rel, 2)
+}
+
+// wantGatewayCRDs checks that release rel manages the Gateway API CRDs it
+// installed (gatewayclasses), kept on uninstall, and not referencegrants,
+// which was installed otherwise.
+func wantGatewayCRDs(t *testing.T, ctx context.Context, dyn dynamic.Interface, rel *release.Release) {
+	t.Helper()
+	if !strings.Contains(rel.Manifest, "name: gatewayclasses.gateway.networking.k8s.io\n") {
+		t.Error("the release does not manage the GatewayClass CRD")
+	}
+	if strings.Contains(rel.Manifest, "name: referencegrants.gateway.networking.k8s.io\n") {
+		t.Error("the release took over the ReferenceGrant CRD installed otherwise")
+	}
+	crd, err := dyn.Resource(testenv.CRDResource).Get(ctx, "gatewayclasses.gateway.networking.k8s.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := crd.GetAnnotations(); a["meta.helm.sh/release-name"] != chart.ReleaseName || a["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("GatewayClass CRD annotations %v", a)
+	}
 }

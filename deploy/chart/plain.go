@@ -19,11 +19,12 @@ const (
 // prefixes order `kubectl apply -f deploy/manifests/` so that each object
 // comes after what it needs.
 var plainFiles = map[string]string{
-	"templates/crds.yaml":         "01-crds.yaml",
-	"templates/rbac.yaml":         "02-rbac.yaml",
-	"templates/oauth-secret.yaml": "03-oauth-secret.yaml",
-	"templates/ingressclass.yaml": "04-ingressclass.yaml",
-	"templates/deployment.yaml":   "05-deployment.yaml",
+	"templates/crds.yaml":             "01-crds.yaml",
+	"templates/gateway-api-crds.yaml": "01-gateway-api-crds.yaml",
+	"templates/rbac.yaml":             "02-rbac.yaml",
+	"templates/oauth-secret.yaml":     "03-oauth-secret.yaml",
+	"templates/ingressclass.yaml":     "04-ingressclass.yaml",
+	"templates/deployment.yaml":       "05-deployment.yaml",
 }
 
 // plainNotes are comments put on top of a plain manifest, for kubectl users.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -31,8 +33,10 @@ import (
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/handlers/service"
 	"github.com/tailplane/tailplane/internal/testenv"
@@ -188,6 +192,8 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 	}
 	Apply(t, ctx, operator, []*unstructured.Unstructured{toUnstructured(t, eg.Extra[0])})
 
+	gatewayClasses(t, ctx, admin, dyn)
+
 	forbidden := []struct {
 		what string
 		err  func() error
@@ -206,6 +212,18 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 		{"delete Services", func() error {
 			return op.CoreV1().Services(userNS).Delete(ctx, "postgres", metav1.DeleteOptions{})
 		}},
+		{"change a GatewayClass's spec", func() error {
+			_, err := dyn.Resource(resources.GatewayClasses).Patch(ctx, gatewayClassName, types.MergePatchType,
+				[]byte(`{"spec":{"description":"x"}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"delete GatewayClasses", func() error {
+			return dyn.Resource(resources.GatewayClasses).Delete(ctx, gatewayClassName, metav1.DeleteOptions{})
+		}},
+		{"read another Gateway API CRD", func() error {
+			_, err := dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, "gateways.gateway.networking.k8s.io", metav1.GetOptions{})
+			return err
+		}},
 	}
 	for _, f := range forbidden {
 		if err := f.err(); !apierrors.IsForbidden(err) {
@@ -213,6 +231,50 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 		}
 	}
 	proxy(t, ctx, admin, operatorNS, objs.Names.Base, objs.Names.ConfigSecret, objs.Names.StateSecret)
+}
+
+// gatewayClassName is the GatewayClass the checks create.
+const gatewayClassName = "rbaccheck"
+
+// gatewayClasses checks, with the Gateway API installed (the chart's CRDs,
+// waited for here), that the operator (client dyn) creates its GatewayClass,
+// writes its status and reads the GatewayClass CRD's version.
+func gatewayClasses(t *testing.T, ctx context.Context, admin *rest.Config, dyn dynamic.Interface) {
+	t.Helper()
+	adminDyn := dynamic.NewForConfigOrDie(admin)
+	_ = adminDyn.Resource(resources.GatewayClasses).Delete(ctx, gatewayClassName, metav1.DeleteOptions{})
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(resources.GatewayClasses).Create(ctx, gatewayclass.ClassObject(gatewayClassName), metav1.CreateOptions{})
+		// NotFound while the CRD is not established yet; AlreadyExists
+		// while the deleted one goes.
+		return err == nil, ignore(err, apierrors.IsNotFound, apierrors.IsAlreadyExists)
+	})
+	if err != nil {
+		t.Fatalf("operator cannot create its GatewayClass: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = adminDyn.Resource(resources.GatewayClasses).Delete(context.Background(), gatewayClassName, metav1.DeleteOptions{})
+	})
+	if _, err := dyn.Resource(resources.GatewayClasses).Patch(ctx, gatewayClassName, types.MergePatchType,
+		[]byte(`{"status":{"supportedFeatures":[]}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("operator cannot write a GatewayClass's status: %v", err)
+	}
+	if _, err := dyn.Resource(resources.GatewayClasses).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("operator cannot list GatewayClasses: %v", err)
+	}
+	if _, err := dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, gatewayclass.CRDName, metav1.GetOptions{}); err != nil {
+		t.Errorf("operator cannot read the GatewayClass CRD: %v", err)
+	}
+}
+
+// ignore returns nil when err is nil or one of the kinds, else err.
+func ignore(err error, kinds ...func(error) bool) error {
+	for _, k := range kinds {
+		if k(err) {
+			return nil
+		}
+	}
+	return err
 }
 
 // proxy checks that the proxy's ServiceAccount reaches its own two Secrets

@@ -33,6 +33,15 @@ var (
 	// ProxyGroupPolicies.
 	ValidatingAdmissionPolicies       = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
 	ValidatingAdmissionPolicyBindings = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
+	// CustomResourceDefinitions are read by name: whether an optional API
+	// is installed, and which version.
+	CustomResourceDefinitions = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+// Gateway API resources (sigs.k8s.io/gateway-api), served only when its CRDs
+// are installed.
+var (
+	GatewayClasses = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 )
 
 // The custom resources, from crds/.

@@ -29,6 +29,10 @@ const (
 	EnvProxyImage       = "PROXY_IMAGE"
 	EnvProxyTags        = "PROXY_TAGS"
 	EnvIngressClassName = "OPERATOR_INGRESS_CLASS_NAME"
+	// EnvGatewayClassName is Tailplane's own: the GatewayClass the operator
+	// creates at start when the Gateway API is installed and the class is
+	// missing (the chart's gatewayAPI.gatewayClass). Empty: none.
+	EnvGatewayClassName = "OPERATOR_GATEWAY_CLASS_NAME"
 	// EnvLoadBalancerClass is Tailplane's own: the official operator
 	// hard-codes the class tailscale.
 	EnvLoadBalancerClass   = "OPERATOR_LOAD_BALANCER_CLASS"
@@ -93,6 +97,10 @@ type Settings struct {
 	// IngressClassName is the IngressClass served
 	// (OPERATOR_INGRESS_CLASS_NAME, default tailscale).
 	IngressClassName string
+	// GatewayClassName is the GatewayClass (of controller
+	// tailplane.dev/gateway-controller) created at start when missing
+	// (OPERATOR_GATEWAY_CLASS_NAME); empty: none is created.
+	GatewayClassName string
 	// LoadBalancerClass is the loadBalancerClass of the LoadBalancer
 	// Services served (OPERATOR_LOAD_BALANCER_CLASS, default tailscale).
 	// Another class lets Tailplane run beside the official operator, which
@@ -147,6 +155,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		ClientSecretFile:  orDefault(getenv(EnvClientSecretFile), DefaultClientSecretFile),
 		ProxyImage:        orDefault(getenv(EnvProxyImage), DefaultProxyImage),
 		IngressClassName:  orDefault(getenv(EnvIngressClassName), DefaultIngressClassName),
+		GatewayClassName:  strings.TrimSpace(getenv(EnvGatewayClassName)),
 		LoadBalancerClass: orDefault(getenv(EnvLoadBalancerClass), DefaultLoadBalancerClass),
 		DefaultProxyClass: strings.TrimSpace(getenv(EnvDefaultProxyClass)),
 		Logging:           orDefault(getenv(EnvLogging), DefaultLogging),

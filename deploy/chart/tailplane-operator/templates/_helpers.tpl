@@ -99,6 +99,10 @@ operatorConfig.extraEnv is merged in.
   value: {{ join "," .Values.proxyConfig.defaultTags | quote }}
 - name: OPERATOR_INGRESS_CLASS_NAME
   value: {{ .Values.ingressClass.name | quote }}
+{{- if .Values.gatewayAPI.gatewayClass.create }}
+- name: OPERATOR_GATEWAY_CLASS_NAME
+  value: {{ .Values.gatewayAPI.gatewayClass.name | quote }}
+{{- end }}
 - name: PROXY_DEFAULT_CLASS
   value: {{ .Values.proxyConfig.defaultProxyClass | default "" | quote }}
 {{- /* PROXY_ACME_* for the proxies; the TS_ and SSL_ names for the operator's
