@@ -2,12 +2,15 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/runtime"
@@ -123,14 +126,32 @@ func TestDeletedWhileHandlerRuns(t *testing.T) {
 	remove(t, gvr, ns, "held")
 	remove(t, gvr, ns, "plain")
 	close(release)
-	testpoll.UntilTrue(t, 20*time.Second, "delete handlers of both objects", func() bool {
-		return runs.get("delete-held") == 1 && runs.get("delete-plain") == 1
+	// The failures say what each object has, so that a slow run can be
+	// told from a lost delete.
+	state := func() string {
+		held, plain := get(t, gvr, ns, "held"), get(t, gvr, ns, "plain")
+		describe := func(o *unstructured.Unstructured) string {
+			if o == nil {
+				return "gone"
+			}
+			return fmt.Sprintf("finalizers %v, deleting %v, annotations %v", o.GetFinalizers(), o.GetDeletionTimestamp() != nil, o.GetAnnotations())
+		}
+		return fmt.Sprintf("runs %v; held: %s; plain: %s", &runs, describe(held), describe(plain))
+	}
+	testpoll.Until(t, 20*time.Second, "delete handlers of both objects", func() error {
+		if runs.get("delete-held") == 1 && runs.get("delete-plain") == 1 {
+			return nil
+		}
+		return errors.New(state())
 	})
-	testpoll.UntilTrue(t, 20*time.Second, "held object settled, plain object gone", func() bool {
+	testpoll.Until(t, 20*time.Second, "held object settled, plain object gone", func() error {
 		got := get(t, gvr, ns, "held")
-		return slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) &&
+		if slices.Equal(got.GetFinalizers(), []string{"example.com/hold"}) &&
 			strings.Contains(got.GetAnnotations()["runtime.tailplane.io/cleanup"], `"ok":true`) &&
-			get(t, gvr, ns, "plain") == nil
+			get(t, gvr, ns, "plain") == nil {
+			return nil
+		}
+		return errors.New(state())
 	})
 	testpoll.AlwaysTrue(t, time.Second, "no retries", func() bool {
 		return runs.get("create-held") == 1 && runs.get("create-plain") == 1 &&
