@@ -32,6 +32,8 @@ const (
 	// RoleIngressGroup is a replica of an ingress ProxyGroup: it hosts
 	// Tailscale Services (Group), each served with L7 routes or L4 ports.
 	RoleIngressGroup Role = "ingress-group"
+	// RoleGateway serves a Gateway API Gateway's listeners (Gateway).
+	RoleGateway Role = "gateway"
 )
 
 // Config is one proxy's whole configuration. Exactly the section matching
@@ -65,6 +67,8 @@ type Config struct {
 	// APIServer is the kube-apiserver ProxyGroup section
 	// (RoleKubeAPIServer).
 	APIServer *APIServer `json:"apiServer,omitempty"`
+	// Gateway is the Gateway API section (RoleGateway).
+	Gateway *Gateway `json:"gateway,omitempty"`
 
 	// Plugins are the RoutingPlugins that target this proxy, in the order
 	// the proxy runs them after its routing table (L7 only).

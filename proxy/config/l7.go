@@ -115,4 +115,7 @@ type Backend struct {
 	// HTTPS makes the proxy speak TLS to the backend without verifying
 	// its certificate (the official operator's https+insecure).
 	HTTPS bool `json:"https,omitempty"`
+	// H2C makes the proxy speak HTTP/2 without TLS to the backend (a
+	// Service port with appProtocol kubernetes.io/h2c: gRPC backends).
+	H2C bool `json:"h2c,omitempty"`
 }

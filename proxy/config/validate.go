@@ -51,9 +51,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	sections := map[Role]bool{RoleIngressL7: c.L7 != nil, RoleIngressL4: c.L4 != nil, RoleEgress: c.Egress != nil,
-		RoleConnector: c.Connector != nil, RoleIngressGroup: c.Group != nil, RoleKubeAPIServer: c.APIServer != nil}
+		RoleConnector: c.Connector != nil, RoleIngressGroup: c.Group != nil, RoleKubeAPIServer: c.APIServer != nil,
+		RoleGateway: c.Gateway != nil}
 	switch c.Role {
-	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector, RoleIngressGroup, RoleKubeAPIServer:
+	case RoleIngressL7, RoleIngressL4, RoleEgress, RoleConnector, RoleIngressGroup, RoleKubeAPIServer, RoleGateway:
 		for role, present := range sections {
 			if role != c.Role && present {
 				add(sectionName(role), "must be empty for role %q", c.Role)
@@ -63,7 +64,7 @@ func (c *Config) Validate() error {
 			add(sectionName(c.Role), "is required for role %q", c.Role)
 		}
 	default:
-		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress, connector, ingress-group or kube-apiserver)", c.Role)
+		add("role", "unknown role %q (want ingress-l7, ingress-l4, egress, connector, ingress-group, kube-apiserver or gateway)", c.Role)
 	}
 	if c.L7 != nil {
 		c.L7.validate(add)
@@ -89,6 +90,9 @@ func (c *Config) Validate() error {
 	if c.APIServer != nil {
 		c.APIServer.validate(add)
 	}
+	if c.Gateway != nil {
+		c.Gateway.validate(add)
+	}
 	return errors.Join(errs...)
 }
 
@@ -104,6 +108,8 @@ func sectionName(r Role) string {
 		return "group"
 	case RoleKubeAPIServer:
 		return "apiServer"
+	case RoleGateway:
+		return "gateway"
 	default:
 		return "egress"
 	}
