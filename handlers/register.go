@@ -4,6 +4,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/connector"
 	"github.com/tailplane/tailplane/handlers/dnsconfig"
 	"github.com/tailplane/tailplane/handlers/egress"
+	"github.com/tailplane/tailplane/handlers/gateway"
 	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/handlers/ingress"
 	"github.com/tailplane/tailplane/handlers/ingressclass"
@@ -37,7 +38,9 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	service.RegisterMember(op, d, p, members)
 	egress.RegisterMember(op, d, p, members)
 	ingressclass.Register(op, d)
-	gatewayclass.Register(op, d)
+	gatewayAPI := gatewayclass.Served(d)
+	gatewayclass.Register(op, d, gatewayAPI)
+	gateway.Register(op, d, p, gatewayAPI)
 	proxyclass.Register(op, d)
 	plugin.Register(op, d, p)
 	proxygrouppolicy.Register(op, d)

@@ -30,8 +30,8 @@ const discoveryWait = 5 * time.Second
 // existing one is left as it is). GatewayClasses are the users' objects:
 // the runtime keeps its state of them in the operator namespace, and a
 // class of another controller is never written.
-func Register(op *runtime.Operator, d *cluster.Deps) {
-	if !installed(d) {
+func Register(op *runtime.Operator, d *cluster.Deps, served map[string]bool) {
+	if !served[resources.GatewayClasses.Resource] {
 		return
 	}
 	isOurs := runtime.When(func(obj *unstructured.Unstructured) bool {
@@ -48,9 +48,10 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	}
 }
 
-// installed reports whether the API server serves GatewayClasses, logging
-// once at info when it does not.
-func installed(d *cluster.Deps) bool {
+// Served returns the resources of the Gateway API's group (at v1) that the
+// API server serves, by resource name; empty when the Gateway API is not
+// installed, which it logs once at info.
+func Served(d *cluster.Deps) map[string]bool {
 	gv := resources.GatewayClasses.GroupVersion().String()
 	var list *metav1.APIResourceList
 	var err error
@@ -58,20 +59,22 @@ func installed(d *cluster.Deps) bool {
 		list, err = d.Kube.Discovery().ServerResourcesForGroupVersion(gv)
 		return err == nil || apierrors.IsNotFound(err), nil
 	})
+	served := map[string]bool{}
 	if err == nil {
 		for _, r := range list.APIResources {
-			if r.Name == resources.GatewayClasses.Resource {
-				return true
-			}
+			served[r.Name] = true
 		}
 	}
-	msg := "Gateway API is not installed (no " + gv + " GatewayClass): GatewayClasses are not served; restart the operator after installing it"
+	if served[resources.GatewayClasses.Resource] {
+		return served
+	}
+	msg := "Gateway API is not installed (no " + gv + " GatewayClass): GatewayClasses and Gateways are not served; restart the operator after installing it"
 	if err != nil && !apierrors.IsNotFound(err) {
 		d.Log.Info(msg, "err", err)
 	} else {
 		d.Log.Info(msg)
 	}
-	return false
+	return map[string]bool{}
 }
 
 // accept writes the status of class obj of ours, when it differs.

@@ -41,8 +41,21 @@ var (
 // Gateway API resources (sigs.k8s.io/gateway-api), served only when its CRDs
 // are installed.
 var (
-	GatewayClasses = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
+	GatewayClasses  = gatewayAPI("gatewayclasses")
+	Gateways        = gatewayAPI("gateways")
+	HTTPRoutes      = gatewayAPI("httproutes")
+	GRPCRoutes      = gatewayAPI("grpcroutes")
+	TLSRoutes       = gatewayAPI("tlsroutes")
+	TCPRoutes       = gatewayAPI("tcproutes")
+	UDPRoutes       = gatewayAPI("udproutes")
+	ReferenceGrants = gatewayAPI("referencegrants")
 )
+
+// gatewayAPI is a resource of the Gateway API's group at v1, the version
+// every kind the operator reads is served at (standard channel, v1.6).
+func gatewayAPI(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: resource}
+}
 
 // The custom resources, from crds/.
 var (
