@@ -273,16 +273,20 @@ func (m *module) writeRouteStatuses(ctx context.Context, gw *gatewayv1.Gateway, 
 			continue
 		}
 		var keep []gatewayv1.RouteParentStatus
+		old := map[int][]metav1.Condition{}
 		for _, p := range r.Parents {
 			if p.ControllerName == gatewayclass.ControllerName && RefersTo(r.Namespace, p.ParentRef, gw.Namespace, gw.Name) {
 				for i := range want {
 					if reflect.DeepEqual(want[i].ParentRef, p.ParentRef) {
-						want[i].Conditions = mergeConditions(p.Conditions, want[i].Conditions)
+						old[i] = p.Conditions
 					}
 				}
 				continue
 			}
 			keep = append(keep, p)
+		}
+		for i := range want {
+			want[i].Conditions = mergeConditions(old[i], want[i].Conditions)
 		}
 		next := append(keep, want...)
 		if next == nil {
