@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,34 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/plugin"
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
+
+// AnnotationFunnel, on a Gateway, exposes its HTTPS listeners on the
+// ports Funnel offers to the internet (the Ingress annotation's name).
+const AnnotationFunnel = "tailscale.com/funnel"
+
+// ReasonFunnelNotAllowed is the Warning of a Gateway asking for Funnel on a
+// control server without it (the Ingress's reason).
+const ReasonFunnelNotAllowed = "FunnelNotAllowed"
+
+// Funnel reports whether the Gateway asks for Funnel.
+func Funnel(gw *gatewayv1.Gateway) bool {
+	on, err := strconv.ParseBool(gw.Annotations[AnnotationFunnel])
+	return err == nil && on
+}
+
+// funnelRefused is the message for a Funnel the tailnet does not offer,
+// "" when it does.
+func funnelRefused(be tailnet.Backend) string {
+	if tailnet.Supports(be, tailnet.FeatureFunnel) {
+		return ""
+	}
+	return tailnet.Unsupported(be, AnnotationFunnel+` "true"`, tailnet.FeatureFunnel) +
+		": the Gateway is served on the tailnet only, not on the internet; remove the annotation to silence this"
+}
 
 // conflictRetry is how soon a route status write that lost a race with
 // another writer is tried again, with the route as it is now.
@@ -37,8 +63,24 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return nil, err
 	}
-	res, err := Render(gw, Inputs{Routes: m.routesOf(gw), Grants: m.grants(), Lookups: m.lookups(ctx),
-		CertificateName: func(l string) string { return CertificateName(gw, l) }})
+	be, err := m.d.Tailnets.For(pipeline.AnnotatedTailnet(obj))
+	if err != nil {
+		return nil, err // the pipeline checked it already: a race with the Tailnet's handler
+	}
+	in := Inputs{Routes: m.routesOf(gw), Grants: m.grants(), Lookups: m.lookups(ctx),
+		CertificateName: func(l string) string { return CertificateName(gw, l) }}
+	if !tailnet.Supports(be, tailnet.FeatureCertificates) {
+		in.NoCertificates = tailnet.Unsupported(be, "an HTTPS listener without certificateRefs", tailnet.FeatureCertificates) +
+			": name a kubernetes.io/tls Secret in tls.certificateRefs, or use an HTTP listener (tailnet traffic is encrypted by WireGuard)"
+	}
+	if Funnel(gw) {
+		if msg := funnelRefused(be); msg != "" {
+			m.d.Post(gw, corev1.EventTypeWarning, ReasonFunnelNotAllowed, msg)
+		} else {
+			in.Funnel = true
+		}
+	}
+	res, err := Render(gw, in)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,14 @@ type Inputs struct {
 	// CertificateName names the copy, in the operator namespace, of a
 	// listener's certificate Secret, which the proxy reads.
 	CertificateName func(listener string) string
+	// Funnel exposes the HTTPS listeners on a port Funnel offers (443,
+	// 8443, 10000) to the internet: the Gateway asks for it and its
+	// tailnet offers it.
+	Funnel bool
+	// NoCertificates, when set, says the tailnet's control server issues
+	// no certificates: an HTTPS listener without certificateRefs is not
+	// accepted, with this message.
+	NoCertificates string
 }
 
 // Result is a Gateway resolved.
@@ -62,6 +70,11 @@ func Render(gw *gatewayv1.Gateway, in Inputs) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range ls {
+		if in.NoCertificates != "" && l.notAccepted == nil && l.spec.Protocol == gatewayv1.HTTPSProtocolType && l.certificate == nil && l.notResolved == nil {
+			l.notAccepted = &unresolved{string(gatewayv1.ListenerReasonUnsupportedValue), in.NoCertificates}
+		}
+	}
 	res.listeners = ls
 	routes := append([]*Route(nil), in.Routes...)
 	SortRoutes(routes)
@@ -69,6 +82,7 @@ func Render(gw *gatewayv1.Gateway, in Inputs) (*Result, error) {
 	for _, l := range ls {
 		if l.valid() {
 			entries[l] = listenerConfig(l, in.CertificateName)
+			entries[l].Funnel = in.Funnel && FunnelPort(l.spec)
 			if l.certificate != nil {
 				res.Certificates[in.CertificateName(string(l.spec.Name))] = l.certificate
 			}
@@ -101,6 +115,12 @@ func Render(gw *gatewayv1.Gateway, in Inputs) (*Result, error) {
 	sort.Strings(res.PluginSecrets)
 	res.PluginSecrets = dedupe(res.PluginSecrets)
 	return res, nil
+}
+
+// FunnelPort reports whether Funnel can expose the listener: HTTPS on one
+// of the ports Funnel offers.
+func FunnelPort(l gatewayv1.Listener) bool {
+	return l.Protocol == gatewayv1.HTTPSProtocolType && (l.Port == 443 || l.Port == 8443 || l.Port == 10000)
 }
 
 // listenerConfig is a valid listener's proxy entry, without routes.

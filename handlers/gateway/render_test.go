@@ -420,3 +420,37 @@ func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
+
+func TestRenderFunnelAndCertificates(t *testing.T) {
+	gw := gatewayFrom(t, `
+metadata: {namespace: default, name: gw}
+spec:
+  gatewayClassName: tailscale
+  listeners:
+  - {name: public, port: 443, protocol: HTTPS}
+  - {name: odd, port: 9443, protocol: HTTPS}
+  - {name: plain, port: 80, protocol: HTTP}
+`)
+	res, err := Render(gw, Inputs{Lookups: newCluster().lookups(), CertificateName: func(l string) string { return l }, Funnel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	funnel := map[string]bool{}
+	for _, l := range res.Config.Listeners {
+		funnel[l.Name] = l.Funnel
+	}
+	if !funnel["public"] || funnel["odd"] || funnel["plain"] {
+		t.Errorf("Funnel on %v, want only the HTTPS listener on a Funnel port", funnel)
+	}
+	res, err = Render(gw, Inputs{Lookups: newCluster().lookups(), CertificateName: func(l string) string { return l }, NoCertificates: "no certificates here"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Config.Listeners) != 1 || res.Config.Listeners[0].Name != "plain" {
+		t.Errorf("without certificates only the HTTP listener serves: %+v", res.Config.Listeners)
+	}
+	st := Status(gw, res, Proxy{})
+	if c := st.Listeners[0].Conditions[0]; c.Reason != "UnsupportedValue" || c.Message != "no certificates here" {
+		t.Errorf("HTTPS listener Accepted = %+v", c)
+	}
+}
