@@ -99,12 +99,7 @@ func validate(pg *v1alpha1.ProxyGroup, defaultTags []string) error {
 func ingressConfig(pg *v1alpha1.ProxyGroup, services []config.Service, tags []string, ordinal int) *config.Config {
 	own := make([]config.Service, len(services))
 	for i, s := range services {
-		if s.L7 != nil {
-			l7 := *s.L7
-			l7.TLS.Issue = ordinal == 0
-			s.L7 = &l7
-		}
-		own[i] = s
+		own[i] = s.Issuing(ordinal == 0)
 	}
 	return &config.Config{
 		Version: config.Version, Hostname: hostnames(pg)[ordinal], Tags: tags,

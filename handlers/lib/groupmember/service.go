@@ -88,6 +88,9 @@ type ServiceKind struct {
 	// Index is the index of members by group.
 	Index    string
 	IsMember runtime.Predicate
+	// Group names a member's ProxyGroup; nil is GroupOf (the
+	// tailscale.com/proxy-group annotation).
+	Group func(obj *unstructured.Unstructured) string
 	// Render returns the member, or why it cannot be served; it posts
 	// what is served despite problems.
 	Render func(ctx context.Context, obj *unstructured.Unstructured) (*ServiceMember, error)
@@ -119,10 +122,13 @@ type admitted struct {
 // lifecycle of pipeline.RegisterMember, and k to reg, from which their
 // ingress group reads their services.
 func RegisterServiceKind(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, reg *Registry, k ServiceKind) {
+	if k.Group == nil {
+		k.Group = GroupOf
+	}
 	sk := &serviceKind{ServiceKind: k, d: d, p: p}
 	sk.members = pipeline.RegisterMember(p, op, pipeline.MemberModule[admitted]{
 		ID: "proxygroup-" + strings.ToLower(k.Kind), Resource: k.Resource, Kind: k.Kind, Finalizer: k.Finalizer,
-		Index: k.Index, GroupResource: resources.ProxyGroups, IsOurs: k.IsMember, Group: GroupOf,
+		Index: k.Index, GroupResource: resources.ProxyGroups, IsOurs: k.IsMember, Group: k.Group,
 		Admit: sk.admit, Serve: sk.serve,
 		Release: func(ctx context.Context, obj *unstructured.Unstructured) error {
 			o := OwnerOf(k.Kind, obj)
@@ -208,8 +214,8 @@ func (k *serviceKind) serve(ctx context.Context, obj *unstructured.Unstructured,
 		return err
 	}
 	k.warnIfShadowed(ctx, be, obj, m.Hostname)
-	if m.Service.L7 != nil {
-		if err := tsservice.EnsureCertSecret(ctx, k.d.Kube, k.d.Settings.Namespace, m.Service.L7.TLS.SecretName, m.Owner()); err != nil {
+	for _, name := range m.Service.SharedCertificates() {
+		if err := tsservice.EnsureCertSecret(ctx, k.d.Kube, k.d.Settings.Namespace, name, m.Owner()); err != nil {
 			return err
 		}
 	}
