@@ -111,7 +111,7 @@ func TestGroupSectionIsValidated(t *testing.T) {
 		`group.services[0].name: "web" is not a Tailscale Service name`,
 		`group.services[0].l7.tls.mode: must be "shared"`,
 		`group.services[0].l7.funnel: Funnel is not offered`,
-		`group.services[1]: exactly one of l7 or l4 is required`,
+		`group.services[1]: exactly one of l7, l4 or gateway is required`,
 		`group.services[2].name: "svc:db" is also group.services[1]`,
 		`group.services[2].l4.ports: at least one port is required`,
 	} {
