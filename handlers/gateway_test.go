@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/tailplane/tailplane/handlers/gateway"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
+	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
@@ -322,4 +325,114 @@ func wantGatewayConditions(gw *gatewayv1.Gateway, want ...string) error {
 		}
 	}
 	return nil
+}
+
+// A Gateway naming a ProxyGroup is a Tailscale Service every replica
+// serves (one shared certificate, issued by replica 0); it moves to a
+// device of its own and back with its status and routes kept, and leaves
+// nothing behind when deleted.
+func TestGatewayOnProxyGroup(t *testing.T) {
+	withGatewayAPI(t)
+	const class = "tailscale-gw-group"
+	h := newHarnessOpts(t, true, func(s *settings.Settings) { s.GatewayClassName = class })
+	t.Cleanup(func() {
+		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	g := h.proxyGroup(`{"type":"ingress"}`)
+	g.login(0)
+	g.login(1)
+	ns := h.ns
+	h.createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080}}}})
+	gatewayDoc := func(group string) string {
+		return fmt.Sprintf(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared, annotations: {tailscale.com/hostname: shared-gw}}
+spec:
+  gatewayClassName: %s
+  infrastructure: %s
+  listeners:
+  - {name: https, port: 443, protocol: HTTPS}
+  - {name: http, port: 80, protocol: HTTP}
+`, class, group)
+	}
+	inGroup := gatewayDoc(fmt.Sprintf("{parametersRef: {group: tailscale.com, kind: ProxyGroup, name: %s}}", g.name))
+	h.applyYAML(resources.Gateways, ns, inGroup)
+	h.applyYAML(resources.HTTPRoutes, ns, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app}
+spec:
+  parentRefs: [{name: shared}]
+  rules: [{backendRefs: [{name: web, port: 8080}]}]
+`)
+	h.wantTailscaleService("svc:shared-gw", func(s tailnettest.Service) error {
+		if !slices.Equal(s.Ports, []string{"tcp:443", "tcp:80"}) {
+			return fmt.Errorf("service %+v", s)
+		}
+		return nil
+	})
+	web := h.service("web")
+	for i := range 2 {
+		svcs := g.wantHosted(i, "svc:shared-gw")
+		gw := svcs[0].Gateway
+		if gw == nil || len(gw.Listeners) != 2 {
+			t.Fatalf("replica %d hosts %+v", i, svcs[0])
+		}
+		tls := gw.Listeners[0].TLS
+		if tls == nil || tls.Mode != config.TLSShared || tls.SecretName != tsservice.CertSecretName("shared-gw") || tls.Issue != (i == 0) {
+			t.Fatalf("replica %d TLS %+v", i, tls)
+		}
+		if b := gw.Listeners[1].HTTPRoutes[0].Backends[0]; b.Address != net.JoinHostPort(web.Spec.ClusterIP, "8080") {
+			t.Fatalf("replica %d backend %+v", i, b)
+		}
+	}
+	h.wantRouteParents(ns, "app", "shared: Accepted/ResolvedRefs")
+	g.advertise(0, "svc:shared-gw")
+	testpoll.Until(t, settle, "the Gateway Programmed at its Tailscale Service's addresses", func() error {
+		gw, err := h.gatewayStatus(ns, "shared")
+		if err != nil {
+			return err
+		}
+		if err := wantGatewayConditions(gw, "Accepted=True/Accepted", "Programmed=True/Programmed"); err != nil {
+			return err
+		}
+		n := len(gw.Status.Addresses)
+		if n < 2 || gw.Status.Addresses[n-1].Value != "shared-gw.tail1.ts.net" {
+			return fmt.Errorf("addresses %+v", gw.Status.Addresses)
+		}
+		return nil
+	})
+
+	// To a device of its own: the Tailscale Service goes, a proxy comes;
+	// the route stays attached.
+	h.applyYAML(resources.Gateways, ns, gatewayDoc("null"))
+	h.wantNoTailscaleService("svc:shared-gw")
+	g.wantHosted(0)
+	testpoll.Until(t, settle, "the Gateway's own proxy", func() error { return h.proxyExists(gateway.ParentType, "shared") })
+	h.wantRouteParents(ns, "app", "shared: Accepted/ResolvedRefs")
+
+	// And back.
+	h.applyYAML(resources.Gateways, ns, inGroup)
+	h.wantTailscaleService("svc:shared-gw", nil)
+	testpoll.Until(t, settle, "the Gateway's own proxy gone", func() error { return h.proxyGone(gateway.ParentType, "shared") })
+	g.wantHosted(1, "svc:shared-gw")
+	h.wantRouteParents(ns, "app", "shared: Accepted/ResolvedRefs")
+
+	if err := h.dyn.Resource(resources.Gateways).Namespace(ns).Delete(h.ctx(), "shared", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantNoTailscaleService("svc:shared-gw")
+	g.wantHosted(0)
+	h.wantRouteParents(ns, "app")
+	testpoll.Until(t, settle, "the Gateway gone", func() error {
+		if _, err := h.gatewayStatus(ns, "shared"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("shared-gw"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("certificate Secret still there (%v)", err)
+		}
+		return nil
+	})
 }

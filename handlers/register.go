@@ -40,7 +40,7 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	ingressclass.Register(op, d)
 	gatewayAPI := gatewayclass.Served(d)
 	gatewayclass.Register(op, d, gatewayAPI)
-	gateway.Register(op, d, p, gatewayAPI)
+	gateway.Register(op, d, p, members, gatewayAPI)
 	proxyclass.Register(op, d)
 	plugin.Register(op, d, p)
 	proxygrouppolicy.Register(op, d)

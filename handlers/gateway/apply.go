@@ -150,8 +150,13 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 }
 
 // release clears the status of a Gateway whose class is no longer ours, and
-// its routes' entries for it.
+// its routes' entries for it. A Gateway that only moved between a device
+// of its own and a ProxyGroup keeps them: the handler of its new home
+// writes them.
 func (m *module) release(ctx context.Context, obj *unstructured.Unstructured, _ []proxyset.Device) error {
+	if m.ofOurClass(obj) {
+		return nil
+	}
 	if err := m.releaseRoutes(ctx, obj); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
@@ -62,7 +63,7 @@ type module struct {
 // ours gets one device; its routes, their backend Services, the
 // ReferenceGrants and the classes have it handled again through the
 // runtime's queue.
-func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, served map[string]bool) {
+func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, members *groupmember.Registry, served map[string]bool) {
 	if !served[resources.Gateways.Resource] {
 		return
 	}
@@ -88,9 +89,10 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, serve
 		IsOurs: m.isOurs, Plan: m.plan, Report: m.report, Release: m.release,
 		Tailnet: pipeline.AnnotatedTailnet,
 	})
+	m.registerMember(op, p, members)
 	op.OnDelete(resources.Gateways, "gateway-routes-release", func(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, m.releaseRoutes(ctx, ev.Object)
-	}, d.Scope(runtime.When(m.isOurs), d.StateStore())...)
+	}, d.Scope(runtime.When(m.ofOurClass), d.StateStore())...)
 	op.Watch(resources.GatewayClasses, "gateway-classes", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
 		return d.Indexed(indexGatewaysByClass, obj.GetName(), resources.Gateways)
 	})
@@ -112,7 +114,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, serve
 		for _, kind := range m.kinds {
 			for _, v := range op.GetIndex(indexBackends(kind)).Get(runtime.ObjectKey(obj.GetNamespace(), obj.GetName())) {
 				for _, gw := range v.([]string) {
-					out = append(out, gatewayKey(gw))
+					out = append(out, m.handlersOf(gw)...)
 				}
 			}
 		}
@@ -121,7 +123,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, serve
 	op.Timer(resources.Gateways, "gateway-certificates", d.CertRefresh, func(_ context.Context, ev *runtime.Event) (any, error) {
 		d.Op.Enqueue(resources.Gateways, runtime.ObjectKey(ev.Object.GetNamespace(), ev.Object.GetName()), 0)
 		return nil, nil
-	}, d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool { return m.isOurs(obj) && hasCertificateRefs(obj) }), d.StateStore())...)
+	}, d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool { return m.ofOurClass(obj) && hasCertificateRefs(obj) }), d.StateStore())...)
 }
 
 // registerRoutes indexes a route kind by Gateway and by backend, and has
@@ -159,7 +161,7 @@ func (m *module) registerRoutes(op *runtime.Operator, kind string) {
 			}
 			if r, err := DecodeRoute(kind, o); err == nil {
 				for _, gw := range routeGateways(r) {
-					out = append(out, gatewayKey(gw))
+					out = append(out, m.handlersOf(gw)...)
 				}
 			}
 		}
@@ -184,9 +186,15 @@ func routeGateways(r *Route) []string {
 	return dedupe(out)
 }
 
-func gatewayKey(nsName string) runtime.Key {
+// handlersOf are the keys to handle again when what Gateway nsName serves
+// changed: the Gateway, and the ProxyGroup whose replicas serve it.
+func (m *module) handlersOf(nsName string) []runtime.Key {
 	ns, name, _ := strings.Cut(nsName, "/")
-	return runtime.Key{Resource: resources.Gateways, Namespace: ns, Name: name}
+	out := []runtime.Key{{Resource: resources.Gateways, Namespace: ns, Name: name}}
+	if group := m.groupOf(nsName); group != "" {
+		out = append(out, runtime.Key{Resource: resources.ProxyGroups, Name: group})
+	}
+	return out
 }
 
 // backendServices are the "namespace/name" of the Services a route's
@@ -243,8 +251,14 @@ func backendServices(r *Route) []string {
 	return dedupe(out)
 }
 
-// isOurs reports whether the Gateway's class is one of ours.
+// isOurs reports whether the Gateway asks for a device of its own: its
+// class is one of ours and it names no ProxyGroup.
 func (m *module) isOurs(obj *unstructured.Unstructured) bool {
+	return m.ofOurClass(obj) && GroupName(obj) == ""
+}
+
+// ofOurClass reports whether the Gateway's class is one of ours.
+func (m *module) ofOurClass(obj *unstructured.Unstructured) bool {
 	class, _, _ := unstructured.NestedString(obj.Object, "spec", "gatewayClassName")
 	for _, v := range m.d.Op.GetIndex(indexOurClasses).Get(keyOurs) {
 		if v == class {

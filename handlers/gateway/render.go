@@ -31,6 +31,10 @@ type Inputs struct {
 	// 8443, 10000) to the internet: the Gateway asks for it and its
 	// tailnet offers it.
 	Funnel bool
+	// SharedCertificate, for a Gateway of a ProxyGroup, is the Secret of
+	// its Tailscale Service's shared certificate, which its HTTPS
+	// listeners serve; certificateRefs are not supported there yet.
+	SharedCertificate string
 	// NoCertificates, when set, says the tailnet's control server issues
 	// no certificates: an HTTPS listener without certificateRefs is not
 	// accepted, with this message.
@@ -71,6 +75,11 @@ func Render(gw *gatewayv1.Gateway, in Inputs) (*Result, error) {
 		return nil, err
 	}
 	for _, l := range ls {
+		if in.SharedCertificate != "" && l.spec.TLS != nil && len(l.spec.TLS.CertificateRefs) > 0 && l.notAccepted == nil {
+			l.notAccepted = &unresolved{string(gatewayv1.ListenerReasonUnsupportedValue),
+				"certificateRefs are not supported on a Gateway served by a ProxyGroup yet: its HTTPS listeners serve the Tailscale Service's certificate; remove them, or serve the Gateway on a device of its own"}
+			l.certificate = nil
+		}
 		if in.NoCertificates != "" && l.notAccepted == nil && l.spec.Protocol == gatewayv1.HTTPSProtocolType && l.certificate == nil && l.notResolved == nil {
 			l.notAccepted = &unresolved{string(gatewayv1.ListenerReasonUnsupportedValue), in.NoCertificates}
 		}
@@ -83,6 +92,9 @@ func Render(gw *gatewayv1.Gateway, in Inputs) (*Result, error) {
 		if l.valid() {
 			entries[l] = listenerConfig(l, in.CertificateName)
 			entries[l].Funnel = in.Funnel && FunnelPort(l.spec)
+			if in.SharedCertificate != "" && entries[l].TLS != nil {
+				entries[l].TLS = &config.TLS{Mode: config.TLSShared, SecretName: in.SharedCertificate}
+			}
 			if l.certificate != nil {
 				res.Certificates[in.CertificateName(string(l.spec.Name))] = l.certificate
 			}
