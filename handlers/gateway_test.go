@@ -148,9 +148,10 @@ func (h *harness) gatewayBackend(name string) (config.WeightedBackend, error) {
 // A Gateway of our class gets a device whose config serves its routes, and
 // statuses as the spec says; then each kind of change: the device logs in
 // (Programmed, addresses), a backend deleted and re-created, a
-// cross-namespace backend without, with and after a ReferenceGrant, a
-// route moved to another Gateway, the operator restarted, and the Gateways
-// deleted: nothing is left (proxy objects, route entries, finalizers).
+// cross-namespace backend without, with and after a ReferenceGrant, the
+// listener a route names removed and added back, a route moved to another
+// Gateway, the operator restarted, and the Gateways deleted: nothing is
+// left (proxy objects, route entries, finalizers).
 func TestGateway(t *testing.T) {
 	withGatewayAPI(t)
 	const class = "tailscale-gw-routes"
@@ -177,7 +178,7 @@ apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: app}
 spec:
-  parentRefs: [{name: %s, namespace: %s}]
+  parentRefs: [{name: %s, namespace: %s, sectionName: http}]
   rules: [{backendRefs: [{name: web, namespace: %s, port: 8080}]}]
 `, gw, ns, backendNS)
 	}
@@ -270,6 +271,12 @@ spec:
 		}
 		return nil
 	})
+
+	// The listener the route names is removed, then comes back.
+	h.applyYAML(resources.Gateways, ns, strings.Replace(gatewayDoc("gw1"), "name: http,", "name: web,", 1))
+	h.wantRouteParents(ns, "app", "gw1: NoMatchingParent/RefNotPermitted")
+	h.applyYAML(resources.Gateways, ns, gatewayDoc("gw1"))
+	h.wantRouteParents(ns, "app", "gw1: Accepted/RefNotPermitted")
 
 	// The route moves to another Gateway: gw1's entry goes, gw2's comes,
 	// across an operator restart.
