@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -109,6 +110,14 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, membe
 	for _, kind := range m.kinds {
 		m.registerRoutes(op, kind)
 	}
+	op.Watch(resources.Namespaces, "gateway-namespaces", func(_ watch.EventType, old, obj *unstructured.Unstructured) []runtime.Key {
+		// A namespace's labels decide allowedRoutes selectors; routes of a
+		// new namespace come after it, and have their Gateways handled.
+		if old == nil || maps.Equal(old.GetLabels(), obj.GetLabels()) {
+			return nil
+		}
+		return m.ourGateways()
+	})
 	op.Watch(resources.Services, "gateway-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
 		var out []runtime.Key
 		for _, kind := range m.kinds {

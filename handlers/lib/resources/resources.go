@@ -14,6 +14,7 @@ import (
 // Kubernetes resources.
 var (
 	Services        = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	Namespaces      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	Secrets         = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	ServiceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	StatefulSets    = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
