@@ -1,5 +1,7 @@
 package config
 
+import "fmt"
+
 // Gateway is the gateway section (RoleGateway): the listeners of one Gateway
 // API Gateway on the tailnet node, each with the routes attached to it, as
 // the operator resolved them (handlers/gateway): route hostnames already
@@ -236,9 +238,13 @@ type TLSRoute struct {
 }
 
 // validate checks the gateway section; fields are reported under
-// "gateway.".
+// "gateway." (gatewayvalidate.go has the checks).
 func (g *Gateway) validate(add addFunc) {
 	if len(g.Listeners) == 0 {
 		add("gateway.listeners", "at least one listener is required")
+	}
+	g.validatePorts(add)
+	for i := range g.Listeners {
+		g.Listeners[i].validate(fmt.Sprintf("gateway.listeners[%d]", i), add)
 	}
 }
