@@ -54,10 +54,16 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) (skipped, err er
 	var routes *l7.Routes
 	var certs certSource
 	if cfg.L7 != nil {
-		if certs, err = e.loadCertSource(ctx, cfg.L7.TLS); err != nil {
+		if certs, err = e.loadCertSource(ctx, "l7.tls", cfg.L7.TLS); err != nil {
 			return nil, err
 		}
 		if routes, err = e.buildRoutes(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	var gateway *gatewayPlan
+	if cfg.Gateway != nil {
+		if gateway, err = e.planGateway(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -99,6 +105,9 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) (skipped, err er
 		e.l7.SetRoutes(routes)
 		e.plainHTTP.Store(cfg.L7.PlainHTTP)
 		e.warmCert(cfg)
+	}
+	if gateway != nil {
+		e.commitGateway(gateway)
 	}
 	if plan != nil {
 		e.commitGroup(cfg, plan, failed)
@@ -228,6 +237,8 @@ func (e *Engine) specs(cfg *config.Config) []listenerSpec {
 		for _, p := range cfg.L4.Ports {
 			out = append(out, e.l4Specs(p, idle(cfg.L4.UDPIdleTimeoutSeconds))...)
 		}
+	case config.RoleGateway:
+		out = e.gatewaySpecs(cfg)
 	case config.RoleEgress:
 		for _, t := range cfg.Egress.Targets {
 			for _, p := range t.Ports {
@@ -373,6 +384,13 @@ func (e *Engine) serveUDP(r *l4.Relay, pc net.PacketConn, key string, idle time.
 
 // serveHTTP runs an http.Server on ln. TLS (with h2) is terminated by ln.
 func (e *Engine) serveHTTP(ln net.Listener, h http.Handler) *listenerHandle {
+	return e.serveHTTPProtocols(ln, h, false)
+}
+
+// serveHTTPProtocols is serveHTTP that also accepts HTTP/2 without TLS
+// (prior knowledge) when h2c is set: gRPC clients on a gateway's HTTP
+// listeners.
+func (e *Engine) serveHTTPProtocols(ln net.Listener, h http.Handler, h2c bool) *listenerHandle {
 	srv := &http.Server{
 		Handler:           h,
 		ConnContext:       l7.ConnContext,
@@ -384,6 +402,7 @@ func (e *Engine) serveHTTP(ln net.Listener, h http.Handler) *listenerHandle {
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)
+	srv.Protocols.SetUnencryptedHTTP2(h2c)
 	gauge := e.metrics.ActiveConnections.WithLabelValues("l7")
 	srv.ConnState = func(_ net.Conn, s http.ConnState) {
 		switch s {
