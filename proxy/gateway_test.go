@@ -18,6 +18,7 @@ import (
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/l7"
+	"github.com/tailplane/tailplane/proxy/route"
 )
 
 // gatewayPort is the HTTP listener's port in these tests: not 80, so that
@@ -86,7 +87,8 @@ func TestGatewayHTTPListener(t *testing.T) {
 			{Name: "ns/canary/0", Hostnames: []string{"app.example.com"}, Backends: weighted(backendOf("canary", canary)),
 				Match: config.HTTPMatch{Headers: []config.ValueMatch{{Name: "x-env", Value: "canary"}}}},
 			{Name: "ns/api/0", Hostnames: []string{"app.example.com"}, Backends: weighted(apiTo),
-				Match: config.HTTPMatch{PathType: config.MatchPathPrefix, Path: "/api"}},
+				Match:   config.HTTPMatch{PathType: config.MatchPathPrefix, Path: "/api"},
+				Plugins: []config.Plugin{{Name: "ns/tagger"}}},
 			{Name: "ns/grpc/0", Hostnames: []string{"grpc.example.com"}, Backends: weighted(grpcBE),
 				Match: config.HTTPMatch{PathType: config.MatchExact, Path: "/pkg.Svc/Get", Method: "POST"}},
 			{Name: "ns/old/0", Match: config.HTTPMatch{PathType: config.MatchPathPrefix, Path: "/old"},
@@ -101,7 +103,18 @@ func TestGatewayHTTPListener(t *testing.T) {
 	cfg := newConfig(tn, "gw-http", config.RoleGateway)
 	cfg.Gateway = &config.Gateway{Listeners: []config.Listener{{Name: "http", Port: gatewayHTTPPort, Protocol: config.ListenerHTTP,
 		HTTPRoutes: routes(backendOf("api", api))}}}
-	r := start(t, tn, cfg, Options{})
+	// The rule's plugin runs after the table, for that rule only.
+	plugins := func(_ context.Context, ps []config.Plugin) ([]route.Router, error) {
+		var out []route.Router
+		for _, p := range ps {
+			out = append(out, route.RouterFunc(func(_ context.Context, _ *route.Request, prev route.Decision) (route.Decision, error) {
+				prev.SetResponseHeaders = http.Header{"X-Plugin": {p.Name}}
+				return prev, nil
+			}))
+		}
+		return out, nil
+	}
+	r := start(t, tn, cfg, Options{PluginRouters: plugins})
 	var dials atomic.Int32
 	c := r.portClient(gatewayHTTPPort, &dials, false)
 	url := func(host, path string) string { return fmt.Sprintf("http://%s:%d%s", host, gatewayHTTPPort, path) }
@@ -130,9 +143,12 @@ func TestGatewayHTTPListener(t *testing.T) {
 		{url("app.example.com", "/apiary"), nil, "web"},
 		{url("other.example.org", "/api/users"), nil, "web"},
 	} {
-		e, _ := backendOfReq(tc.url, tc.hdr)
+		e, resp := backendOfReq(tc.url, tc.hdr)
 		if e.Backend != tc.backend {
 			t.Errorf("%s %v went to %q, want %s", tc.url, tc.hdr, e.Backend, tc.backend)
+		}
+		if got, want := resp.Header.Get("X-Plugin"), map[bool]string{true: "ns/tagger"}[tc.backend == "api"]; got != want {
+			t.Errorf("%s %v: X-Plugin %q, want %q (the rule's plugin runs for its rule only)", tc.url, tc.hdr, got, want)
 		}
 		login := e.Header.Get(l7.HeaderUserLogin)
 		if login == "" || login == "evil@example.com" || e.Header.Get("Tailscale-App-Capabilities") != "" {
