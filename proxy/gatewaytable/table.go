@@ -27,7 +27,7 @@ const (
 type Table struct {
 	port    int
 	scheme  string // "http" or "https", the listeners' protocol
-	hosts   Hosts[*entry]
+	hosts   Hosts[*bucket]
 	entries map[*route.Route]*entry
 }
 
@@ -45,6 +45,7 @@ type entry struct {
 // hostname, entries keep the config's order, listener by listener.
 func New(port int, listeners []config.Listener) *Table {
 	t := &Table{port: port, scheme: "http", entries: map[*route.Route]*entry{}}
+	buckets := map[string]*bucket{}
 	for li := range listeners {
 		l := &listeners[li]
 		if l.Protocol == config.ListenerHTTPS {
@@ -61,7 +62,13 @@ func New(port int, listeners []config.Listener) *Table {
 			}
 			t.entries[e.route] = e
 			for _, h := range hosts {
-				t.hosts.Add(h, e)
+				b := buckets[normalize(h)]
+				if b == nil {
+					b = newBucket()
+					buckets[normalize(h)] = b
+					t.hosts.Add(h, b)
+				}
+				b.add(e)
 			}
 		}
 	}
@@ -88,8 +95,8 @@ func (t *Table) MatchRequest(r *http.Request) *route.Route {
 }
 
 func (t *Table) match(host string, req *request) *route.Route {
-	for e := range t.hosts.Candidates(host) {
-		if e.match.matches(req) {
+	for b := range t.hosts.Candidates(host) {
+		if e := b.match(req); e != nil {
 			return e.route
 		}
 	}

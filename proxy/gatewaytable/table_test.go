@@ -53,6 +53,7 @@ func TestPrecedenceAndMatchKinds(t *testing.T) {
 		{Name: "any", Port: 80, Protocol: config.ListenerHTTP, HTTPRoutes: []config.HTTPRoute{
 			entry1("any-api", nil, prefix("/api")),
 			entry1("any-all", nil, config.HTTPMatch{}),
+			entry1("any-exact-late", nil, config.HTTPMatch{PathType: config.MatchExact, Path: "/api/exact"}),
 			entry1("wild-short", []string{"*.example.com"}, prefix("/")),
 			entry1("wild-long-post", []string{"*.b.example.com"}, config.HTTPMatch{PathType: config.MatchExact, Path: "/x", Method: "POST"}),
 			entry1("wild-long", []string{"*.b.example.com"}, prefix("/x")),
@@ -96,6 +97,7 @@ func TestPrecedenceAndMatchKinds(t *testing.T) {
 		{"GET", "http://b.example.com/x", nil, "wild-short"}, // *.b.example.com does not match b.example.com
 		{"GET", "http://example.com/api/v1", nil, "any-api"}, // nor *.example.com example.com
 		{"GET", "http://other.org/", nil, "any-all"},
+		{"GET", "http://other.org/api/exact", nil, "any-api"}, // an earlier prefix entry beats a later Exact one
 		{"GET", "http://scoped.example.org/", nil, "scoped"},
 	}
 	for _, tc := range cases {
