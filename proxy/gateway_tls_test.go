@@ -31,16 +31,7 @@ func tlsNameServer(t *testing.T, cert *testCert, name string) config.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.WriteString(c, name) }()
-		}
-	}()
+	serveConns(t, ln, func(c net.Conn) { io.WriteString(c, name) })
 	return config.Backend{Service: name, Address: ln.Addr().String()}
 }
 
