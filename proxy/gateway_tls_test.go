@@ -47,7 +47,8 @@ func tlsSecret(t *testing.T, ns, name string, cert *testCert) {
 
 // A gateway's HTTPS listeners sharing port 443 serve each its own Secret's
 // certificate by SNI; a TLS listener passes the handshake through to the
-// backend its SNI selects; a TCP listener relays to its backend.
+// backend its SNI selects; TCP and UDP listeners sharing a port number
+// relay to their backends; a renewed Secret serves without a reload.
 func TestGatewayTLSPassthroughTCP(t *testing.T) {
 	ns := env.Namespace(t)
 	tn := tailnettest.New(t, tailnettest.WithAuthKey("tskey-gwtls"))
@@ -76,8 +77,9 @@ func TestGatewayTLSPassthroughTCP(t *testing.T) {
 			{Name: "ns/wild/0", Hostnames: []string{"*.example.com"}, Backends: weighted(wild)},
 		}},
 		{Name: "tcp", Port: 5432, Protocol: config.ListenerTCP, Backends: weighted(config.Backend{Service: "tcp", Address: tcpLn.Addr().String()})},
+		{Name: "udp", Port: 5432, Protocol: config.ListenerUDP, Backends: weighted(config.Backend{Service: "udp", Address: udpEchoServer(t)})},
 	}}
-	r := start(t, tn, cfg, Options{Kube: env.Clientset(t), Namespace: ns})
+	r := start(t, tn, cfg, Options{Kube: env.Clientset(t), Namespace: ns, TLSRefreshInterval: 100 * time.Millisecond})
 
 	for _, tc := range []struct {
 		host, backend string
@@ -125,5 +127,27 @@ func TestGatewayTLSPassthroughTCP(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return pingEcho(ctx, r.client, r.proxyAddr(5432))
+	})
+	testpoll.Until(t, 20*time.Second, "UDP listener relays", func() error {
+		c, err := r.client.Dial(context.Background(), "udp", r.proxyAddr(5432))
+		if err != nil {
+			return err
+		}
+		return udpPing(c)
+	})
+
+	// A renewed Secret serves without a new config.
+	renewed := newTestCert(t, "app.example.com")
+	sec, err := env.Clientset(t).CoreV1().Secrets(ns).Get(context.Background(), "app-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey] = renewed.certPEM, renewed.keyPEM
+	if _, err := env.Clientset(t).CoreV1().Secrets(ns).Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, 20*time.Second, "the renewed certificate serves", func() error {
+		_, _, err := get(r.httpsClient(renewed.roots), "https://app.example.com/", nil)
+		return err
 	})
 }
