@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/tailplane/tailplane/proxy/config"
@@ -19,10 +20,14 @@ import (
 // listeners read the current plan on every request or connection, so a
 // reload changes routes without reopening them.
 type gatewayPlan struct {
-	routes map[int]*l7.Routes             // HTTP and HTTPS ports
-	certs  map[int]*portCerts             // HTTPS ports
-	sni    map[int]*gatewaytable.SNITable // TLS passthrough ports
-	splits map[gatewayPort]*gatewaytable.Split
+	routes map[int]*l7.Routes // HTTP and HTTPS ports
+	certs  map[int]*portCerts // HTTPS ports
+	// funnelCerts are the certificates of the HTTPS listeners exposed
+	// through Funnel only: a public client naming another listener's
+	// host gets no certificate.
+	funnelCerts map[int]*portCerts
+	sni         map[int]*gatewaytable.SNITable // TLS passthrough ports
+	splits      map[gatewayPort]*gatewaytable.Split
 }
 
 // gatewayPort is a group of listeners sharing a port (and, validation
@@ -88,13 +93,8 @@ func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayP
 		default:
 			plan.splits[k] = gatewaytable.NewSplit(ls[0].Backends)
 		}
-		for _, l := range ls {
-			if l.Funnel {
-				e.log.Warn("Funnel is not served on gateway listeners yet; the listener serves the tailnet only", "listener", l.Name, "port", l.Port)
-			}
-		}
 	}
-	if plan.certs, err = e.gatewayCerts(ctx, cfg.Gateway); err != nil {
+	if plan.certs, plan.funnelCerts, err = e.gatewayCerts(ctx, cfg.Gateway); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -122,25 +122,32 @@ func noteBackends(r *l7.Routes, ls []config.Listener) {
 	}
 }
 
-// gatewayCerts loads the certificates of the HTTPS listeners, by port.
-func (e *Engine) gatewayCerts(ctx context.Context, g *config.Gateway) (map[int]*portCerts, error) {
-	out := map[int]*portCerts{}
+// gatewayCerts loads the certificates of the HTTPS listeners by port: all
+// of them, and those of the listeners exposed through Funnel.
+func (e *Engine) gatewayCerts(ctx context.Context, g *config.Gateway) (all, funnel map[int]*portCerts, err error) {
+	all, funnel = map[int]*portCerts{}, map[int]*portCerts{}
+	add := func(m map[int]*portCerts, l config.Listener, src certSource) {
+		pc := m[l.Port]
+		if pc == nil {
+			pc = &portCerts{first: src}
+			m[l.Port] = pc
+		}
+		pc.hosts.Add(l.Hostname, src)
+	}
 	for i, l := range g.Listeners {
 		if l.Protocol != config.ListenerHTTPS {
 			continue
 		}
 		src, err := e.loadCertSource(ctx, fmt.Sprintf("gateway.listeners[%d].tls", i), *l.TLS)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		pc := out[l.Port]
-		if pc == nil {
-			pc = &portCerts{first: src}
-			out[l.Port] = pc
+		add(all, l, src)
+		if l.Funnel {
+			add(funnel, l, src)
 		}
-		pc.hosts.Add(l.Hostname, src)
 	}
-	return out, nil
+	return all, funnel, nil
 }
 
 // entryRouters runs each entry's own plugins (config.HTTPRoute.Plugins,
@@ -203,7 +210,8 @@ func (e *Engine) gatewayHandler(port int) *l7.Handler {
 // them open.
 func (e *Engine) gatewaySpecs(cfg *config.Config) []listenerSpec {
 	var out []listenerSpec
-	order, _, _ := gatewayGroups(cfg.Gateway)
+	order, groups, _ := gatewayGroups(cfg.Gateway)
+	publicTaken := false
 	for _, k := range order {
 		port := strconv.Itoa(k.port)
 		key := "gateway/tailnet/" + string(k.protocol) + "/" + port
@@ -223,10 +231,19 @@ func (e *Engine) gatewaySpecs(cfg *config.Config) []listenerSpec {
 				return e.serveHTTPProtocols(ln, h, true)
 			})})
 		case config.ListenerHTTPS:
-			h, tlsCfg := e.gatewayHandler(k.port).Listener(false), e.gatewayTLSConfig(k.port)
+			h, tlsCfg := e.gatewayHandler(k.port).Listener(false), e.gatewayTLSConfig(k.port, false)
 			out = append(out, listenerSpec{key: key, open: listen(func(ln net.Listener) *listenerHandle {
 				return e.serveHTTP(tls.NewListener(ln, tlsCfg), h)
 			})})
+			if !slices.ContainsFunc(groups[k], func(l config.Listener) bool { return l.Funnel }) {
+				continue
+			}
+			if e.opts.PublicAddr != "" && publicTaken {
+				e.log.Warn("the public address serves one Funnel port; this one is served on the tailnet only", "port", k.port)
+				continue
+			}
+			publicTaken = true
+			out = append(out, e.funnelSpecFor("gateway", k.port, e.gatewayTLSConfig(k.port, true), e.gatewayHandler(k.port).Listener(true)))
 		case config.ListenerTLS:
 			out = append(out, listenerSpec{key: key, open: listen(func(ln net.Listener) *listenerHandle {
 				return e.servePick(ln, e.passthroughPicker(k.port))

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/tailplane/tailplane/internal/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 	"github.com/tailplane/tailplane/proxy/config"
+	"github.com/tailplane/tailplane/proxy/l7"
 )
 
 // tlsNameServer accepts TLS with cert and writes name on every connection:
@@ -48,7 +50,8 @@ func tlsSecret(t *testing.T, ns, name string, cert *testCert) {
 // A gateway's HTTPS listeners sharing port 443 serve each its own Secret's
 // certificate by SNI; a TLS listener passes the handshake through to the
 // backend its SNI selects; TCP and UDP listeners sharing a port number
-// relay to their backends; a renewed Secret serves without a reload.
+// relay to their backends; a renewed Secret serves without a reload; only
+// the listener with Funnel serves the public side.
 func TestGatewayTLSPassthroughTCP(t *testing.T) {
 	ns := env.Namespace(t)
 	tn := tailnettest.New(t, tailnettest.WithAuthKey("tskey-gwtls"))
@@ -66,7 +69,7 @@ func TestGatewayTLSPassthroughTCP(t *testing.T) {
 
 	cfg := newConfig(tn, "gw-tls", config.RoleGateway)
 	cfg.Gateway = &config.Gateway{Listeners: []config.Listener{
-		{Name: "app", Port: 443, Protocol: config.ListenerHTTPS, Hostname: "app.example.com",
+		{Name: "app", Port: 443, Protocol: config.ListenerHTTPS, Hostname: "app.example.com", Funnel: true,
 			TLS:        &config.TLS{Mode: config.TLSSecret, SecretName: "app-tls"},
 			HTTPRoutes: []config.HTTPRoute{{Name: "ns/app/0", Backends: weighted(backendOf("app", app))}}},
 		{Name: "other", Port: 443, Protocol: config.ListenerHTTPS, Hostname: "other.example.org",
@@ -79,7 +82,13 @@ func TestGatewayTLSPassthroughTCP(t *testing.T) {
 		{Name: "tcp", Port: 5432, Protocol: config.ListenerTCP, Backends: weighted(config.Backend{Service: "tcp", Address: tcpLn.Addr().String()})},
 		{Name: "udp", Port: 5432, Protocol: config.ListenerUDP, Backends: weighted(config.Backend{Service: "udp", Address: udpEchoServer(t)})},
 	}}
-	r := start(t, tn, cfg, Options{Kube: env.Clientset(t), Namespace: ns, TLSRefreshInterval: 100 * time.Millisecond})
+	pub, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubAddr := pub.Addr().String()
+	pub.Close()
+	r := start(t, tn, cfg, Options{Kube: env.Clientset(t), Namespace: ns, TLSRefreshInterval: 100 * time.Millisecond, PublicAddr: pubAddr})
 
 	for _, tc := range []struct {
 		host, backend string
@@ -94,6 +103,29 @@ func TestGatewayTLSPassthroughTCP(t *testing.T) {
 			t.Errorf("https://%s/: backend %q over %s with a certificate for %v; want %s over HTTP/2 with the listener's certificate",
 				tc.host, resp.Header.Get("X-Backend"), resp.Proto, resp.TLS.PeerCertificates[0].DNSNames, tc.backend)
 		}
+	}
+
+	// Funnel (its public stand-in): the listener with Funnel serves
+	// public requests, marked public and without identity; the other
+	// listener on the port has no certificate there.
+	public := func(roots *testCert) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "tcp", pubAddr)
+			},
+			TLSClientConfig: &tls.Config{RootCAs: roots.roots}}}
+	}
+	var body []byte
+	testpoll.Until(t, 20*time.Second, "public HTTPS to app.example.com", func() (err error) {
+		_, body, err = get(public(appCert), "https://app.example.com/", http.Header{l7.HeaderUserLogin: {"spoof@x"}})
+		return err
+	})
+	var e echoed
+	if err := json.Unmarshal(body, &e); err != nil || e.Backend != "app" || e.Header.Get(l7.HeaderFunnelRequest) != "?1" || e.Header.Get(l7.HeaderUserLogin) != "" {
+		t.Errorf("public request reached %q with headers %v (%v), want app, marked public, no identity", e.Backend, e.Header, err)
+	}
+	if _, _, err := get(public(otherCert), "https://other.example.org/", nil); err == nil {
+		t.Error("the listener without Funnel answered a public request")
 	}
 
 	passthrough := func(sni string, roots *testCert) (string, error) {

@@ -15,17 +15,22 @@ import (
 )
 
 // gatewayTLSConfig serves the certificates of the HTTPS listeners on port,
-// chosen by SNI against their hostnames, from the current plan.
-func (e *Engine) gatewayTLSConfig(port int) *tls.Config {
+// chosen by SNI against their hostnames, from the current plan; funnel
+// narrows them to the listeners exposed through Funnel.
+func (e *Engine) gatewayTLSConfig(port int, funnel bool) *tls.Config {
 	return &tls.Config{
 		NextProtos: []string{"h2", "http/1.1"},
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			plan := e.gateway.Load()
-			if plan == nil || plan.certs[port] == nil {
+			var pc *portCerts
+			if plan := e.gateway.Load(); plan != nil && funnel {
+				pc = plan.funnelCerts[port]
+			} else if plan != nil {
+				pc = plan.certs[port]
+			}
+			if pc == nil {
 				return nil, fmt.Errorf("no HTTPS listener on port %d", port)
 			}
-			pc := plan.certs[port]
 			if src, ok := pc.hosts.First(hi.ServerName); ok {
 				return src(hi)
 			}
@@ -47,13 +52,13 @@ func (e *Engine) refreshGatewayCerts(ctx context.Context) {
 	if cur == nil || cur.Gateway == nil || plan == nil || !usesSecrets(cur.Gateway) {
 		return
 	}
-	certs, err := e.gatewayCerts(ctx, cur.Gateway)
+	certs, funnel, err := e.gatewayCerts(ctx, cur.Gateway)
 	if err != nil {
 		e.log.Warn("cannot refresh the gateway's TLS certificates; keeping the loaded ones", "err", err)
 		return
 	}
 	next := *plan
-	next.certs = certs
+	next.certs, next.funnelCerts = certs, funnel
 	e.gateway.Store(&next)
 }
 

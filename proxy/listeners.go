@@ -255,13 +255,19 @@ func idle(seconds int) time.Duration {
 	return time.Duration(seconds) * time.Second
 }
 
-// funnelSpec serves the public side: tsnet's Funnel, or the configured
-// public address where the control server has no Funnel. Either way the
-// node must have the funnel node attribute (the tailnet policy's
-// nodeAttrs), and the handler marks requests public.
+// funnelSpec serves the ingress-l7 role's public side on port 443.
 func (e *Engine) funnelSpec() listenerSpec {
+	return e.funnelSpecFor("l7", 443, e.tlsConfig(), e.l7.Listener(true))
+}
+
+// funnelSpecFor serves h publicly on port with tlsCfg: tsnet's Funnel, or
+// the configured public address where the control server has no Funnel.
+// Either way the node must have the funnel node attribute (the tailnet
+// policy's nodeAttrs), and h must mark requests public. prefix starts the
+// listener's key ("l7", "gateway").
+func (e *Engine) funnelSpecFor(prefix string, port int, tlsCfg *tls.Config, h http.Handler) listenerSpec {
 	if e.opts.PublicAddr != "" {
-		return listenerSpec{key: "l7/public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
+		return listenerSpec{key: prefix + "/public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
 			if err := e.funnelAllowed(); err != nil {
 				return nil, fmt.Errorf("funnel: %w", err)
 			}
@@ -269,15 +275,15 @@ func (e *Engine) funnelSpec() listenerSpec {
 			if err != nil {
 				return nil, err
 			}
-			return e.serveHTTP(tls.NewListener(ln, e.tlsConfig()), e.l7.Listener(true)), nil
+			return e.serveHTTP(tls.NewListener(ln, tlsCfg), h), nil
 		}}
 	}
-	return listenerSpec{key: "l7/funnel/tcp/443", open: func() (*listenerHandle, error) {
-		ln, err := e.node.ListenFunnel("tcp", ":443", tsnet.FunnelOnly(), tsnet.FunnelTLSConfig(e.tlsConfig()))
+	return listenerSpec{key: prefix + "/funnel/tcp/" + strconv.Itoa(port), open: func() (*listenerHandle, error) {
+		ln, err := e.node.ListenFunnel("tcp", ":"+strconv.Itoa(port), tsnet.FunnelOnly(), tsnet.FunnelTLSConfig(tlsCfg))
 		if err != nil {
 			return nil, fmt.Errorf("funnel: %w", err)
 		}
-		return e.serveHTTP(ln, e.l7.Listener(true)), nil
+		return e.serveHTTP(ln, h), nil
 	}}
 }
 
