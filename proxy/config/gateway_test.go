@@ -81,6 +81,7 @@ func TestGatewayRejects(t *testing.T) {
 		{"bad listener hostname", func(g *Gateway) { g.Listeners[0].Hostname = "a.*.com" }, `gateway.listeners[0].hostname: "a.*.com" is not a host name`},
 		{"hostname on TCP", func(g *Gateway) { g.Listeners[4].Hostname = "db.example.com" }, "gateway.listeners[4].hostname: TCP listeners have no hostname"},
 		{"funnel on HTTP", func(g *Gateway) { g.Listeners[0].Funnel = true }, "gateway.listeners[0].funnel: only HTTPS listeners"},
+		{"funnel on another port", func(g *Gateway) { g.Listeners[1].Funnel, g.Listeners[1].Port, g.Listeners[2].Port = true, 4443, 4443 }, "gateway.listeners[1].funnel: Funnel offers ports 443, 8443 and 10000, not 4443"},
 		{"HTTP routes on TCP", func(g *Gateway) { g.Listeners[4].HTTPRoutes = g.Listeners[0].HTTPRoutes }, "gateway.listeners[4].httpRoutes: TCP listeners serve no HTTP routes"},
 		{"TLS routes on HTTP", func(g *Gateway) { g.Listeners[0].TLSRoutes = g.Listeners[3].TLSRoutes }, "gateway.listeners[0].tlsRoutes: HTTP listeners serve no TLS routes"},
 		{"backends on TLS", func(g *Gateway) { g.Listeners[3].Backends = g.Listeners[4].Backends }, "gateway.listeners[3].backends: TLS listeners route by their routes"},

@@ -13,6 +13,9 @@ var redirectCodes = map[int]bool{301: true, 302: true, 303: true, 307: true, 308
 var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true,
 	"CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true}
 
+// funnelPorts are the ports Tailscale Funnel serves.
+var funnelPorts = map[int]bool{443: true, 8443: true, 10000: true}
+
 // udpTransport reports whether p is served over UDP; the others share
 // TCP ports.
 func (p ListenerProtocol) udpTransport() bool { return p == ListenerUDP }
@@ -84,6 +87,8 @@ func (l *Listener) validate(field string, add addFunc) {
 	}
 	if l.Funnel && l.Protocol != ListenerHTTPS {
 		add(field+".funnel", "only HTTPS listeners can be exposed through Funnel")
+	} else if l.Funnel && !funnelPorts[l.Port] {
+		add(field+".funnel", "Funnel offers ports 443, 8443 and 10000, not %d", l.Port)
 	}
 	servesHTTP := l.Protocol == ListenerHTTP || l.Protocol == ListenerHTTPS
 	if len(l.HTTPRoutes) > 0 && !servesHTTP {
