@@ -67,7 +67,7 @@ func grpcBackend(t *testing.T) *httptest.Server {
 // A gateway's HTTP listener routes by host, path and header through the
 // shared L7 handler (identity headers as on Ingress, metrics by rule
 // name), redirects with the listener's port, answers a slow backend's
-// timeout with 504, passes gRPC from an h2c client to an h2c backend, and
+// timeout with 504, answers an invalid backend's share with 500, passes gRPC from an h2c client to an h2c backend, and
 // a reload changes the routes on the connection already open.
 func TestGatewayHTTPListener(t *testing.T) {
 	tn := tailnettest.New(t, tailnettest.WithAuthKey("tskey-gw"))
@@ -96,6 +96,9 @@ func TestGatewayHTTPListener(t *testing.T) {
 					Path: &config.PathModifier{Type: config.ReplacePrefixMatch, Value: "/new"}}}},
 			{Name: "ns/slow/0", Match: config.HTTPMatch{PathType: config.MatchPathPrefix, Path: "/slow"},
 				Backends: weighted(backendOf("slow", slow)), RequestTimeoutMillis: 300},
+			{Name: "ns/split/0", Match: config.HTTPMatch{PathType: config.MatchPathPrefix, Path: "/split"},
+				Backends: []config.WeightedBackend{{Backend: backendOf("api", api), Weight: 1},
+					{Backend: config.Backend{Service: "ns/gone:80"}, Weight: 1, Invalid: true}}},
 			{Name: "ns/web/0", Backends: weighted(backendOf("web", web)),
 				Filters: config.HTTPFilters{RequestHeaders: &config.HeaderModifier{Set: []config.Header{{Name: "X-Gateway", Value: "yes"}}}}},
 		}
@@ -169,6 +172,19 @@ func TestGatewayHTTPListener(t *testing.T) {
 	start := time.Now()
 	if _, resp := backendOfReq(url("app.example.com", "/slow"), nil); resp.StatusCode != http.StatusGatewayTimeout || time.Since(start) > 5*time.Second {
 		t.Errorf("slow backend: %d after %v, want 504 after the rule's 300ms", resp.StatusCode, time.Since(start))
+	}
+
+	// Half the split goes to api, the invalid backend's half is 500.
+	codes := map[int]int{}
+	for range 40 {
+		resp, _, err := get(c, url("app.example.com", "/split"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes[resp.StatusCode]++
+	}
+	if codes[http.StatusOK] == 0 || codes[http.StatusInternalServerError] == 0 || codes[http.StatusOK]+codes[http.StatusInternalServerError] != 40 {
+		t.Errorf("split with an invalid backend answered %v, want both 200 (api) and 500 (the invalid share)", codes)
 	}
 
 	// gRPC: HTTP/2 without TLS from the client, to an h2c backend.
