@@ -3,8 +3,9 @@
 // Decision (forward to a backend, redirect, deny, edit headers, narrow
 // Funnel exposure).
 //
-// The proxy's built-in routing table and the WASM plugin host (plugins/) are
-// two implementations of Router. This package imports only the standard
+// The proxy's built-in routing tables (proxy/routetable for Ingress,
+// proxy/gatewaytable for the Gateway API) and the WASM plugin host
+// (plugins/) implement Router. This package imports only the standard
 // library, so both proxy/ and plugins/ can depend on it.
 package route
 
