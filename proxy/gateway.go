@@ -47,19 +47,17 @@ type portCerts struct {
 }
 
 // gatewayGroups groups the listeners by port, in config order.
-func gatewayGroups(g *config.Gateway) ([]gatewayPort, map[gatewayPort][]config.Listener, map[gatewayPort][]int) {
+func gatewayGroups(g *config.Gateway) ([]gatewayPort, map[gatewayPort][]config.Listener) {
 	var order []gatewayPort
 	groups := map[gatewayPort][]config.Listener{}
-	index := map[gatewayPort][]int{}
-	for i, l := range g.Listeners {
+	for _, l := range g.Listeners {
 		k := gatewayPort{l.Protocol, l.Port}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], l)
-		index[k] = append(index[k], i)
 	}
-	return order, groups, index
+	return order, groups
 }
 
 // planGateway builds the plan of cfg's gateway section: route tables and
@@ -67,6 +65,12 @@ func gatewayGroups(g *config.Gateway) ([]gatewayPort, map[gatewayPort][]config.L
 // Ingress), SNI tables and weighted splits.
 func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayPlan, error) {
 	plan := &gatewayPlan{routes: map[int]*l7.Routes{}, sni: map[int]*gatewaytable.SNITable{}, splits: map[gatewayPort]*gatewaytable.Split{}}
+	// Certificates first, as for Ingress: a Secret not there yet refuses
+	// the config before any plugin loads.
+	var err error
+	if plan.certs, plan.funnelCerts, err = e.gatewayCerts(ctx, cfg.Gateway); err != nil {
+		return nil, err
+	}
 	global, err := e.pluginRouters(ctx, cfg.Plugins)
 	if err != nil {
 		return nil, err
@@ -75,7 +79,7 @@ func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayP
 	if err != nil {
 		return nil, err
 	}
-	order, groups, _ := gatewayGroups(cfg.Gateway)
+	order, groups := gatewayGroups(cfg.Gateway)
 	for _, k := range order {
 		ls := groups[k]
 		switch k.protocol {
@@ -93,9 +97,6 @@ func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayP
 		default:
 			plan.splits[k] = gatewaytable.NewSplit(ls[0].Backends)
 		}
-	}
-	if plan.certs, plan.funnelCerts, err = e.gatewayCerts(ctx, cfg.Gateway); err != nil {
-		return nil, err
 	}
 	return plan, nil
 }
@@ -210,7 +211,7 @@ func (e *Engine) gatewayHandler(port int) *l7.Handler {
 // them open.
 func (e *Engine) gatewaySpecs(cfg *config.Config) []listenerSpec {
 	var out []listenerSpec
-	order, groups, _ := gatewayGroups(cfg.Gateway)
+	order, groups := gatewayGroups(cfg.Gateway)
 	publicTaken := false
 	for _, k := range order {
 		port := strconv.Itoa(k.port)
