@@ -50,7 +50,10 @@ type Handler struct {
 }
 
 // NewHandler returns a handler with no routes (every request gets 503 until
-// SetRoutes is called). transport is shared by all backends; see NewTransport.
+// SetRoutes is called). transport is shared by all backends; see
+// NewTransport. Backends in Routes.H2CBackends are reached through an h2c
+// transport of the handler's own (NewH2CTransport), which opens
+// connections only when such a backend is used.
 func NewHandler(whois WhoIsFunc, transport http.RoundTripper, m *metrics.Metrics, logger *log.Logger) *Handler {
 	h := &Handler{whois: whois, metrics: m, log: logger}
 	h.proxy = newReverseProxy(transport, NewH2CTransport(), m, logger)
