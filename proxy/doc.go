@@ -6,14 +6,19 @@
 // netstack on the services' addresses, advertised only while servable, with
 // certificates shared through Secrets), and the kube-apiserver role of a
 // ProxyGroup replica, which hosts one such service and serves it with the
-// Kubernetes API server proxy (apiserverrole.go, proxy/apiserver), configured live from a Secret or a
-// file (proxy/config), with its state in a Secret (internal/kubestate).
+// Kubernetes API server proxy (apiserverrole.go, proxy/apiserver), and the
+// gateway role of a Gateway API Gateway (gateway.go, gatewaytls.go: HTTP,
+// HTTPS, TLS passthrough, TCP and UDP listeners by port, routed by
+// proxy/gatewaytable), configured live from a Secret or a file
+// (proxy/config), with its state in a Secret (internal/kubestate).
 //
 // Engine.Run applies each config document atomically: listeners that stay
 // are kept, routes and targets swap, and anything that fails leaves the
 // previous config serving. L7 requests go through a chain of route.Router:
-// the routing table (proxy/routetable) first, then Options.ExtraRouters,
-// then the routers Options.PluginRouters returns for the config's plugins.
+// the routing table (proxy/routetable; proxy/gatewaytable, one per port,
+// for the gateway role) first, then Options.ExtraRouters, then the routers
+// Options.PluginRouters returns for the config's plugins (and, for the
+// gateway role, the plugins of the rule the request matched).
 //
 // It may import tailscale.com, client-go, plugins/ and its own sub-packages;
 // never handlers/ or runtime/.

@@ -55,6 +55,12 @@ type Engine struct {
 	// certWarmed is the hostname whose certificate warmCert fetches.
 	certWarmed string
 
+	// The gateway role (gateway.go): the current plan, read by its
+	// listeners, and the L7 handler of each HTTP(S) port (Run goroutine
+	// only), kept across reloads.
+	gateway         atomic.Pointer[gatewayPlan]
+	gatewayHandlers map[int]*l7.Handler
+
 	// The ingress-group role (see group.go). vips and vipTCP are read by
 	// the node's flow hook; the rest belongs to the Run goroutine.
 	vips               atomic.Pointer[vipMap]
@@ -107,7 +113,7 @@ func New(opts Options) (*Engine, error) {
 		opts.Metrics = metrics.New()
 	}
 	e := &Engine{opts: opts, log: opts.Logger, metrics: opts.Metrics, listen: map[string]*listenerHandle{}, renamed: make(chan struct{}, 1),
-		vipTCP: map[vipPort]*connListener{}, groupWake: make(chan struct{}, 1), sharedCerts: map[string]*sharedCert{}}
+		vipTCP: map[vipPort]*connListener{}, gatewayHandlers: map[int]*l7.Handler{}, groupWake: make(chan struct{}, 1), sharedCerts: map[string]*sharedCert{}}
 	e.hard, e.hardCancel = context.WithCancel(context.Background())
 	e.targets.Store(&map[string]string{})
 	e.sources.Store(&sourceFilter{})
@@ -181,6 +187,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-tlsRefresh.C:
 			// In this loop, so it never races with applying a new config.
 			e.refreshTLSSecret(ctx)
+			e.refreshGatewayCerts(ctx)
 		case <-retry.C:
 			if retryDoc != nil && e.onConfig(ctx, retryDoc) {
 				backoff = min(2*backoff, maxRetry)

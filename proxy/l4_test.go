@@ -21,6 +21,15 @@ import (
 // tcpHalfCloseServer reads until EOF, then answers "got:<data>" and closes:
 // it only works if the proxy forwards the client's half-close.
 func tcpHalfCloseServer(t *testing.T, ln net.Listener) {
+	serveConns(t, ln, func(c net.Conn) {
+		data, _ := io.ReadAll(c)
+		fmt.Fprintf(c, "got:%s", data)
+	})
+}
+
+// serveConns runs handle on every connection ln accepts, each in its own
+// goroutine, and closes the connection after; ln closes with the test.
+func serveConns(t *testing.T, ln net.Listener, handle func(net.Conn)) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -28,11 +37,7 @@ func tcpHalfCloseServer(t *testing.T, ln net.Listener) {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				data, _ := io.ReadAll(c)
-				fmt.Fprintf(c, "got:%s", data)
-			}()
+			go func() { defer c.Close(); handle(c) }()
 		}
 	}()
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/charmbracelet/log"
 	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 
@@ -54,10 +53,16 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) (skipped, err er
 	var routes *l7.Routes
 	var certs certSource
 	if cfg.L7 != nil {
-		if certs, err = e.loadCertSource(ctx, cfg.L7.TLS); err != nil {
+		if certs, err = e.loadCertSource(ctx, "l7.tls", cfg.L7.TLS); err != nil {
 			return nil, err
 		}
 		if routes, err = e.buildRoutes(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	var gateway *gatewayPlan
+	if cfg.Gateway != nil {
+		if gateway, err = e.planGateway(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -99,6 +104,9 @@ func (e *Engine) apply(ctx context.Context, cfg *config.Config) (skipped, err er
 		e.l7.SetRoutes(routes)
 		e.plainHTTP.Store(cfg.L7.PlainHTTP)
 		e.warmCert(cfg)
+	}
+	if gateway != nil {
+		e.commitGateway(gateway)
 	}
 	if plan != nil {
 		e.commitGroup(cfg, plan, failed)
@@ -228,6 +236,8 @@ func (e *Engine) specs(cfg *config.Config) []listenerSpec {
 		for _, p := range cfg.L4.Ports {
 			out = append(out, e.l4Specs(p, idle(cfg.L4.UDPIdleTimeoutSeconds))...)
 		}
+	case config.RoleGateway:
+		out = e.gatewaySpecs(cfg)
 	case config.RoleEgress:
 		for _, t := range cfg.Egress.Targets {
 			for _, p := range t.Ports {
@@ -245,13 +255,19 @@ func idle(seconds int) time.Duration {
 	return time.Duration(seconds) * time.Second
 }
 
-// funnelSpec serves the public side: tsnet's Funnel, or the configured
-// public address where the control server has no Funnel. Either way the
-// node must have the funnel node attribute (the tailnet policy's
-// nodeAttrs), and the handler marks requests public.
+// funnelSpec serves the ingress-l7 role's public side on port 443.
 func (e *Engine) funnelSpec() listenerSpec {
+	return e.funnelSpecFor("l7", 443, e.tlsConfig(), e.l7.Listener(true))
+}
+
+// funnelSpecFor serves h publicly on port with tlsCfg: tsnet's Funnel, or
+// the configured public address where the control server has no Funnel.
+// Either way the node must have the funnel node attribute (the tailnet
+// policy's nodeAttrs), and h must mark requests public. prefix starts the
+// listener's key ("l7", "gateway").
+func (e *Engine) funnelSpecFor(prefix string, port int, tlsCfg *tls.Config, h http.Handler) listenerSpec {
 	if e.opts.PublicAddr != "" {
-		return listenerSpec{key: "l7/public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
+		return listenerSpec{key: prefix + "/public/" + e.opts.PublicAddr, open: func() (*listenerHandle, error) {
 			if err := e.funnelAllowed(); err != nil {
 				return nil, fmt.Errorf("funnel: %w", err)
 			}
@@ -259,15 +275,15 @@ func (e *Engine) funnelSpec() listenerSpec {
 			if err != nil {
 				return nil, err
 			}
-			return e.serveHTTP(tls.NewListener(ln, e.tlsConfig()), e.l7.Listener(true)), nil
+			return e.serveHTTP(tls.NewListener(ln, tlsCfg), h), nil
 		}}
 	}
-	return listenerSpec{key: "l7/funnel/tcp/443", open: func() (*listenerHandle, error) {
-		ln, err := e.node.ListenFunnel("tcp", ":443", tsnet.FunnelOnly(), tsnet.FunnelTLSConfig(e.tlsConfig()))
+	return listenerSpec{key: prefix + "/funnel/tcp/" + strconv.Itoa(port), open: func() (*listenerHandle, error) {
+		ln, err := e.node.ListenFunnel("tcp", ":"+strconv.Itoa(port), tsnet.FunnelOnly(), tsnet.FunnelTLSConfig(tlsCfg))
 		if err != nil {
 			return nil, fmt.Errorf("funnel: %w", err)
 		}
-		return e.serveHTTP(ln, e.l7.Listener(true)), nil
+		return e.serveHTTP(ln, h), nil
 	}}
 }
 
@@ -369,39 +385,4 @@ func (e *Engine) serveUDP(r *l4.Relay, pc net.PacketConn, key string, idle time.
 	// shutdown ends its flows too rather than holding the drain until they
 	// go idle.
 	return &listenerHandle{shutdown: func(context.Context) { cancel() }, kill: cancel}
-}
-
-// serveHTTP runs an http.Server on ln. TLS (with h2) is terminated by ln.
-func (e *Engine) serveHTTP(ln net.Listener, h http.Handler) *listenerHandle {
-	srv := &http.Server{
-		Handler:           h,
-		ConnContext:       l7.ConnContext,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// TLS handshake failures and client resets are routine; keep them at debug.
-		ErrorLog:  e.log.StandardLog(log.StandardLogOptions{ForceLevel: log.DebugLevel}),
-		Protocols: new(http.Protocols),
-	}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetHTTP2(true)
-	gauge := e.metrics.ActiveConnections.WithLabelValues("l7")
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			gauge.Inc()
-		case http.StateClosed, http.StateHijacked:
-			gauge.Dec()
-		}
-	}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			e.log.Warn("http listener stopped", "addr", ln.Addr(), "err", err)
-		}
-	}()
-	return &listenerHandle{shutdown: func(ctx context.Context) {
-		if err := srv.Shutdown(ctx); err != nil {
-			e.log.Warn("http drain incomplete", "addr", ln.Addr(), "err", err)
-			srv.Close()
-		}
-	}, kill: func() { srv.Close() }}
 }

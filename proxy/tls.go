@@ -16,43 +16,44 @@ import (
 // certSource returns the serving certificate for a handshake.
 type certSource func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 
-// loadCertSource resolves the L7 TLS section into a certificate source, or
-// a precise error (missing Secret, wrong type, unreadable files).
-func (e *Engine) loadCertSource(ctx context.Context, t config.TLS) (certSource, error) {
+// loadCertSource resolves a TLS section into a certificate source, or a
+// precise error (missing Secret, wrong type, unreadable files) about field,
+// the section's path in the config ("l7.tls").
+func (e *Engine) loadCertSource(ctx context.Context, field string, t config.TLS) (certSource, error) {
 	switch t.EffectiveMode() {
 	case config.TLSSecret:
 		if e.opts.Kube == nil {
-			return nil, fmt.Errorf("l7.tls: mode %q needs the Kubernetes API, and this proxy runs without it", config.TLSSecret)
+			return nil, fmt.Errorf("%s: mode %q needs the Kubernetes API, and this proxy runs without it", field, config.TLSSecret)
 		}
 		sec, err := e.opts.Kube.CoreV1().Secrets(e.opts.Namespace).Get(ctx, t.SecretName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("l7.tls.secretName: TLS Secret %s/%s not found", e.opts.Namespace, t.SecretName)
+			return nil, fmt.Errorf("%s.secretName: TLS Secret %s/%s not found", field, e.opts.Namespace, t.SecretName)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("l7.tls.secretName: read TLS Secret %s/%s: %w", e.opts.Namespace, t.SecretName, err)
+			return nil, fmt.Errorf("%s.secretName: read TLS Secret %s/%s: %w", field, e.opts.Namespace, t.SecretName, err)
 		}
 		if sec.Type != corev1.SecretTypeTLS {
-			return nil, fmt.Errorf("l7.tls.secretName: Secret %s/%s has type %q, want %q", e.opts.Namespace, t.SecretName, sec.Type, corev1.SecretTypeTLS)
+			return nil, fmt.Errorf("%s.secretName: Secret %s/%s has type %q, want %q", field, e.opts.Namespace, t.SecretName, sec.Type, corev1.SecretTypeTLS)
 		}
 		cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 		if err != nil {
-			return nil, fmt.Errorf("l7.tls.secretName: Secret %s/%s holds no usable key pair: %w", e.opts.Namespace, t.SecretName, err)
+			return nil, fmt.Errorf("%s.secretName: Secret %s/%s holds no usable key pair: %w", field, e.opts.Namespace, t.SecretName, err)
 		}
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
 	case config.TLSNone:
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return nil, fmt.Errorf("l7.tls: mode %q serves no HTTPS", config.TLSNone)
+			return nil, fmt.Errorf("%s: mode %q serves no HTTPS", field, config.TLSNone)
 		}, nil
 	case config.TLSFiles:
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("l7.tls: load certFile/keyFile: %w", err)
+			return nil, fmt.Errorf("%s: load certFile/keyFile: %w", field, err)
 		}
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
 	default:
 		lc, err := e.node.LocalClient()
 		if err != nil {
-			return nil, fmt.Errorf("l7.tls: tailscale certificate: %w", err)
+			return nil, fmt.Errorf("%s: tailscale certificate: %w", field, err)
 		}
 		// Looked up on every handshake, the certificate would cost a
 		// LocalAPI call and its parsing each time; see certCacheTTL.
@@ -83,7 +84,7 @@ func (e *Engine) refreshTLSSecret(ctx context.Context) {
 	if cur == nil || cur.L7 == nil || cur.L7.TLS.EffectiveMode() != config.TLSSecret {
 		return
 	}
-	src, err := e.loadCertSource(ctx, cur.L7.TLS)
+	src, err := e.loadCertSource(ctx, "l7.tls", cur.L7.TLS)
 	if err != nil {
 		e.log.Warn("cannot refresh the TLS certificate; keeping the loaded one", "err", err)
 		return

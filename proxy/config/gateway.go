@@ -1,5 +1,7 @@
 package config
 
+import "fmt"
+
 // Gateway is the gateway section (RoleGateway): the listeners of one Gateway
 // API Gateway on the tailnet node, each with the routes attached to it, as
 // the operator resolved them (handlers/gateway): route hostnames already
@@ -50,10 +52,16 @@ type Listener struct {
 	// TLS is the certificate of an HTTPS listener: mode tailscale-cert
 	// (the node's own MagicDNS name) or secret (a kubernetes.io/tls Secret
 	// in the proxy's namespace, the operator's copy of the listener's
-	// certificateRefs). Unused for other protocols.
+	// certificateRefs, re-read as the L7 role's is). Unused for other
+	// protocols. Listeners sharing a port present their certificates by
+	// SNI, with the hostname precedence of routes; a ClientHello without
+	// SNI gets the port's first listener's.
 	TLS *TLS `json:"tls,omitempty"`
 	// Funnel also exposes the listener (HTTPS only, on a port Funnel
-	// offers) to the public internet.
+	// offers: 443, 8443 or 10000) to the public internet. On the public
+	// side the port presents only the certificates of its listeners with
+	// Funnel. Where the proxy serves Funnel on its public address instead
+	// (proxy.Options.PublicAddr), one port is served there.
 	Funnel bool `json:"funnel,omitempty"`
 	// HTTPRoutes are the HTTP and HTTPS listener's routes, one entry per
 	// route match, in the Gateway API's precedence order: the proxy takes
@@ -66,7 +74,9 @@ type Listener struct {
 	// same hostname precedence.
 	TLSRoutes []TLSRoute `json:"tlsRoutes,omitempty"`
 	// Backends are the TCP or UDP listener's backends (its one TCPRoute
-	// or UDPRoute rule), chosen per connection (per UDP flow) by weight.
+	// or UDPRoute rule), chosen per connection (per UDP flow) by weight;
+	// a connection for which none can be picked, or an Invalid one is,
+	// is closed (a flow's datagrams dropped).
 	Backends []WeightedBackend `json:"backends,omitempty"`
 }
 
@@ -77,7 +87,8 @@ type HTTPRoute struct {
 	// metrics, and what logs say.
 	Name string `json:"name"`
 	// Hostnames are the hosts the entry answers (route hostnames already
-	// intersected with the listener's); empty is any host.
+	// intersected with the listener's); empty is the listener's Hostname
+	// (any host when that is empty too).
 	Hostnames []string `json:"hostnames,omitempty"`
 	// Match is what the request must fit.
 	Match HTTPMatch `json:"match"`
@@ -93,6 +104,8 @@ type HTTPRoute struct {
 	// RequestTimeoutMillis bounds the whole request (the rule's
 	// timeouts.request); BackendTimeoutMillis one attempt at the backend
 	// (timeouts.backendRequest). Zero is no limit. A timeout answers 504.
+	// The proxy makes one attempt, so the tighter of the two applies,
+	// until the backend's answer has ended.
 	RequestTimeoutMillis int64 `json:"requestTimeoutMillis,omitempty"`
 	BackendTimeoutMillis int64 `json:"backendTimeoutMillis,omitempty"`
 }
@@ -122,11 +135,14 @@ type HTTPMatch struct {
 	Headers []ValueMatch `json:"headers,omitempty"`
 	// QueryParams must all match (names exact).
 	QueryParams []ValueMatch `json:"queryParams,omitempty"`
-	// Method, when set, must equal the request's method.
+	// Method, when set, must equal the request's method (upper case, one
+	// of the Gateway API's: GET, HEAD, POST, PUT, DELETE, CONNECT,
+	// OPTIONS, TRACE, PATCH).
 	Method string `json:"method,omitempty"`
 }
 
-// ValueMatch matches one header or query parameter.
+// ValueMatch matches one header or query parameter; a request with several
+// values of the name matches when one of them does.
 type ValueMatch struct {
 	// Name is the header or query parameter.
 	Name string `json:"name"`
@@ -139,6 +155,9 @@ type ValueMatch struct {
 // HTTPFilters are a rule's filters, applied in this order: redirect (which
 // answers), then the request header modifier, the URL rewrite and the
 // mirrors on the way to the backend, then the response header modifier.
+// Redirect and Rewrite exclude each other. Mirrors receive the request as
+// the backend does (after the header modifier and the rewrite); bodies
+// over 1 MiB or of unknown length are not mirrored.
 type HTTPFilters struct {
 	// RequestHeaders edits the request sent to the backend.
 	RequestHeaders *HeaderModifier `json:"requestHeaders,omitempty"`
@@ -152,7 +171,10 @@ type HTTPFilters struct {
 	Mirrors []Mirror `json:"mirrors,omitempty"`
 }
 
-// HeaderModifier is the Gateway API's header filter.
+// HeaderModifier is the Gateway API's header filter. Remove wins over Set
+// and Add for one name; Add appends to the request's values (or to Set's).
+// Tailscale-* request headers cannot be set: the proxy removes them and
+// sets its own, as on every listener.
 type HeaderModifier struct {
 	// Set replaces each named header's values.
 	Set []Header `json:"set,omitempty"`
@@ -207,7 +229,7 @@ type Rewrite struct {
 // Mirror sends a copy of a share of the requests to Backend.
 type Mirror struct {
 	Backend Backend `json:"backend"`
-	// Percent of requests mirrored; zero is 100.
+	// Percent of requests mirrored (0-100); zero is 100.
 	Percent int `json:"percent,omitempty"`
 }
 
@@ -229,16 +251,22 @@ type TLSRoute struct {
 	// Name is "<namespace>/<route>/<rule index>".
 	Name string `json:"name"`
 	// Hostnames are the SNI names the route takes (already intersected
-	// with the listener's); empty is any name.
+	// with the listener's); empty is the listener's Hostname (any name
+	// when that is empty too). A ClientHello whose name no route takes,
+	// or whose pick is Invalid, has its connection closed.
 	Hostnames []string `json:"hostnames,omitempty"`
 	// Backends receive whole connections, by weight.
 	Backends []WeightedBackend `json:"backends"`
 }
 
 // validate checks the gateway section; fields are reported under
-// "gateway.".
+// "gateway." (gatewayvalidate.go has the checks).
 func (g *Gateway) validate(add addFunc) {
 	if len(g.Listeners) == 0 {
 		add("gateway.listeners", "at least one listener is required")
+	}
+	g.validatePorts(add)
+	for i := range g.Listeners {
+		g.Listeners[i].validate(fmt.Sprintf("gateway.listeners[%d]", i), add)
 	}
 }

@@ -117,5 +117,6 @@ type Backend struct {
 	HTTPS bool `json:"https,omitempty"`
 	// H2C makes the proxy speak HTTP/2 without TLS to the backend (a
 	// Service port with appProtocol kubernetes.io/h2c: gRPC backends).
+	// It excludes HTTPS.
 	H2C bool `json:"h2c,omitempty"`
 }

@@ -27,6 +27,12 @@ type DialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 // connection or flow, so a reload changes where new traffic goes.
 type TargetFunc func() string
 
+// Picker chooses the target of one accepted connection, in the
+// connection's own goroutine. It may read the start of c (a TLS
+// ClientHello, say) and returns the connection to relay, which must replay
+// what it read, and the target; "" closes the connection.
+type Picker func(ctx context.Context, c net.Conn) (net.Conn, string)
+
 // Relay forwards connections for one layer ("l4" or "egress") and tracks
 // them so shutdown can drain.
 type Relay struct {
@@ -48,6 +54,11 @@ const dialTimeout = 10 * time.Second
 // ServeTCP accepts connections until ln is closed and relays each to
 // target. Open connections keep running until they end or ctx is done.
 func (r *Relay) ServeTCP(ctx context.Context, ln net.Listener, target TargetFunc) {
+	r.ServeTCPPick(ctx, ln, func(_ context.Context, c net.Conn) (net.Conn, string) { return c, target() })
+}
+
+// ServeTCPPick is ServeTCP with a target chosen per connection by pick.
+func (r *Relay) ServeTCPPick(ctx context.Context, ln net.Listener, pick Picker) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -59,7 +70,13 @@ func (r *Relay) ServeTCP(ctx context.Context, ln net.Listener, target TargetFunc
 		r.active.Add(1)
 		go func() {
 			defer r.active.Done()
-			r.relayTCP(ctx, c, target())
+			conn, target := pick(ctx, c)
+			if target == "" {
+				r.log.Debug("no target for the connection; closing it", "layer", r.layer, "remote", c.RemoteAddr())
+				conn.Close()
+				return
+			}
+			r.relayTCP(ctx, conn, target)
 		}()
 	}
 }

@@ -20,16 +20,24 @@ import (
 // when it is not a tailnet peer.
 type WhoIsFunc func(ctx context.Context, remoteAddr string) (*route.Identity, error)
 
+// Matcher finds the routing-table entry of a request, nil when none fits:
+// routetable.Table for Ingress, gatewaytable.Table for a Gateway's listener.
+type Matcher interface {
+	MatchRequest(r *http.Request) *route.Route
+}
+
 // Routes is the routing state of one config; the handler swaps it
 // atomically, so a reload never drops a request.
 type Routes struct {
-	// Table matches host and path and fills route.Request.Route.
-	Table *routetable.Table
+	// Table matches the request and fills route.Request.Route.
+	Table Matcher
 	// Routers is the chain run on every request: the table first, then
 	// extra routers (plugins) in order.
 	Routers Chain
-	// HTTPSBackends are backend addresses spoken to over TLS.
+	// HTTPSBackends are backend addresses spoken to over TLS, and
+	// H2CBackends those spoken to in HTTP/2 without TLS (gRPC).
 	HTTPSBackends map[string]bool
+	H2CBackends   map[string]bool
 }
 
 // Handler is the L7 request handler shared by all listeners.
@@ -42,10 +50,13 @@ type Handler struct {
 }
 
 // NewHandler returns a handler with no routes (every request gets 503 until
-// SetRoutes is called). transport is shared by all backends; see NewTransport.
+// SetRoutes is called). transport is shared by all backends; see
+// NewTransport. Backends in Routes.H2CBackends are reached through an h2c
+// transport of the handler's own (NewH2CTransport), which opens
+// connections only when such a backend is used.
 func NewHandler(whois WhoIsFunc, transport http.RoundTripper, m *metrics.Metrics, logger *log.Logger) *Handler {
 	h := &Handler{whois: whois, metrics: m, log: logger}
-	h.proxy = newReverseProxy(transport, m, logger)
+	h.proxy = newReverseProxy(transport, NewH2CTransport(), m, logger)
 	return h
 }
 
@@ -98,9 +109,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, public bool) {
 	if !public {
 		req.Identity = h.identity(r)
 	}
-	req.Route = routes.Table.Match(r.Host, r.URL.Path)
+	req.Route = routes.Table.MatchRequest(r)
 	if req.Route != nil {
 		routeLabel = req.Route.Host + req.Route.Path
+		if req.Route.Name != "" {
+			routeLabel = req.Route.Name
+		}
 	}
 	d, err := routes.Routers.Route(r.Context(), req, route.Decision{})
 	if err != nil {
@@ -115,6 +129,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, public bool) {
 func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Request, d route.Decision, routes *Routes) {
 	for k, vs := range d.SetResponseHeaders {
 		w.Header()[http.CanonicalHeaderKey(k)] = vs
+	}
+	// The backend's values follow these (ReverseProxy adds to the
+	// writer's headers): an addition, not a replacement.
+	for k, vs := range d.AddResponseHeaders {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
 	}
 	if d.DenyPublic && req.Public {
 		http.Error(w, "not available through Funnel", http.StatusForbidden)
@@ -138,10 +159,15 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 			http.Error(w, routetable.NotFoundBody, http.StatusNotFound)
 			return
 		}
-		h.proxy.forward(w, r, &upstream{
-			backend: *backend, https: routes.HTTPSBackends[backend.Address],
-			identity: req.Identity, public: req.Public, decision: d,
-		})
+		up := &upstream{backend: *backend, https: routes.HTTPSBackends[backend.Address], h2c: routes.H2CBackends[backend.Address],
+			identity: req.Identity, public: req.Public, decision: d}
+		if d.Timeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), d.Timeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		h.proxy.mirror(r, up, routes)
+		h.proxy.forward(w, r, up)
 	}
 }
 

@@ -3,6 +3,7 @@ package l7
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,10 @@ import (
 // UpstreamErrorBody is the short body of the 502 answered when a backend
 // cannot be reached or fails mid-request.
 const UpstreamErrorBody = "upstream unavailable\n"
+
+// TimeoutBody is the short body of the 504 answered when a route's timeout
+// passes before the backend answers.
+const TimeoutBody = "upstream timed out\n"
 
 // NewTransport returns the pooled keep-alive transport shared by all
 // backends, with bounded dial, TLS and response-header waits so a dead
@@ -43,6 +48,7 @@ func NewTransport() *http.Transport {
 type upstream struct {
 	backend  route.Backend
 	https    bool
+	h2c      bool
 	identity *route.Identity
 	// public marks a request from the public internet (Funnel).
 	public   bool
@@ -54,12 +60,34 @@ type upstreamKey struct{}
 type reverseProxy struct {
 	rp      *httputil.ReverseProxy
 	metrics *metrics.Metrics
+	log     *log.Logger
 }
 
-func newReverseProxy(transport http.RoundTripper, m *metrics.Metrics, logger *log.Logger) *reverseProxy {
-	p := &reverseProxy{metrics: m}
+// NewH2CTransport returns a transport that speaks HTTP/2 without TLS
+// (prior knowledge) to every backend: h2c backends, gRPC's usual.
+func NewH2CTransport() *http.Transport {
+	t := NewTransport()
+	t.TLSClientConfig = nil
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetUnencryptedHTTP2(true)
+	return t
+}
+
+// splitTransport sends requests for h2c backends through h2c, the rest
+// through plain.
+type splitTransport struct{ plain, h2c http.RoundTripper }
+
+func (t splitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if up, _ := req.Context().Value(upstreamKey{}).(*upstream); up != nil && up.h2c {
+		return t.h2c.RoundTrip(req)
+	}
+	return t.plain.RoundTrip(req)
+}
+
+func newReverseProxy(transport, h2c http.RoundTripper, m *metrics.Metrics, logger *log.Logger) *reverseProxy {
+	p := &reverseProxy{metrics: m, log: logger}
 	p.rp = &httputil.ReverseProxy{
-		Transport: transport,
+		Transport: splitTransport{plain: transport, h2c: h2c},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			up := pr.In.Context().Value(upstreamKey{}).(*upstream)
 			pr.Out.URL.Scheme = "http"
@@ -73,6 +101,9 @@ func newReverseProxy(transport http.RoundTripper, m *metrics.Metrics, logger *lo
 			rewriteURI(pr.Out, up.decision.RewriteURI)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
+			if up.decision.Host != "" {
+				pr.Out.Host = up.decision.Host
+			}
 			h := pr.Out.Header
 			for _, k := range up.decision.RemoveRequestHeaders {
 				h.Del(k)
@@ -93,10 +124,21 @@ func newReverseProxy(transport http.RoundTripper, m *metrics.Metrics, logger *lo
 			for k := range up.decision.SetResponseHeaders {
 				resp.Header.Del(k)
 			}
+			for _, k := range up.decision.RemoveResponseHeaders {
+				resp.Header.Del(k)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			up := r.Context().Value(upstreamKey{}).(*upstream)
+			if up.decision.Timeout > 0 && errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+				// The route's own timeout (the client's going away
+				// cancels, it has no deadline).
+				m.UpstreamErrors.WithLabelValues(up.backend.Name).Inc()
+				logger.Warn("upstream timed out", "backend", up.backend.Name, "timeout", up.decision.Timeout)
+				http.Error(w, TimeoutBody, http.StatusGatewayTimeout)
+				return
+			}
 			if r.Context().Err() != nil {
 				// The client went away; nobody reads a 502.
 				return

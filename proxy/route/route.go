@@ -3,14 +3,16 @@
 // Decision (forward to a backend, redirect, deny, edit headers, narrow
 // Funnel exposure).
 //
-// The proxy's built-in routing table and the WASM plugin host (plugins/) are
-// two implementations of Router. This package imports only the standard
+// The proxy's built-in routing tables (proxy/routetable for Ingress,
+// proxy/gatewaytable for the Gateway API) and the WASM plugin host
+// (plugins/) implement Router. This package imports only the standard
 // library, so both proxy/ and plugins/ can depend on it.
 package route
 
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // Identity is the tailnet identity of the caller, from the proxy's WhoIs.
@@ -36,6 +38,9 @@ type Backend struct {
 
 // Route is the routing-table entry a request matched.
 type Route struct {
+	// Name labels the route in metrics and logs (a Gateway API rule's
+	// "<namespace>/<route>/<rule index>"); when empty, Host and Path do.
+	Name string
 	// Host is the rule's host ("" for any, "*.example.com" for a wildcard).
 	Host string
 	// Path is the rule's path and PathType its match kind.
@@ -103,6 +108,19 @@ type Decision struct {
 	// Method, when set, replaces the request method sent upstream (http-wasm
 	// set_method).
 	Method string
+	// Host, when set, replaces the Host sent upstream (a Gateway API URL
+	// rewrite); X-Forwarded-Host keeps the client's.
+	Host string
+	// AddResponseHeaders appends values to the response's headers (after
+	// the backend's); RemoveResponseHeaders deletes the backend's.
+	AddResponseHeaders    http.Header
+	RemoveResponseHeaders []string
+	// Mirrors receive a copy of a forwarded request; their answers are
+	// dropped. The proxy's own table sets them from the config.
+	Mirrors []Backend
+	// Timeout, when above zero, bounds a forwarded request until the
+	// backend's answer ends; when it passes first the client gets 504.
+	Timeout time.Duration
 }
 
 // Router makes the routing decision for one request. The proxy calls it after

@@ -102,6 +102,10 @@ func sortEntries(es []entry) {
 	})
 }
 
+// MatchRequest returns the route of r's host and path, or nil: Match for
+// the l7 handler.
+func (t *Table) MatchRequest(r *http.Request) *route.Route { return t.Match(r.Host, r.URL.Path) }
+
 // Match returns the route for host (a port is ignored) and path, or nil.
 func (t *Table) Match(host, path string) *route.Route {
 	host = strings.ToLower(stripPort(host))
