@@ -18,6 +18,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/gatewayapi"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
@@ -67,7 +68,7 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return nil, err // the pipeline checked it already: a race with the Tailnet's handler
 	}
-	in := Inputs{Routes: m.routesOf(gw), Grants: m.grants(), Lookups: m.lookups(ctx),
+	in := gatewayapi.Inputs{Routes: m.routesOf(gw), Grants: m.grants(), Lookups: m.lookups(ctx),
 		CertificateName: func(l string) string { return CertificateName(gw, l) }}
 	if !tailnet.Supports(be, tailnet.FeatureCertificates) {
 		in.NoCertificates = tailnet.Unsupported(be, "an HTTPS listener without certificateRefs", tailnet.FeatureCertificates) +
@@ -80,7 +81,7 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 			in.Funnel = true
 		}
 	}
-	res, err := Render(gw, in)
+	res, err := gatewayapi.Render(gw, in)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	if res == nil {
 		return nil
 	}
-	p := Proxy{Programmed: out.Stage == pipeline.Ready, Message: out.Message}
+	p := gatewayapi.Proxy{Programmed: out.Stage == pipeline.Ready, Message: out.Message}
 	switch out.Stage {
 	case pipeline.Invalid:
 		p.Reason = string(gatewayv1.GatewayReasonInvalid)
@@ -143,7 +144,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	if !p.Programmed && len(p.Device.IPs) == 0 && out.Stage != pipeline.Invalid {
 		p.Reason = string(gatewayv1.GatewayReasonAddressNotAssigned)
 	}
-	if err := m.writeGatewayStatus(ctx, gw, Status(gw, res, p)); err != nil {
+	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, p)); err != nil {
 		return err
 	}
 	return m.writeRouteStatuses(ctx, gw, res.Parents)
@@ -178,13 +179,13 @@ func (m *module) releaseRoutes(ctx context.Context, obj *unstructured.Unstructur
 	return m.writeRouteStatuses(ctx, gw, parents)
 }
 
-func (m *module) remember(gw *gatewayv1.Gateway, res *Result) {
+func (m *module) remember(gw *gatewayv1.Gateway, res *gatewayapi.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.last[string(gw.UID)] = res
 }
 
-func (m *module) recall(gw *gatewayv1.Gateway) *Result {
+func (m *module) recall(gw *gatewayv1.Gateway) *gatewayapi.Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.last[string(gw.UID)]
@@ -198,11 +199,11 @@ func (m *module) forget(gw *gatewayv1.Gateway) {
 
 // routesOf are the routes of every served kind that name gw or carry an
 // entry of ours for it, from the indexes.
-func (m *module) routesOf(gw *gatewayv1.Gateway) []*Route {
-	var out []*Route
+func (m *module) routesOf(gw *gatewayv1.Gateway) []*gatewayapi.Route {
+	var out []*gatewayapi.Route
 	for _, kind := range m.kinds {
 		for _, v := range m.d.Op.GetIndex(indexRoutes(kind)).Get(gw.Namespace + "/" + gw.Name) {
-			out = append(out, v.(*Route))
+			out = append(out, v.(*gatewayapi.Route))
 		}
 	}
 	return out
@@ -217,9 +218,9 @@ func (m *module) grants() []gatewayv1.ReferenceGrant {
 }
 
 // lookups read the API server.
-func (m *module) lookups(ctx context.Context) Lookups {
+func (m *module) lookups(ctx context.Context) gatewayapi.Lookups {
 	core := m.d.Kube.CoreV1()
-	return Lookups{
+	return gatewayapi.Lookups{
 		Service: func(ns, name string) (*corev1.Service, error) {
 			return nilIfNotFound(core.Services(ns).Get(ctx, name, metav1.GetOptions{}))
 		},
@@ -310,7 +311,7 @@ func mergeConditions(old, want []metav1.Condition) []metav1.Condition {
 // one route's status never lose each other's entries (a conflict is
 // retried by the runtime).
 func (m *module) writeRouteStatuses(ctx context.Context, gw *gatewayv1.Gateway, parents map[string][]gatewayv1.RouteParentStatus) error {
-	routes := map[string]*Route{}
+	routes := map[string]*gatewayapi.Route{}
 	for _, r := range m.routesOf(gw) {
 		routes[r.Key()] = r
 	}
@@ -322,7 +323,7 @@ func (m *module) writeRouteStatuses(ctx context.Context, gw *gatewayv1.Gateway, 
 		var keep []gatewayv1.RouteParentStatus
 		old := map[int][]metav1.Condition{}
 		for _, p := range r.Parents {
-			if p.ControllerName == gatewayclass.ControllerName && RefersTo(r.Namespace, p.ParentRef, gw.Namespace, gw.Name) {
+			if p.ControllerName == gatewayclass.ControllerName && gatewayapi.RefersTo(r.Namespace, p.ParentRef, gw.Namespace, gw.Name) {
 				for i := range want {
 					if reflect.DeepEqual(want[i].ParentRef, p.ParentRef) {
 						old[i] = p.Conditions
@@ -355,7 +356,7 @@ func sameParents(a, b []gatewayv1.RouteParentStatus) bool {
 	return len(a) == len(b) && string(ja) == string(jb)
 }
 
-func (m *module) patchRouteParents(ctx context.Context, r *Route, parents []gatewayv1.RouteParentStatus) error {
+func (m *module) patchRouteParents(ctx context.Context, r *gatewayapi.Route, parents []gatewayv1.RouteParentStatus) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": r.ResourceVersion},
 		"status":   map[string]any{"parents": parents},
@@ -363,7 +364,7 @@ func (m *module) patchRouteParents(ctx context.Context, r *Route, parents []gate
 	if err != nil {
 		return fmt.Errorf("encode status of %s: %w", r.Key(), err)
 	}
-	_, err = m.d.Dyn.Resource(RouteResource(r.Kind)).Namespace(r.Namespace).Patch(ctx, r.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: cluster.FieldManager}, "status")
+	_, err = m.d.Dyn.Resource(gatewayapi.RouteResource(r.Kind)).Namespace(r.Namespace).Patch(ctx, r.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: cluster.FieldManager}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

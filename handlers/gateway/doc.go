@@ -1,27 +1,21 @@
-// Package gateway is the handler module of the Gateway API's Gateway and
-// its routes (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute): a
+// Package gateway is the handler module of the Gateway API's Gateway: a
 // Gateway of a GatewayClass of ours (handlers/gatewayclass) is a proxy
 // parent on the shared pipeline, whose one device serves the Gateway's
-// listeners with the routes attached to them (proxy role "gateway",
-// proxy/config.Gateway).
+// listeners with the routes attached to them (proxy role "gateway"), or,
+// when it names a ProxyGroup, a member of that group served as a Tailscale
+// Service (members.go, on handlers/lib/groupmember).
 //
-// The pure part resolves a Gateway and the routes that name it into the
-// proxy's config and the statuses the Gateway API asks for: which
-// listeners are valid and conflict-free (listeners.go), which route
-// parentRefs attach to which listeners (attach.go), which backends and
-// certificates resolve and which cross-namespace references a
-// ReferenceGrant permits (refs.go), how HTTPRoute and GRPCRoute rules
-// become the proxy's entries in the spec's precedence order (http.go), and
-// the conditions (status.go). Render ties them together; it reads nothing.
+// handlers/lib/gatewayapi resolves a Gateway and its routes, purely; this
+// package is the thin apply step: the pipeline and member hooks, indexes
+// that find a Gateway's routes without reading the API server, watches
+// that handle a Gateway (and its ProxyGroup) again when a route, a backend
+// Service, a namespace's labels, a ReferenceGrant or a class changes (all
+// through the runtime's one queue), the copies of listeners' certificates,
+// and the statuses: the Gateway's, and the routes' status.parents entries
+// of this controller.
 //
-// The apply part (register.go, apply.go) is thin: the pipeline hooks of a
-// Gateway, indexes that find a Gateway's routes without reading the API
-// server, watches that handle a Gateway again when a route, a backend
-// Service, a certificate Secret or a ReferenceGrant changes (all through
-// the runtime's one queue), and the routes' status.parents entries of this
-// controller.
-//
-// It imports the Gateway API's Go types (sigs.k8s.io/gateway-api/apis),
-// proxy/config, handlers/gatewayclass, handlers/plugin, handlers/lib and
-// runtime; nothing imports it but handlers.
+// It imports handlers/lib (gatewayapi, cluster, pipeline, groupmember,
+// proxyset, resources, tsservice), handlers/gatewayclass, handlers/plugin,
+// internal/tailnet, proxy/config and runtime; nothing imports it but
+// handlers.
 package gateway

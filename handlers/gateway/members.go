@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/tailplane/tailplane/handlers/lib/gatewayapi"
 	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
@@ -85,7 +87,7 @@ func (m *module) registerMember(op *runtime.Operator, p *pipeline.Pipeline, memb
 
 // member renders gw as its group's Tailscale Service, with its Render
 // result (which the member's status is written from).
-func (m *module) member(ctx context.Context, gw *gatewayv1.Gateway) (*groupmember.ServiceMember, *Result, error) {
+func (m *module) member(ctx context.Context, gw *gatewayv1.Gateway) (*groupmember.ServiceMember, *gatewayapi.Result, error) {
 	hostname, err := Hostname(gw)
 	if err != nil {
 		return nil, nil, err
@@ -94,7 +96,7 @@ func (m *module) member(ctx context.Context, gw *gatewayv1.Gateway) (*groupmembe
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := Render(gw, Inputs{Routes: m.routesOf(gw), Grants: m.grants(), Lookups: m.lookups(ctx),
+	res, err := gatewayapi.Render(gw, gatewayapi.Inputs{Routes: m.routesOf(gw), Grants: m.grants(), Lookups: m.lookups(ctx),
 		CertificateName: func(l string) string { return CertificateName(gw, l) }, SharedCertificate: tsservice.CertSecretName(hostname)})
 	if err != nil {
 		return nil, nil, err
@@ -114,7 +116,7 @@ func (m *module) member(ctx context.Context, gw *gatewayv1.Gateway) (*groupmembe
 			proto = "udp"
 		}
 		port := fmt.Sprintf("%s:%d", proto, l.Port)
-		if !contains(member.Ports, port) {
+		if !slices.Contains(member.Ports, port) {
 			member.Ports = append(member.Ports, port)
 		}
 	}
@@ -156,14 +158,14 @@ func (m *module) invalidMember(ctx context.Context, obj *unstructured.Unstructur
 	m.d.Post(gw, corev1.EventTypeWarning, reason, msg)
 	res := m.recall(gw)
 	if res == nil {
-		res = &Result{}
+		res = &gatewayapi.Result{}
 	}
 	if res.Refused == "" {
 		refused := *res
 		refused.Refused, refused.RefusedReason = msg, string(gatewayv1.GatewayReasonInvalidParameters)
 		res = &refused
 	}
-	if err := m.writeGatewayStatus(ctx, gw, Status(gw, res, Proxy{Reason: string(gatewayv1.GatewayReasonInvalid), Message: msg})); err != nil {
+	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, gatewayapi.Proxy{Reason: string(gatewayv1.GatewayReasonInvalid), Message: msg})); err != nil {
 		return err
 	}
 	return m.writeRouteStatuses(ctx, gw, res.Parents)
@@ -184,7 +186,7 @@ func (m *module) memberStatus(ctx context.Context, obj *unstructured.Unstructure
 	if res == nil {
 		return nil
 	}
-	p := Proxy{Programmed: st.Advertising > 0, Device: proxyset.Device{FQDN: st.DNSName, IPs: st.Addrs}}
+	p := gatewayapi.Proxy{Programmed: st.Advertising > 0, Device: proxyset.Device{FQDN: st.DNSName, IPs: st.Addrs}}
 	if !p.Programmed {
 		p.Reason = string(gatewayv1.GatewayReasonPending)
 		p.Message = fmt.Sprintf(groupmember.MessageBackendsAdvertising, st.Advertising, st.Total)
@@ -192,7 +194,7 @@ func (m *module) memberStatus(ctx context.Context, obj *unstructured.Unstructure
 			p.Reason = string(gatewayv1.GatewayReasonAddressNotAssigned)
 		}
 	}
-	if err := m.writeGatewayStatus(ctx, gw, Status(gw, res, p)); err != nil {
+	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, p)); err != nil {
 		return err
 	}
 	return m.writeRouteStatuses(ctx, gw, res.Parents)

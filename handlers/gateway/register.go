@@ -16,6 +16,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/gatewayapi"
 	"github.com/tailplane/tailplane/handlers/lib/groupmember"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
@@ -55,7 +56,7 @@ type module struct {
 	mu sync.Mutex
 	// last is each Gateway's Render result from its Plan, which its Report
 	// of the same cycle turns into status.
-	last map[string]*Result
+	last map[string]*gatewayapi.Result
 }
 
 // Register adds the Gateway module to the pipeline, when the Gateway API
@@ -68,9 +69,9 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, membe
 	if !served[resources.Gateways.Resource] {
 		return
 	}
-	m := &module{d: d, last: map[string]*Result{}}
-	for _, k := range RouteKinds() {
-		if served[RouteResource(k).Resource] {
+	m := &module{d: d, last: map[string]*gatewayapi.Result{}}
+	for _, k := range gatewayapi.RouteKinds() {
+		if served[gatewayapi.RouteResource(k).Resource] {
 			m.kinds = append(m.kinds, k)
 		}
 	}
@@ -138,26 +139,26 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, membe
 // registerRoutes indexes a route kind by Gateway and by backend, and has
 // the Gateways a route names (before and after a change) handled again.
 func (m *module) registerRoutes(op *runtime.Operator, kind string) {
-	res := RouteResource(kind)
+	res := gatewayapi.RouteResource(kind)
 	op.Index(res, indexRoutes(kind), func(obj *unstructured.Unstructured) map[string]any {
-		r, err := DecodeRoute(kind, obj)
+		r, err := gatewayapi.DecodeRoute(kind, obj)
 		if err != nil {
 			return nil
 		}
 		out := map[string]any{}
-		for _, gw := range routeGateways(r) {
+		for _, gw := range r.Gateways(true) {
 			out[gw] = r
 		}
 		return out
 	}, m.d.Scope()...)
 	op.Index(res, indexBackends(kind), func(obj *unstructured.Unstructured) map[string]any {
-		r, err := DecodeRoute(kind, obj)
+		r, err := gatewayapi.DecodeRoute(kind, obj)
 		if err != nil {
 			return nil
 		}
-		gws := r.Gateways()
+		gws := r.Gateways(false)
 		out := map[string]any{}
-		for _, svc := range backendServices(r) {
+		for _, svc := range r.BackendServices() {
 			out[svc] = gws
 		}
 		return out
@@ -168,31 +169,14 @@ func (m *module) registerRoutes(op *runtime.Operator, kind string) {
 			if o == nil {
 				continue
 			}
-			if r, err := DecodeRoute(kind, o); err == nil {
-				for _, gw := range routeGateways(r) {
+			if r, err := gatewayapi.DecodeRoute(kind, o); err == nil {
+				for _, gw := range r.Gateways(true) {
 					out = append(out, m.handlersOf(gw)...)
 				}
 			}
 		}
 		return out
 	}, m.d.Scope()...)
-}
-
-// routeGateways are the Gateways a route names, and those its status says
-// this controller attached it to (so that a Gateway it left clears them).
-func routeGateways(r *Route) []string {
-	out := r.Gateways()
-	for _, p := range r.Parents {
-		if p.ControllerName != gatewayclass.ControllerName {
-			continue
-		}
-		ns := r.Namespace
-		if p.ParentRef.Namespace != nil {
-			ns = string(*p.ParentRef.Namespace)
-		}
-		out = append(out, ns+"/"+string(p.ParentRef.Name))
-	}
-	return dedupe(out)
 }
 
 // handlersOf are the keys to handle again when what Gateway nsName serves
@@ -204,60 +188,6 @@ func (m *module) handlersOf(nsName string) []runtime.Key {
 		out = append(out, runtime.Key{Resource: resources.ProxyGroups, Name: group})
 	}
 	return out
-}
-
-// backendServices are the "namespace/name" of the Services a route's
-// backendRefs and mirrors name.
-func backendServices(r *Route) []string {
-	var out []string
-	add := func(ref gatewayv1.BackendObjectReference) {
-		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
-			return
-		}
-		ns := r.Namespace
-		if ref.Namespace != nil {
-			ns = string(*ref.Namespace)
-		}
-		out = append(out, ns+"/"+string(ref.Name))
-	}
-	switch {
-	case r.HTTP != nil:
-		for _, rule := range r.HTTP.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(b.BackendObjectReference)
-			}
-			for _, f := range rule.Filters {
-				if f.RequestMirror != nil {
-					add(f.RequestMirror.BackendRef)
-				}
-			}
-		}
-	case r.GRPC != nil:
-		for _, rule := range r.GRPC.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(b.BackendObjectReference)
-			}
-		}
-	case r.TLS != nil:
-		for _, rule := range r.TLS.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(b.BackendObjectReference)
-			}
-		}
-	case r.TCP != nil:
-		for _, rule := range r.TCP.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(b.BackendObjectReference)
-			}
-		}
-	case r.UDP != nil:
-		for _, rule := range r.UDP.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(b.BackendObjectReference)
-			}
-		}
-	}
-	return dedupe(out)
 }
 
 // isOurs reports whether the Gateway asks for a device of its own: its

@@ -7,8 +7,8 @@
 //
 // register.go is the thin apply step (Register), which imports runtime/ and
 // handlers/lib as well; this file imports only the Gateway API's types
-// (sigs.k8s.io/gateway-api/apis/v1, pkg/consts), handlers/lib/conditions
-// and apimachinery.
+// (sigs.k8s.io/gateway-api/apis/v1, pkg/consts), handlers/lib/conditions,
+// handlers/lib/gatewayapi (the controller's name) and apimachinery.
 package gatewayclass
 
 import (
@@ -21,11 +21,12 @@ import (
 	"sigs.k8s.io/gateway-api/pkg/consts"
 
 	"github.com/tailplane/tailplane/handlers/lib/conditions"
+	"github.com/tailplane/tailplane/handlers/lib/gatewayapi"
 )
 
 // ControllerName is the spec.controllerName of the GatewayClasses the
 // operator serves.
-const ControllerName gatewayv1.GatewayController = "tailplane.dev/gateway-controller"
+const ControllerName = gatewayapi.ControllerName
 
 // CRDName is the GatewayClass CRD, whose bundle-version annotation says
 // which Gateway API release is installed.

@@ -1,4 +1,4 @@
-package gateway
+package gatewayapi
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/tailplane/tailplane/handlers/gatewayclass"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
@@ -210,6 +209,6 @@ func parentStatus(r *Route, gw *gatewayv1.Gateway, p parentResult, rs *rules) ga
 	for _, c := range []*metav1.Condition{&accepted, &resolved} {
 		c.ObservedGeneration = r.Generation
 	}
-	return gatewayv1.RouteParentStatus{ParentRef: p.ref, ControllerName: gatewayclass.ControllerName,
+	return gatewayv1.RouteParentStatus{ParentRef: p.ref, ControllerName: ControllerName,
 		Conditions: []metav1.Condition{accepted, resolved}}
 }

@@ -1,4 +1,4 @@
-package gateway
+package gatewayapi
 
 import (
 	"fmt"
@@ -21,6 +21,11 @@ const (
 	KindTCPRoute  = "TCPRoute"
 	KindUDPRoute  = "UDPRoute"
 )
+
+// ControllerName is the spec.controllerName of the GatewayClasses the
+// operator serves, and the controllerName of its routes' status.parents
+// entries.
+const ControllerName gatewayv1.GatewayController = "tailplane.dev/gateway-controller"
 
 // Group is the Gateway API's API group.
 const Group = gatewayv1.GroupName
@@ -115,9 +120,9 @@ func RefersTo(routeNamespace string, ref gatewayv1.ParentReference, namespace, n
 	return ns == namespace && string(ref.Name) == name
 }
 
-// Gateways are the "namespace/name" of the Gateways the route's parentRefs
+// named are the "namespace/name" of the Gateways the route's parentRefs
 // name, each once, sorted.
-func (r *Route) Gateways() []string {
+func (r *Route) named() []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, ref := range r.ParentRefs {
@@ -154,4 +159,79 @@ func SortRoutes(routes []*Route) {
 		}
 		return a.Kind < b.Kind
 	})
+}
+
+// Gateways are the "namespace/name" of the Gateways the route's parentRefs
+// name, each once, sorted; withStatus adds those whose entry of this
+// controller its status still has (so that a Gateway it left clears it).
+func (r *Route) Gateways(withStatus bool) []string {
+	out := r.named()
+	if !withStatus {
+		return out
+	}
+	for _, p := range r.Parents {
+		if p.ControllerName != ControllerName {
+			continue
+		}
+		ns := r.Namespace
+		if p.ParentRef.Namespace != nil {
+			ns = string(*p.ParentRef.Namespace)
+		}
+		out = append(out, ns+"/"+string(p.ParentRef.Name))
+	}
+	return dedupe(out)
+}
+
+// BackendServices are the "namespace/name" of the Services the route's
+// backendRefs and mirrors name.
+func (r *Route) BackendServices() []string {
+	var out []string
+	add := func(ref gatewayv1.BackendObjectReference) {
+		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
+			return
+		}
+		ns := r.Namespace
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		out = append(out, ns+"/"+string(ref.Name))
+	}
+	switch {
+	case r.HTTP != nil:
+		for _, rule := range r.HTTP.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+			for _, f := range rule.Filters {
+				if f.RequestMirror != nil {
+					add(f.RequestMirror.BackendRef)
+				}
+			}
+		}
+	case r.GRPC != nil:
+		for _, rule := range r.GRPC.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+		}
+	case r.TLS != nil:
+		for _, rule := range r.TLS.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+		}
+	case r.TCP != nil:
+		for _, rule := range r.TCP.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+		}
+	case r.UDP != nil:
+		for _, rule := range r.UDP.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(b.BackendObjectReference)
+			}
+		}
+	}
+	return dedupe(out)
 }
