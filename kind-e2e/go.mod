@@ -40,6 +40,7 @@ replace (
 
 require (
 	github.com/charmbracelet/log v1.0.0
+	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.22.1
 	github.com/letsencrypt/pebble/v2 v2.10.3
 	github.com/miekg/dns v1.1.73
@@ -52,6 +53,7 @@ require (
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.84.0
 	k8s.io/api v0.37.2
+	k8s.io/apiextensions-apiserver v0.36.1
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/component-base v0.37.2
@@ -59,7 +61,10 @@ require (
 	k8s.io/kubectl v0.37.2
 	k8s.io/kubernetes v1.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	sigs.k8s.io/controller-runtime v0.24.1
+	sigs.k8s.io/gateway-api v1.6.3 // the conformance module requires v0.0.0-00010101000000-000000000000 (replaced by ../ in its own go.mod, unseen here): this release is what it is cut from
 	sigs.k8s.io/gateway-api/conformance v1.6.3
+	sigs.k8s.io/yaml v1.6.0
 	tailscale.com v1.102.5
 	tailscale.com/client/tailscale/v2 v2.12.0
 )
@@ -120,7 +125,6 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260214004413-d219187c3433 // indirect
 	github.com/go-logfmt/logfmt v0.6.1 // indirect
-	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
@@ -259,7 +263,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gvisor.dev/gvisor v0.0.0-20260224225140-573d5e7127a8 // indirect
-	k8s.io/apiextensions-apiserver v0.36.1 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/cli-runtime v0.37.2 // indirect
 	k8s.io/cloud-provider v0.37.2 // indirect
@@ -285,8 +288,6 @@ require (
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/streaming v0.37.2 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
-	sigs.k8s.io/controller-runtime v0.24.1 // indirect
-	sigs.k8s.io/gateway-api v0.0.0-00010101000000-000000000000 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/knftables v0.0.22 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect
@@ -294,20 +295,9 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.21.2 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 tool (
 	k8s.io/kubernetes/cmd/kube-proxy
 	k8s.io/kubernetes/cmd/kubelet
 )
-
-// sigs.k8s.io/gateway-api/conformance v1.6.3 requires sigs.k8s.io/gateway-api
-// at v0.0.0-00010101000000-000000000000 with a replace to "../" in its own
-// go.mod, which a dependent never sees: the proxy serves no such version.
-// This replace points it at the release the conformance module is cut from
-// (and the main module's version), the minimal resolution. MVS then picks
-// controller-runtime v0.24.1 (the conformance module's own requirement) and
-// apiextensions-apiserver v0.36.1, which the replace above holds at v0.37.2;
-// both compile beside k8s.io v0.37.2, so nothing is raised further.
-replace sigs.k8s.io/gateway-api => sigs.k8s.io/gateway-api v1.6.3
