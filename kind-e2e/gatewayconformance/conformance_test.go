@@ -84,6 +84,7 @@ func TestGatewayConformance(t *testing.T) {
 	grpcClient := &tailnetGRPC{dial: node.Dial}
 	defer grpcClient.Close()
 	opts.GRPCClient = grpcClient
+	opts.WebSocketDialer = tailnetWebSocket{ctx: ctx, dial: node.Dial}
 	cs, err := suite.NewConformanceTestSuite(opts)
 	if err != nil {
 		t.Fatalf("the conformance suite: %v", err)

@@ -2,6 +2,7 @@ package gatewayconformance
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	cgrpc "sigs.k8s.io/gateway-api/conformance/utils/grpc"
@@ -108,4 +110,51 @@ func (c *tailnetGRPC) Close() {
 	defer c.mu.Unlock()
 	c.inner.Close()
 	c.inner.Conn = nil
+}
+
+// tailnetWebSocket is the suite's WebSocket dialer (utils/websocket's
+// DefaultDialer: golang.org/x/net/websocket, ws and wss) with its
+// connections dialled through the tailnet. The suite's interface takes no
+// context: ctx is the test's, and each dial has a minute.
+type tailnetWebSocket struct {
+	ctx  context.Context
+	dial dialFunc
+}
+
+// Dial opens a WebSocket connection to rawURL with the given subprotocol.
+func (d tailnetWebSocket) Dial(rawURL, protocol, origin string) (*websocket.Conn, error) {
+	cfg, err := websocket.NewConfig(rawURL, origin)
+	if err != nil {
+		return nil, fmt.Errorf("websocket %s: %w", rawURL, err)
+	}
+	if protocol != "" {
+		cfg.Protocol = []string{protocol}
+	}
+	host, port := cfg.Location.Hostname(), cfg.Location.Port()
+	if port == "" {
+		port = map[string]string{"wss": "443"}[cfg.Location.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
+	defer cancel()
+	conn, err := d.dial(ctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, fmt.Errorf("websocket %s: dial through the tailnet: %w", rawURL, err)
+	}
+	if cfg.Location.Scheme == "wss" {
+		tc := tls.Client(conn, &tls.Config{ServerName: host})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("websocket %s: TLS: %w", rawURL, err)
+		}
+		conn = tc
+	}
+	ws, err := websocket.NewClient(cfg, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("websocket %s: handshake: %w", rawURL, err)
+	}
+	return ws, nil
 }
