@@ -29,7 +29,9 @@ import (
 const nodeName = "devcluster"
 
 // backendNamespaces are the namespaces of the base manifests' backends.
-var backendNamespaces = []string{suite.InfrastructureNamespace, suite.AppBackendNamespace, suite.WebBackendNamespace}
+func backendNamespaces() []string {
+	return []string{suite.InfrastructureNamespace, suite.AppBackendNamespace, suite.WebBackendNamespace}
+}
 
 // checkBackends proves the stand-in on the real node, independently of any
 // Gateway: every pod of the base manifests runs there, and each answers on
@@ -40,7 +42,7 @@ func checkBackends(ctx context.Context, t *testing.T, kube kubernetes.Interface,
 	var pods []corev1.Pod
 	g.Eventually(func(g Gomega) {
 		pods = nil
-		for _, ns := range backendNamespaces {
+		for _, ns := range backendNamespaces() {
 			list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(list.Items).NotTo(BeEmpty(), "no pods in %s", ns)
@@ -56,13 +58,13 @@ func checkBackends(ctx context.Context, t *testing.T, kube kubernetes.Interface,
 			g := NewWithT(t)
 			g.Expect(p.Spec.NodeName).To(Equal(nodeName))
 			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
-			checkBackend(t, p, timeouts)
+			checkBackend(ctx, t, p, timeouts)
 		})
 	}
 }
 
 // checkBackend asks one pod what its manifest makes it serve.
-func checkBackend(t *testing.T, p corev1.Pod, timeouts config.TimeoutConfig) {
+func checkBackend(ctx context.Context, t *testing.T, p corev1.Pod, timeouts config.TimeoutConfig) {
 	g := NewWithT(t)
 	c := p.Spec.Containers[0]
 	env := map[string]string{}
@@ -75,7 +77,7 @@ func checkBackend(t *testing.T, p corev1.Pod, timeouts config.TimeoutConfig) {
 		m := new(dns.Msg)
 		m.SetQuestion("foo.bar.com.", dns.TypeA)
 		g.Eventually(func(g Gomega) {
-			r, _, err := new(dns.Client).Exchange(m, net.JoinHostPort(p.Status.PodIP, "53"))
+			r, _, err := new(dns.Client).ExchangeContext(ctx, m, net.JoinHostPort(p.Status.PodIP, "53"))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(r.Rcode).To(Equal(dns.RcodeSuccess))
 		}).WithTimeout(timeouts.MaxTimeToConsistency).Should(Succeed())
@@ -93,7 +95,7 @@ func checkBackend(t *testing.T, p corev1.Pod, timeouts config.TimeoutConfig) {
 			Request: chttp.Request{Path: "/backend-check"}, Backend: p.Name, Namespace: p.Namespace,
 		})
 		if env["TLS_SERVER_CERT"] != "" {
-			checkHTTPS(t, p)
+			checkHTTPS(ctx, t, p)
 		}
 	}
 	t.Logf("%s/%s answers as the suite expects (image %s)", p.Namespace, p.Name, c.Image)
@@ -102,13 +104,15 @@ func checkBackend(t *testing.T, p corev1.Pod, timeouts config.TimeoutConfig) {
 // checkHTTPS asks a TLS backend on 8443: the answer carries the TLS facts.
 // Its certificate is the suite's (for abc.example.com): not verified here,
 // where only the stand-in is on trial.
-func checkHTTPS(t *testing.T, p corev1.Pod) {
+func checkHTTPS(ctx context.Context, t *testing.T, p corev1.Pod) {
 	g := NewWithT(t)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{ServerName: "abc.example.com", InsecureSkipVerify: true}, //nolint:gosec // see above
 	}}
 	g.Eventually(func(g Gomega) {
-		resp, err := client.Get("https://" + net.JoinHostPort(p.Status.PodIP, "8443") + "/tls-check")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(p.Status.PodIP, "8443")+"/tls-check", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := client.Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)

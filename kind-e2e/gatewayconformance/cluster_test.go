@@ -107,7 +107,10 @@ func (c *cluster) stop(t *testing.T, work string) {
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		<-c.exited
 	}
-	if out, err := exec.Command(c.devcluster, "down", "--dir", c.dir).CombinedOutput(); err != nil {
+	// The test's context is done by now: down gets its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, c.devcluster, "down", "--dir", c.dir).CombinedOutput(); err != nil {
 		t.Logf("devcluster down: %v\n%s", err, out)
 	}
 	if err := os.RemoveAll(work); err != nil {

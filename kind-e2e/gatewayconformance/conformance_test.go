@@ -46,8 +46,10 @@ const gatewayClass = "tailscale"
 const reportPath = "docs/conformance/gateway-api-v1.6.3-report.yaml"
 
 // profiles are the conformance profiles Tailplane runs (issue 34).
-var profiles = []suite.ConformanceProfileName{
-	suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName, suite.GatewayTLSConformanceProfileName,
+func profiles() []suite.ConformanceProfileName {
+	return []suite.ConformanceProfileName{
+		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName, suite.GatewayTLSConformanceProfileName,
+	}
 }
 
 // claimedFeatures are the features Tailplane claims: the profiles' core
@@ -56,9 +58,11 @@ var profiles = []suite.ConformanceProfileName{
 // empty until Gateways are served (the suite refuses an empty inference).
 // An extended feature joins this list once it is served, and the class's
 // status with it.
-var claimedFeatures = []features.FeatureName{
-	features.SupportGateway, features.SupportReferenceGrant,
-	features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportTLSRoute,
+func claimedFeatures() []features.FeatureName {
+	return []features.FeatureName{
+		features.SupportGateway, features.SupportReferenceGrant,
+		features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportTLSRoute,
+	}
 }
 
 func TestGatewayConformance(t *testing.T) {
@@ -130,8 +134,8 @@ func suiteOptions(t *testing.T, c *cluster, root string) suite.ConformanceOption
 			GatewayClassName:     gatewayClass,
 			CleanupBaseResources: false, // the cluster goes with the test
 			CleanupTestResources: true,
-			SupportedFeatures:    claimedFeatures,
-			ConformanceProfiles:  profiles,
+			SupportedFeatures:    claimedFeatures(),
+			ConformanceProfiles:  profiles(),
 			Mode:                 flags.DefaultMode,
 			TimeoutConfig:        config.DefaultTimeoutConfig(),
 			ReportOutputPath:     filepath.Join(root, reportPath),

@@ -24,7 +24,7 @@ import (
 // reference without its registry): echo-basic in every version, and the
 // base manifests' CoreDNS (the UDP tests' DNS server). echo-advanced is the
 // mesh profiles' only, which this runner does not run.
-var standInImages = []string{"gateway-api/echo-basic:*", "coredns/coredns:*"}
+func standInImages() []string { return []string{"gateway-api/echo-basic:*", "coredns/coredns:*"} }
 
 // suiteImages lists the images of the suite's base and test manifests that
 // the stand-in serves, each once, sorted: read from the manifests the suite
@@ -48,7 +48,7 @@ func suiteImages() ([]string, error) {
 				continue
 			}
 			_, repo, _ := strings.Cut(ref, "/")
-			for _, pattern := range standInImages {
+			for _, pattern := range standInImages() {
 				if ok, _ := path.Match(pattern, repo); ok {
 					refs = append(refs, ref)
 				}

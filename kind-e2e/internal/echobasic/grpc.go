@@ -61,7 +61,7 @@ func (s *grpcEcho) echo(ctx context.Context, method string) (*pb.EchoResponse, e
 		}
 		st := info.State
 		a.TlsAssertions = &pb.TLSAssertions{
-			Version: tlsVersionNames[st.Version], NegotiatedProtocol: st.NegotiatedProtocol,
+			Version: tlsVersionName(st.Version), NegotiatedProtocol: st.NegotiatedProtocol,
 			ServerName: st.ServerName, CipherSuite: tls.CipherSuiteName(st.CipherSuite),
 			PeerCertificates: peerPEMs(st.PeerCertificates),
 		}

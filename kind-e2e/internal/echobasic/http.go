@@ -55,11 +55,10 @@ type echoHandler struct {
 	attempts map[string]int
 }
 
-// statusPath is /status/NNN: answer with status NNN.
-var statusPath = regexp.MustCompile(`^/status/(\d\d\d)$`)
-
 func newHTTPHandler(c Config, logger *log.Logger) http.Handler {
 	h := &echoHandler{ctx: c.Context, httpPort: c.HTTPPort, logger: logger, attempts: map[string]int{}}
+	// /status/NNN answers with status NNN.
+	statusPath := regexp.MustCompile(`^/status/(\d\d\d)$`)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
 	mux.HandleFunc("/status/", func(w http.ResponseWriter, r *http.Request) {
@@ -177,9 +176,20 @@ func writeError(w http.ResponseWriter, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"message": err.Error()})
 }
 
-// tlsVersionNames are echo-basic's names of TLS versions (HTTP and gRPC).
-var tlsVersionNames = map[uint16]string{
-	tls.VersionTLS13: "TLSv1.3", tls.VersionTLS12: "TLSv1.2", tls.VersionTLS11: "TLSv1.1", tls.VersionTLS10: "TLSv1.0",
+// tlsVersionName is echo-basic's name of a TLS version (HTTP and gRPC; its
+// TCP echo uses tls.VersionName), "" for others.
+func tlsVersionName(v uint16) string {
+	switch v {
+	case tls.VersionTLS13:
+		return "TLSv1.3"
+	case tls.VersionTLS12:
+		return "TLSv1.2"
+	case tls.VersionTLS11:
+		return "TLSv1.1"
+	case tls.VersionTLS10:
+		return "TLSv1.0"
+	}
+	return ""
 }
 
 // peerPEMs are the peer's certificates as PEM blocks.
@@ -196,7 +206,7 @@ func httpTLS(s *tls.ConnectionState) *TLSAssertions {
 		return nil
 	}
 	return &TLSAssertions{
-		Version: tlsVersionNames[s.Version], PeerCertificates: peerPEMs(s.PeerCertificates),
+		Version: tlsVersionName(s.Version), PeerCertificates: peerPEMs(s.PeerCertificates),
 		ServerName: s.ServerName, NegotiatedProtocol: s.NegotiatedProtocol, CipherSuite: tls.CipherSuiteName(s.CipherSuite),
 	}
 }

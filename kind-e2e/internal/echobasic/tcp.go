@@ -123,7 +123,10 @@ func tcpEcho(ctx context.Context, conn net.Conn, pc TCPContext) error {
 			return fmt.Errorf("answer: %w", err)
 		}
 	}
-	return lines.Err()
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	return nil
 }
 
 func startUDP(ctx context.Context, c Config, s *Servers, logger *log.Logger) error {
