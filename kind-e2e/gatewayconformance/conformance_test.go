@@ -104,7 +104,7 @@ func TestGatewayConformance(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(opts.RestConfig)
 	t.Run("Backends", func(t *testing.T) { checkBackends(ctx, t, kube, opts.TimeoutConfig) })
 	if !setupOK {
-		t.Fatalf("the suite's Setup failed (above), so its %d tests did not run; the report says so", len(tests.ConformanceTests))
+		t.Fatalf("the suite's Setup failed (above), so none of its %d tests ran: the report, written next, has no profile results", len(tests.ConformanceTests))
 	}
 	t.Run("Suite", func(t *testing.T) {
 		if err := cs.Run(t, tests.ConformanceTests); err != nil {

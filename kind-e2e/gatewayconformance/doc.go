@@ -22,6 +22,7 @@
 //
 // It may import the conformance module and the Gateway API's types,
 // controller-runtime's client (the suite's), client-go, tsnet, gRPC,
-// Gomega and kind-e2e/internal/realnode; the product module only through
-// the commands it builds and runs.
+// Gomega, kind-e2e/internal/realnode and (its tests of the clients against
+// the stand-in) kind-e2e/internal/echobasic; the product module only
+// through the commands it builds and runs.
 package gatewayconformance
