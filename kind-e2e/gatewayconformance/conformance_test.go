@@ -89,22 +89,29 @@ func TestGatewayConformance(t *testing.T) {
 	defer grpcClient.Close()
 	opts.GRPCClient = grpcClient
 	opts.WebSocketDialer = tailnetWebSocket{ctx: ctx, dial: node.Dial}
+	results := &testResults{}
+	opts.Hook = results.record
 	cs, err := suite.NewConformanceTestSuite(opts)
 	if err != nil {
 		t.Fatalf("the conformance suite: %v", err)
 	}
 	// Registered after the cluster's stop, so it runs before it: the
-	// report is written whatever failed.
-	t.Cleanup(func() { writeReport(t, cs, opts.ReportOutputPath) })
+	// report and the table are written whatever failed.
+	setupOK := false
+	t.Cleanup(func() {
+		writeReport(t, cs, opts.ReportOutputPath)
+		table := results.table(tests.ConformanceTests, opts.SupportedFeatures, !setupOK)
+		writeResults(t, filepath.Join(filepath.Dir(opts.ReportOutputPath), filepath.Base(resultsPath)), opts.Implementation.Version, table)
+	})
 
 	// Setup is a subtest so that the backends are checked even when it
 	// fails (until Gateways are served it fails at its last step, the base
 	// Gateways' Programmed condition).
-	setupOK := t.Run("Setup", func(t *testing.T) { cs.Setup(t, tests.ConformanceTests) })
+	setupOK = t.Run("Setup", func(t *testing.T) { cs.Setup(t, tests.ConformanceTests) })
 	kube := kubernetes.NewForConfigOrDie(opts.RestConfig)
 	t.Run("Backends", func(t *testing.T) { checkBackends(ctx, t, kube, opts.TimeoutConfig) })
 	if !setupOK {
-		t.Fatalf("the suite's Setup failed (above), so none of its %d tests ran: the report, written next, has no profile results", len(tests.ConformanceTests))
+		t.Fatalf("the suite's Setup failed (above), so none of its %d tests ran: the report, written next, has no profile results, and the table says \"not run\"", len(tests.ConformanceTests))
 	}
 	t.Run("Suite", func(t *testing.T) {
 		if err := cs.Run(t, tests.ConformanceTests); err != nil {
