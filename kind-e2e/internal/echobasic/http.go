@@ -55,7 +55,9 @@ type echoHandler struct {
 	attempts map[string]int
 }
 
-func newHTTPHandler(c Config, logger *log.Logger) http.Handler {
+// newHTTPHandler returns the echo and the HTTP servers' handler: the echo
+// behind /health, /status/, /retry/ and /ws.
+func newHTTPHandler(c Config, logger *log.Logger) (*echoHandler, http.Handler) {
 	h := &echoHandler{ctx: c.Context, httpPort: c.HTTPPort, logger: logger, attempts: map[string]int{}}
 	// /status/NNN answers with status NNN.
 	statusPath := regexp.MustCompile(`^/status/(\d\d\d)$`)
@@ -73,7 +75,7 @@ func newHTTPHandler(c Config, logger *log.Logger) http.Handler {
 	mux.HandleFunc("/", h.echo)
 	// echo-basic collapses "//" before routing, so that ServeMux answers a
 	// path such as //foo with the echo and not with a redirect.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path = strings.ReplaceAll(r.URL.Path, "//", "/")
 		mux.ServeHTTP(w, r)
 	})
@@ -234,7 +236,7 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 }
 
 func startHTTP(ctx context.Context, c Config, s *Servers, logger *log.Logger) error {
-	handler := newHTTPHandler(c, logger)
+	echo, handler := newHTTPHandler(c, logger)
 	l, err := s.listen(ctx, "http", c.Host, c.HTTPPort)
 	if err != nil {
 		return err
@@ -244,7 +246,8 @@ func startHTTP(ctx context.Context, c Config, s *Servers, logger *log.Logger) er
 	s.serve("http", func() error { return plain.Serve(l) })
 
 	// h2c answers HTTP/2 without TLS (prior knowledge or Upgrade: h2c)
-	// and refuses other HTTP/1.1 requests, as echo-basic's.
+	// with the echo alone, whatever the path, and refuses other HTTP/1.1
+	// requests, as echo-basic's.
 	hl, err := s.listen(ctx, "h2c", c.Host, c.H2CPort)
 	if err != nil {
 		return err
@@ -259,7 +262,7 @@ func startHTTP(ctx context.Context, c Config, s *Servers, logger *log.Logger) er
 				_, _ = io.WriteString(w, "Expected h2c request")
 				return
 			}
-			handler.ServeHTTP(w, r)
+			echo.echo(w, r)
 		})}
 	s.stops = append(s.stops, func() { _ = h2c.Close() })
 	s.serve("h2c", func() error { return h2c.Serve(hl) })
