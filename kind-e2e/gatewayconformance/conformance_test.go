@@ -104,12 +104,15 @@ func TestGatewayConformance(t *testing.T) {
 		writeResults(t, filepath.Join(filepath.Dir(opts.ReportOutputPath), filepath.Base(resultsPath)), opts.Implementation.Version, table)
 	})
 
-	// Setup is a subtest so that the backends are checked even when it
-	// fails (until Gateways are served it fails at its last step, the base
-	// Gateways' Programmed condition).
+	// Setup is a subtest so that the backends and the clients' way over
+	// the tailnet are checked even when it fails (until Gateways are served
+	// it fails at its last step, the base Gateways' Programmed condition).
 	setupOK = t.Run("Setup", func(t *testing.T) { cs.Setup(t, tests.ConformanceTests) })
 	kube := kubernetes.NewForConfigOrDie(opts.RestConfig)
 	t.Run("Backends", func(t *testing.T) { checkBackends(ctx, t, kube, opts.TimeoutConfig) })
+	t.Run("TailnetPath", func(t *testing.T) {
+		checkTailnetPath(ctx, t, kube, opts.RoundTripper, opts.GRPCClient, opts.TimeoutConfig)
+	})
 	if !setupOK {
 		t.Fatalf("the suite's Setup failed (above), so none of its %d tests ran: the report, written next, has no profile results, and the table says \"not run\"", len(tests.ConformanceTests))
 	}
