@@ -45,12 +45,12 @@ type descriptor struct {
 	Platform    map[string]string `json:"platform,omitempty"`
 }
 
-// writeBinaryImage writes an OCI image archive (the tar form of an OCI
+// WriteBinaryImage writes an OCI image archive (the tar form of an OCI
 // image layout) of one static binary as ref: one uncompressed layer with the
 // binary in /usr/local/bin, passwd and group entries and a world-writable
 // /tmp; the entrypoint is the binary. Times are fixed, so the same binary
 // gives the same image.
-func writeBinaryImage(archive, ref, binary string) error {
+func WriteBinaryImage(archive, ref, binary string) error {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", ref, err)

@@ -115,7 +115,7 @@ func (n *Node) start(ctx context.Context, bins Binaries) error {
 	start = time.Now()
 	for _, img := range []struct{ ref, bin string }{{PauseImage, bins.Pause}, {EchoImage, bins.Echo}, {CoreDNSImage, bins.CoreDNS}} {
 		archive := filepath.Join(dir, "images", filepath.Base(img.bin)+".tar")
-		if err := writeBinaryImage(archive, img.ref, img.bin); err != nil {
+		if err := WriteBinaryImage(archive, img.ref, img.bin); err != nil {
 			return err
 		}
 		if err := importImage(ctx, bins.Ctr, n.socket, archive); err != nil {
