@@ -17,10 +17,6 @@ import (
 	"github.com/tailplane/tailplane/runtime"
 )
 
-// discoveryWait bounds how long Register retries a discovery call that
-// failed for another reason than the group being absent.
-const discoveryWait = 5 * time.Second
-
 // Register adds the GatewayClass handlers when the Gateway API is installed
 // (its GatewayClass resource is served): a class of ours is accepted on
 // every change and at every start. When it is not installed, the operator
@@ -48,21 +44,52 @@ func Register(op *runtime.Operator, d *cluster.Deps, served map[string]bool) {
 	}
 }
 
-// Served returns the resources of the Gateway API's group (at v1) that the
-// API server serves, by resource name; empty when the Gateway API is not
-// installed, which it logs once at info.
+// establishWait bounds how long Served waits for the Gateway API CRDs that
+// exist to be served: the chart installs them with the operator, so at its
+// first start they may still be establishing.
+const establishWait = 30 * time.Second
+
+// GatewayAPIResources are the Gateway API resources the operator reads,
+// each served only when its CRD is installed.
+func GatewayAPIResources() []string {
+	return []string{resources.GatewayClasses.Resource, resources.Gateways.Resource, resources.HTTPRoutes.Resource,
+		resources.GRPCRoutes.Resource, resources.TLSRoutes.Resource, resources.TCPRoutes.Resource,
+		resources.UDPRoutes.Resource, resources.ReferenceGrants.Resource}
+}
+
+// Served returns the Gateway API resources (at v1) that the API server
+// serves, by resource name: those of GatewayAPIResources whose CRD exists,
+// once discovery lists them (up to establishWait after their CRD was
+// created). Empty when the Gateway API is not installed, which it logs
+// once at info.
 func Served(d *cluster.Deps) map[string]bool {
+	ctx, cancel := context.WithTimeout(context.Background(), establishWait)
+	defer cancel()
 	gv := resources.GatewayClasses.GroupVersion().String()
-	var list *metav1.APIResourceList
-	var err error
-	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, discoveryWait, true, func(context.Context) (bool, error) {
-		list, err = d.Kube.Discovery().ServerResourcesForGroupVersion(gv)
-		return err == nil || apierrors.IsNotFound(err), nil
-	})
+	want, err := installedCRDs(ctx, d)
 	served := map[string]bool{}
-	if err == nil {
-		for _, r := range list.APIResources {
-			served[r.Name] = true
+	if err == nil && len(want) > 0 {
+		_ = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(context.Context) (bool, error) {
+			var list *metav1.APIResourceList
+			list, err = d.Kube.Discovery().ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return false, nil
+			}
+			served = map[string]bool{}
+			for _, r := range list.APIResources {
+				served[r.Name] = true
+			}
+			for _, r := range want {
+				if !served[r] {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
+	for _, r := range want {
+		if !served[r] {
+			d.Log.Warn("a Gateway API CRD is installed but not served; its objects are not handled until the operator restarts", "resource", r, "err", err)
 		}
 	}
 	if served[resources.GatewayClasses.Resource] {
@@ -75,6 +102,24 @@ func Served(d *cluster.Deps) map[string]bool {
 		d.Log.Info(msg)
 	}
 	return map[string]bool{}
+}
+
+// installedCRDs are the resources of GatewayAPIResources whose CRD exists
+// (read by name: the operator may get these CRDs only).
+func installedCRDs(ctx context.Context, d *cluster.Deps) ([]string, error) {
+	var out []string
+	for _, r := range GatewayAPIResources() {
+		name := r + "." + resources.GatewayClasses.Group
+		_, err := d.Dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read CRD %s: %w", name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // accept writes the status of class obj of ours, when it differs.

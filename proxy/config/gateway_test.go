@@ -124,3 +124,23 @@ func TestGatewayRejects(t *testing.T) {
 		})
 	}
 }
+
+// The shared certificate of a Tailscale Service is for a group's Gateway
+// services only; a group's Gateway service must use it on HTTPS.
+func TestGatewaySharedCertificateOnlyInGroups(t *testing.T) {
+	dedicated := `{"version":"v1alpha1","hostname":"gw","role":"gateway","gateway":{"listeners":[
+		{"name":"https","port":443,"protocol":"HTTPS","tls":{"mode":"shared","secretName":"c"}}]}}`
+	if _, err := Parse([]byte(dedicated)); err == nil || !strings.Contains(err.Error(), "gateway.listeners[0].tls.mode") {
+		t.Errorf("a dedicated gateway with the shared certificate: %v", err)
+	}
+	group := func(mode string) string {
+		return `{"version":"v1alpha1","hostname":"pg-0","role":"ingress-group","group":{"services":[{"name":"svc:gw","gateway":{"listeners":[
+			{"name":"https","port":443,"protocol":"HTTPS","tls":{"mode":"` + mode + `","secretName":"c"}}]}}]}}`
+	}
+	if _, err := Parse([]byte(group("shared"))); err != nil {
+		t.Errorf("a group's Gateway service with the shared certificate: %v", err)
+	}
+	if _, err := Parse([]byte(group("secret"))); err == nil || !strings.Contains(err.Error(), `must be "shared" for a Tailscale Service`) {
+		t.Errorf("a group's Gateway service with its own Secret: %v", err)
+	}
+}

@@ -77,12 +77,14 @@ func (l *Listener) validate(field string, add addFunc) {
 		case l.TLS == nil:
 			add(field+".tls", "is required for HTTPS")
 		case l.TLS.EffectiveMode() == TLSTailscaleCert:
-		case l.TLS.EffectiveMode() == TLSSecret:
+		case l.TLS.EffectiveMode() == TLSSecret, l.TLS.EffectiveMode() == TLSShared:
+			// Shared: a Tailscale Service's certificate (group.go checks
+			// that only a group's services use it).
 			if l.TLS.SecretName == "" {
-				add(field+".tls.secretName", "is required for mode %q", TLSSecret)
+				add(field+".tls.secretName", "is required for mode %q", l.TLS.EffectiveMode())
 			}
 		default:
-			add(field+".tls.mode", "unknown gateway TLS mode %q (want tailscale-cert or secret)", l.TLS.Mode)
+			add(field+".tls.mode", "unknown gateway TLS mode %q (want tailscale-cert, secret or shared)", l.TLS.Mode)
 		}
 	}
 	if l.Funnel && l.Protocol != ListenerHTTPS {
