@@ -144,10 +144,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	if !p.Programmed && len(p.Device.IPs) == 0 && out.Stage != pipeline.Invalid {
 		p.Reason = string(gatewayv1.GatewayReasonAddressNotAssigned)
 	}
-	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, p)); err != nil {
-		return err
-	}
-	return m.writeRouteStatuses(ctx, gw, res.Parents)
+	return m.writeStatuses(ctx, gw, res, p)
 }
 
 // release clears the status of a Gateway whose class is no longer ours, and
@@ -260,6 +257,15 @@ func nilIfNotFound[T any](obj *T, err error) (*T, error) {
 		return nil, nil
 	}
 	return obj, err
+}
+
+// writeStatuses writes gw's status for its resolution res and its proxy p,
+// then its routes' entries.
+func (m *module) writeStatuses(ctx context.Context, gw *gatewayv1.Gateway, res *gatewayapi.Result, p gatewayapi.Proxy) error {
+	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, p)); err != nil {
+		return err
+	}
+	return m.writeRouteStatuses(ctx, gw, res.Parents)
 }
 
 // writeGatewayStatus patches gw's status when it differs, keeping the

@@ -165,10 +165,7 @@ func (m *module) invalidMember(ctx context.Context, obj *unstructured.Unstructur
 		refused.Refused, refused.RefusedReason = msg, string(gatewayv1.GatewayReasonInvalidParameters)
 		res = &refused
 	}
-	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, gatewayapi.Proxy{Reason: string(gatewayv1.GatewayReasonInvalid), Message: msg})); err != nil {
-		return err
-	}
-	return m.writeRouteStatuses(ctx, gw, res.Parents)
+	return m.writeStatuses(ctx, gw, res, gatewayapi.Proxy{Reason: string(gatewayv1.GatewayReasonInvalid), Message: msg})
 }
 
 // memberStatus writes a member Gateway's status from its Tailscale
@@ -194,10 +191,7 @@ func (m *module) memberStatus(ctx context.Context, obj *unstructured.Unstructure
 			p.Reason = string(gatewayv1.GatewayReasonAddressNotAssigned)
 		}
 	}
-	if err := m.writeGatewayStatus(ctx, gw, gatewayapi.Status(gw, res, p)); err != nil {
-		return err
-	}
-	return m.writeRouteStatuses(ctx, gw, res.Parents)
+	return m.writeStatuses(ctx, gw, res, p)
 }
 
 // groupOf is the ProxyGroup of a member Gateway ("" for a device of its

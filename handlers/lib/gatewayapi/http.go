@@ -108,13 +108,19 @@ func (out *rules) backendRefs(r *Route, refs []gatewayv1.BackendRef, h2c bool, g
 	return bs, nil
 }
 
+// refuseBackendFilters notes that rule i has filters on a backendRef,
+// which are not supported.
+func (out *rules) refuseBackendFilters(i, filters int) {
+	if filters > 0 {
+		out.unsupported = append(out.unsupported, fmt.Sprintf("rule %d: filters on a backendRef are not supported", i))
+	}
+}
+
 func (out *rules) httpRule(r *Route, i int, rule gatewayv1.HTTPRouteRule, grants []gatewayv1.ReferenceGrant, look Lookups) error {
 	refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
 	for j, b := range rule.BackendRefs {
 		refs[j] = b.BackendRef
-		if len(b.Filters) > 0 {
-			out.unsupported = append(out.unsupported, fmt.Sprintf("rule %d: filters on a backendRef are not supported", i))
-		}
+		out.refuseBackendFilters(i, len(b.Filters))
 	}
 	bs, err := out.backendRefs(r, refs, false, grants, look)
 	if err != nil {
@@ -151,9 +157,7 @@ func (out *rules) grpcRule(r *Route, i int, rule gatewayv1.GRPCRouteRule, grants
 	refs := make([]gatewayv1.BackendRef, len(rule.BackendRefs))
 	for j, b := range rule.BackendRefs {
 		refs[j] = b.BackendRef
-		if len(b.Filters) > 0 {
-			out.unsupported = append(out.unsupported, fmt.Sprintf("rule %d: filters on a backendRef are not supported", i))
-		}
+		out.refuseBackendFilters(i, len(b.Filters))
 	}
 	bs, err := out.backendRefs(r, refs, true, grants, look)
 	if err != nil {
