@@ -182,13 +182,18 @@ func (m entryRouters) Route(ctx context.Context, req *route.Request, prev route.
 // entryPlugins loads the plugins of every entry that names some, once per
 // rule (entries of one rule share its name and its plugins).
 func (e *Engine) entryPlugins(ctx context.Context, g *config.Gateway) (entryRouters, error) {
+	return entryPluginsWith(g, func(ps []config.Plugin) ([]route.Router, error) { return e.pluginRouters(ctx, ps) })
+}
+
+// entryPluginsWith is entryPlugins with load making a rule's routers.
+func entryPluginsWith(g *config.Gateway, load func([]config.Plugin) ([]route.Router, error)) (entryRouters, error) {
 	out := entryRouters{}
 	for _, l := range g.Listeners {
 		for _, r := range l.HTTPRoutes {
 			if _, done := out[r.Name]; done || len(r.Plugins) == 0 {
 				continue
 			}
-			rs, err := e.pluginRouters(ctx, r.Plugins)
+			rs, err := load(r.Plugins)
 			if err != nil {
 				return nil, fmt.Errorf("gateway route %s: %w", r.Name, err)
 			}
