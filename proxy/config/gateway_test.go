@@ -124,3 +124,31 @@ func TestGatewayRejects(t *testing.T) {
 		})
 	}
 }
+
+// TLS mode shared is a Tailscale Service's certificate: a Gateway service
+// of the group section serves it on its HTTPS listeners, and the gateway
+// role, which has no Tailscale Service, refuses it.
+func TestGatewaySharedCertificate(t *testing.T) {
+	shared := func() *Gateway {
+		g := validGateway()
+		g.Listeners = g.Listeners[:2]
+		g.Listeners[1].TLS = &TLS{Mode: TLSShared, SecretName: "gw-tls"}
+		return g
+	}
+	group := Config{Version: Version, Hostname: "pg-0", Role: RoleIngressGroup,
+		Group: &Group{Services: []Service{{Name: "svc:gw", Gateway: shared()}}}}
+	doc, err := json.Marshal(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(doc); err != nil {
+		t.Fatalf("Gateway service with the shared certificate refused: %v", err)
+	}
+	role := Config{Version: Version, Hostname: "gw", Role: RoleGateway, Gateway: shared()}
+	if doc, err = json.Marshal(role); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(doc); err == nil || !strings.Contains(err.Error(), `gateway.listeners[1].tls.mode: mode "shared" is for Tailscale Services`) {
+		t.Errorf("gateway role with the shared certificate: %v", err)
+	}
+}

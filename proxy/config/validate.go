@@ -92,6 +92,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Gateway != nil {
 		c.Gateway.validate(add)
+		for i, l := range c.Gateway.Listeners {
+			if l.TLS != nil && l.TLS.EffectiveMode() == TLSShared {
+				add(fmt.Sprintf("gateway.listeners[%d].tls.mode", i), "mode %q is for Tailscale Services (group.services[].gateway)", TLSShared)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
