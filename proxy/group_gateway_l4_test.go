@@ -2,12 +2,8 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,20 +37,10 @@ func TestGroupGatewayServiceUnservable(t *testing.T) {
 
 	addrs := vipAddrs(11)
 	hostServices(t, tn, node, map[string][]netip.Addr{"svc:gw": addrs})
-	var squatter net.PacketConn
-	testpoll.Until(t, 20*time.Second, "the squatter binds svc:gw's UDP port", func() (err error) {
-		squatter, err = node.ListenPacket("udp", netip.AddrPortFrom(addrs[0], 53).String())
-		return err
-	})
+	squatter := squatUDP(t, node, netip.AddrPortFrom(addrs[0], 53))
 	cfg.Group.Services = []config.Service{gw}
 	writeConfig(t, r.cfgPath, cfg)
-	testpoll.Until(t, 10*time.Second, "svc:gw reported unservable", func() error {
-		got := rec.getServices()["svc:gw"]
-		if got.Advertised || !strings.Contains(got.Error, "open listener group/svc:gw/udp/") {
-			return fmt.Errorf("report %v", rec.getServices())
-		}
-		return nil
-	})
+	waitUnservable(t, rec, "svc:gw", "open listener group/svc:gw/udp/")
 	if got := advertisedServices(t, node); len(got) != 0 {
 		t.Fatalf("advertises %v with svc:gw's UDP port taken", got)
 	}
@@ -79,13 +65,7 @@ func TestGroupGatewayServiceUnservable(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: dbCert.roots})
-		defer tc.Close()
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return "", fmt.Errorf("handshake for %s: %w", sni, err)
-		}
-		b, err := io.ReadAll(tc)
-		return string(b), err
+		return readOverTLS(ctx, c, sni, dbCert.roots)
 	}
 	var got string
 	testpoll.Until(t, 20*time.Second, "TLS passthrough to svc:gw", func() (err error) { got, err = passthrough("db.example.com"); return err })

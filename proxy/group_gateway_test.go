@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/internal/tailnettest"
@@ -65,14 +63,9 @@ func getBackend(c *http.Client, url string) (echoed, *http.Response, error) {
 func TestGroupGatewayService(t *testing.T) {
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
-	ctx := context.Background()
 	tn := tailnettest.New(t)
 	domain := tailnettest.FQDN("gw")
-	_, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gw-tls"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	emptyTLSSecret(t, cs, ns, "gw-tls")
 	api, web, canary := echoBackend(t, "api"), echoBackend(t, "web"), echoBackend(t, "canary")
 	tcpLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,7 +98,9 @@ func TestGroupGatewayService(t *testing.T) {
 		return cfg
 	}
 	// The plugin host runs the rule's plugin for that rule only.
-	plugins := func(context.Context, []config.Plugin) ([]route.Router, error) { return []route.Router{&pluginHost{}}, nil }
+	plugins := func(context.Context, []config.Plugin) ([]route.Router, error) {
+		return []route.Router{&pluginHost{}}, nil
+	}
 	ca := newTestCA(t)
 	var issued atomic.Int32
 	opts := func() Options {
