@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/charmbracelet/log"
+
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/gatewaytable"
 	"github.com/tailplane/tailplane/proxy/l4"
@@ -64,11 +66,10 @@ func gatewayGroups(g *config.Gateway) ([]gatewayPort, map[gatewayPort][]config.L
 // router chains, certificates (a missing Secret refuses the config, as for
 // Ingress), SNI tables and weighted splits.
 func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayPlan, error) {
-	plan := &gatewayPlan{routes: map[int]*l7.Routes{}, sni: map[int]*gatewaytable.SNITable{}, splits: map[gatewayPort]*gatewaytable.Split{}}
 	// Certificates first, as for Ingress: a Secret not there yet refuses
 	// the config before any plugin loads.
-	var err error
-	if plan.certs, plan.funnelCerts, err = e.gatewayCerts(ctx, cfg.Gateway); err != nil {
+	certs, funnelCerts, err := e.gatewayCerts(ctx, cfg.Gateway)
+	if err != nil {
 		return nil, err
 	}
 	global, err := e.pluginRouters(ctx, cfg.Plugins)
@@ -79,7 +80,18 @@ func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayP
 	if err != nil {
 		return nil, err
 	}
-	order, groups := gatewayGroups(cfg.Gateway)
+	plan := e.gatewayTables(cfg.Gateway, global, perEntry)
+	plan.certs, plan.funnelCerts = certs, funnelCerts
+	return plan, nil
+}
+
+// gatewayTables builds the plan of g without its certificates: route
+// tables with their router chains (global after the table, then
+// perEntry), SNI tables and weighted splits. The gateway role and the
+// ingress-group role's Gateway services share it.
+func (e *Engine) gatewayTables(g *config.Gateway, global []route.Router, perEntry entryRouters) *gatewayPlan {
+	plan := &gatewayPlan{routes: map[int]*l7.Routes{}, sni: map[int]*gatewaytable.SNITable{}, splits: map[gatewayPort]*gatewaytable.Split{}}
+	order, groups := gatewayGroups(g)
 	for _, k := range order {
 		ls := groups[k]
 		switch k.protocol {
@@ -98,7 +110,7 @@ func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayP
 			plan.splits[k] = gatewaytable.NewSplit(ls[0].Backends)
 		}
 	}
-	return plan, nil
+	return plan
 }
 
 // noteBackends records which backends of ls are spoken to over TLS or h2c.
@@ -170,13 +182,18 @@ func (m entryRouters) Route(ctx context.Context, req *route.Request, prev route.
 // entryPlugins loads the plugins of every entry that names some, once per
 // rule (entries of one rule share its name and its plugins).
 func (e *Engine) entryPlugins(ctx context.Context, g *config.Gateway) (entryRouters, error) {
+	return entryPluginsWith(g, func(ps []config.Plugin) ([]route.Router, error) { return e.pluginRouters(ctx, ps) })
+}
+
+// entryPluginsWith is entryPlugins with load making a rule's routers.
+func entryPluginsWith(g *config.Gateway, load func([]config.Plugin) ([]route.Router, error)) (entryRouters, error) {
 	out := entryRouters{}
 	for _, l := range g.Listeners {
 		for _, r := range l.HTTPRoutes {
 			if _, done := out[r.Name]; done || len(r.Plugins) == 0 {
 				continue
 			}
-			rs, err := e.pluginRouters(ctx, r.Plugins)
+			rs, err := load(r.Plugins)
 			if err != nil {
 				return nil, fmt.Errorf("gateway route %s: %w", r.Name, err)
 			}
@@ -198,10 +215,16 @@ func (e *Engine) commitGateway(plan *gatewayPlan) {
 // gatewayHandler is the L7 handler of an HTTP(S) port, kept across
 // reloads so that its listener stays open. Run goroutine only.
 func (e *Engine) gatewayHandler(port int) *l7.Handler {
-	h := e.gatewayHandlers[port]
+	return e.portHandler(e.gatewayHandlers, port, e.log)
+}
+
+// portHandler is the L7 handler of an HTTP(S) port in handlers, created
+// on first use (logging with logger). Run goroutine only.
+func (e *Engine) portHandler(handlers map[int]*l7.Handler, port int, logger *log.Logger) *l7.Handler {
+	h := handlers[port]
 	if h == nil {
-		h = l7.NewHandler(e.whois, e.transport, e.metrics, e.log.With("gatewayPort", port))
-		e.gatewayHandlers[port] = h
+		h = l7.NewHandler(e.whois, e.transport, e.metrics, logger.With("gatewayPort", port))
+		handlers[port] = h
 	}
 	return h
 }
@@ -225,17 +248,15 @@ func (e *Engine) gatewaySpecs(cfg *config.Config) []listenerSpec {
 				return serve(e.filter(ln)), nil
 			}
 		}
+		if k.protocol != config.ListenerUDP {
+			var h *l7.Handler
+			if k.protocol == config.ListenerHTTP || k.protocol == config.ListenerHTTPS {
+				h = e.gatewayHandler(k.port)
+			}
+			out = append(out, listenerSpec{key: key, open: listen(e.gatewayServe(k, h, e.gateway.Load))})
+		}
 		switch k.protocol {
-		case config.ListenerHTTP:
-			h := e.gatewayHandler(k.port).Listener(false)
-			out = append(out, listenerSpec{key: key, open: listen(func(ln net.Listener) *listenerHandle {
-				return e.serveHTTPProtocols(ln, h, true)
-			})})
 		case config.ListenerHTTPS:
-			h, tlsCfg := e.gatewayHandler(k.port).Listener(false), e.gatewayTLSConfig(k.port, false)
-			out = append(out, listenerSpec{key: key, open: listen(func(ln net.Listener) *listenerHandle {
-				return e.serveHTTP(tls.NewListener(ln, tlsCfg), h)
-			})})
 			if !slices.ContainsFunc(groups[k], func(l config.Listener) bool { return l.Funnel }) {
 				continue
 			}
@@ -245,14 +266,6 @@ func (e *Engine) gatewaySpecs(cfg *config.Config) []listenerSpec {
 			}
 			publicTaken = true
 			out = append(out, e.funnelSpecFor("gateway", k.port, e.gatewayTLSConfig(k.port, true), e.gatewayHandler(k.port).Listener(true)))
-		case config.ListenerTLS:
-			out = append(out, listenerSpec{key: key, open: listen(func(ln net.Listener) *listenerHandle {
-				return e.servePick(ln, e.passthroughPicker(k.port))
-			})})
-		case config.ListenerTCP:
-			out = append(out, listenerSpec{key: key, open: listen(func(ln net.Listener) *listenerHandle {
-				return e.servePick(ln, func(_ context.Context, c net.Conn) (net.Conn, string) { return c, e.gatewayTarget(k) })
-			})})
 		case config.ListenerUDP:
 			out = append(out, e.gatewayUDPSpecs(k, key)...)
 		}
@@ -260,11 +273,38 @@ func (e *Engine) gatewaySpecs(cfg *config.Config) []listenerSpec {
 	return out
 }
 
+// gatewayServe serves a TCP port of k's protocol (HTTP, HTTPS, TLS or
+// TCP) from the plan that load returns when a request or connection
+// arrives, h being the port's L7 handler (HTTP and HTTPS). The gateway
+// role serves its plan on the node's port with it, the ingress-group
+// role a Gateway service's plan on the service's port.
+func (e *Engine) gatewayServe(k gatewayPort, h *l7.Handler, load func() *gatewayPlan) func(net.Listener) *listenerHandle {
+	switch k.protocol {
+	case config.ListenerHTTP:
+		hh := h.Listener(false)
+		return func(ln net.Listener) *listenerHandle { return e.serveHTTPProtocols(ln, hh, true) }
+	case config.ListenerHTTPS:
+		hh, tlsCfg := h.Listener(false), e.gatewayTLSFrom(load, k.port, false)
+		return func(ln net.Listener) *listenerHandle { return e.serveHTTP(tls.NewListener(ln, tlsCfg), hh) }
+	case config.ListenerTLS:
+		pick := e.passthroughPicker(load, k.port)
+		return func(ln net.Listener) *listenerHandle { return e.servePick(ln, pick) }
+	default:
+		return func(ln net.Listener) *listenerHandle {
+			return e.servePick(ln, func(_ context.Context, c net.Conn) (net.Conn, string) { return c, planTarget(load(), k) })
+		}
+	}
+}
+
 // gatewayTarget picks the backend address of a new TCP connection or UDP
 // flow of k's listener by weight; "" (no backend, or an invalid one
 // picked) drops it.
 func (e *Engine) gatewayTarget(k gatewayPort) string {
-	plan := e.gateway.Load()
+	return planTarget(e.gateway.Load(), k)
+}
+
+// planTarget is gatewayTarget from plan.
+func planTarget(plan *gatewayPlan, k gatewayPort) string {
 	if plan == nil || plan.splits[k] == nil {
 		return ""
 	}
@@ -285,17 +325,23 @@ func (e *Engine) gatewayUDPSpecs(k gatewayPort, key string) []listenerSpec {
 			continue
 		}
 		addr := net.JoinHostPort(ip, strconv.Itoa(k.port))
-		out = append(out, listenerSpec{key: key + "/" + addr, open: func() (*listenerHandle, error) {
-			pc, err := e.node.ListenPacket("udp", addr)
-			if err != nil {
-				return nil, err
-			}
-			ctx, cancel := context.WithCancel(e.hard)
-			go e.ingress.ServeUDP(ctx, pc, func() string { return e.gatewayTarget(k) }, idle(0))
-			return &listenerHandle{shutdown: func(context.Context) { cancel() }, kill: cancel}, nil
-		}})
+		out = append(out, e.gatewayUDPSpec(key+"/"+addr, addr, func() string { return e.gatewayTarget(k) }))
 	}
 	return out
+}
+
+// gatewayUDPSpec is a UDP listener on addr whose flows go to the backend
+// pick chooses when they start.
+func (e *Engine) gatewayUDPSpec(key, addr string, pick func() string) listenerSpec {
+	return listenerSpec{key: key, open: func() (*listenerHandle, error) {
+		pc, err := e.node.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("UDP %s: %w", addr, err)
+		}
+		ctx, cancel := context.WithCancel(e.hard)
+		go e.ingress.ServeUDP(ctx, pc, pick, idle(0))
+		return &listenerHandle{shutdown: func(context.Context) { cancel() }, kill: cancel}, nil
+	}}
 }
 
 // servePick relays ln's connections to the targets pick chooses.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -135,13 +134,7 @@ func TestGatewayTLSPassthroughTCP(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: roots.roots})
-		defer tc.Close()
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return "", fmt.Errorf("handshake for %s: %w", sni, err)
-		}
-		b, err := io.ReadAll(tc)
-		return string(b), err
+		return readOverTLS(ctx, c, sni, roots.roots)
 	}
 	for sni, want := range map[string]string{"db.example.com": "db", "x.example.com": "wild"} {
 		roots := map[string]*testCert{"db": dbCert, "wild": wildCert}[want]

@@ -18,12 +18,18 @@ import (
 // chosen by SNI against their hostnames, from the current plan; funnel
 // narrows them to the listeners exposed through Funnel.
 func (e *Engine) gatewayTLSConfig(port int, funnel bool) *tls.Config {
+	return e.gatewayTLSFrom(e.gateway.Load, port, funnel)
+}
+
+// gatewayTLSFrom is gatewayTLSConfig from the plan load returns at each
+// handshake.
+func (e *Engine) gatewayTLSFrom(load func() *gatewayPlan, port int, funnel bool) *tls.Config {
 	return &tls.Config{
 		NextProtos: []string{"h2", "http/1.1"},
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			var pc *portCerts
-			if plan := e.gateway.Load(); plan != nil && funnel {
+			if plan := load(); plan != nil && funnel {
 				pc = plan.funnelCerts[port]
 			} else if plan != nil {
 				pc = plan.certs[port]
@@ -78,15 +84,15 @@ const helloTimeout = 10 * time.Second
 
 // passthroughPicker chooses the backend of a TLS passthrough connection on
 // port by the SNI of its ClientHello, which it reads and then replays to
-// the backend untouched.
-func (e *Engine) passthroughPicker(port int) l4.Picker {
+// the backend untouched, from the plan load returns at each connection.
+func (e *Engine) passthroughPicker(load func() *gatewayPlan, port int) l4.Picker {
 	return func(ctx context.Context, c net.Conn) (net.Conn, string) {
 		sni, replay, err := peekSNI(ctx, c, helloTimeout)
 		if err != nil {
 			e.log.Debug("TLS passthrough: no ClientHello", "remote", c.RemoteAddr(), "err", err)
 			return c, ""
 		}
-		plan := e.gateway.Load()
+		plan := load()
 		if plan == nil || plan.sni[port] == nil {
 			return replay, ""
 		}

@@ -27,6 +27,11 @@ type groupService struct {
 	cert      atomic.Pointer[sharedCert]
 	// api serves the service in the kube-apiserver role (apiserverrole.go).
 	api atomic.Pointer[http.Handler]
+	// gateway is the plan of a Gateway service (groupgateway.go), read by
+	// its listeners; gatewayHandlers are its HTTP(S) ports' L7 handlers
+	// (Run goroutine only), kept across reloads as the listeners are.
+	gateway         atomic.Pointer[gatewayPlan]
+	gatewayHandlers map[int]*l7.Handler
 }
 
 // groupPlan is the part of an ingress-group config prepared before its
@@ -36,6 +41,7 @@ type groupPlan struct {
 	routes   map[string]*l7.Routes
 	api      map[string]http.Handler
 	certs    map[string]*sharedCert
+	gateways map[string]*gatewayPlan
 	// errs are why a service cannot be served whatever happens next
 	// (plugins, certificate source); such a service is not advertised.
 	errs map[string]error
@@ -47,7 +53,7 @@ func (e *Engine) groupServiceFor(name string) *groupService {
 	if gs, ok := e.group[name]; ok {
 		return gs
 	}
-	return &groupService{name: name, l7: l7.NewHandler(e.whois, e.transport, e.metrics, e.log)}
+	return &groupService{name: name, l7: l7.NewHandler(e.whois, e.transport, e.metrics, e.log), gatewayHandlers: map[int]*l7.Handler{}}
 }
 
 // planGroup prepares routes and certificate sources for every service of
@@ -55,7 +61,7 @@ func (e *Engine) groupServiceFor(name string) *groupService {
 // service from being advertised and are reported under its name.
 func (e *Engine) planGroup(ctx context.Context, cfg *config.Config) (*groupPlan, error) {
 	p := &groupPlan{services: map[string]*groupService{}, routes: map[string]*l7.Routes{},
-		api: map[string]http.Handler{}, certs: map[string]*sharedCert{}, errs: map[string]error{}}
+		api: map[string]http.Handler{}, certs: map[string]*sharedCert{}, gateways: map[string]*gatewayPlan{}, errs: map[string]error{}}
 	// The replica runs one plugin host: it gets the union of the services'
 	// plugins, and each service runs its own part of it.
 	union, errs := pluginUnion(groupServices(cfg))
@@ -68,6 +74,12 @@ func (e *Engine) planGroup(ctx context.Context, cfg *config.Config) (*groupPlan,
 		p.services[s.Name] = gs
 		if err := errs[s.Name]; err != nil {
 			p.errs[s.Name] = err
+			continue
+		}
+		if s.Gateway != nil {
+			if err := e.planGroupGatewayInto(p, s, routers, len(union)); err != nil {
+				p.errs[s.Name] = err
+			}
 			continue
 		}
 		if s.L7 == nil {
@@ -107,7 +119,7 @@ func pluginUnion(services []config.Service) ([]config.Plugin, map[string]error) 
 	owner := map[string]string{}
 	errs := map[string]error{}
 	for _, s := range services {
-		for _, pl := range s.Plugins {
+		for _, pl := range servicePluginList(s) {
 			i, seen := first[pl.Name]
 			if !seen {
 				first[pl.Name], owner[pl.Name] = len(union), s.Name
@@ -164,6 +176,9 @@ func (e *Engine) commitGroup(cfg *config.Config, p *groupPlan, listenErrs map[st
 		}
 		if c, ok := p.certs[name]; ok {
 			gs.cert.Store(c)
+		}
+		if plan, ok := p.gateways[name]; ok {
+			e.commitGroupGateway(gs, plan)
 		}
 	}
 	e.group = p.services
@@ -226,6 +241,8 @@ func (e *Engine) groupSpecs(cfg *config.Config, services map[string]*groupServic
 					return e.serveHTTP(ln, h)
 				}))
 			}
+		case s.Gateway != nil:
+			out = append(out, e.groupGatewaySpecs(prefix, s, gs, vips)...)
 		case s.L4 != nil:
 			idle := idle(s.L4.UDPIdleTimeoutSeconds)
 			for _, p := range s.L4.Ports {
@@ -304,9 +321,15 @@ func tcpPorts(s config.Service) []uint16 {
 				ps = append(ps, uint16(p.Port))
 			}
 		}
+	case s.Gateway != nil:
+		for _, l := range s.Gateway.Listeners {
+			if l.Protocol != config.ListenerUDP {
+				ps = append(ps, uint16(l.Port))
+			}
+		}
 	}
 	slices.Sort(ps)
-	return ps
+	return slices.Compact(ps)
 }
 
 // serviceDomain is a Tailscale Service's MagicDNS name, the name of its

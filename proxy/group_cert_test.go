@@ -44,12 +44,7 @@ func TestGroupSharedCertificate(t *testing.T) {
 	ctx := context.Background()
 	tn := tailnettest.New(t)
 	domain := tailnettest.FQDN("web")
-	// The operator creates the Secret empty.
-	_, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-tls"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	emptyTLSSecret(t, cs, ns, "web-tls")
 	backend := echoBackend(t, "web")
 	b := backendOf("web", backend)
 	groupCfg := func(hostname string, issue bool) *config.Config {
@@ -220,5 +215,16 @@ func servesSerial(client *tsnet.Server, addr netip.AddrPort, domain string, ca *
 			return fmt.Errorf("serves serial %d, want %d", got, serial)
 		}
 		return nil
+	}
+}
+
+// emptyTLSSecret creates the certificate Secret of a Tailscale Service
+// empty, as the operator does before the issuing replica fills it.
+func emptyTLSSecret(t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	_, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,4 +158,41 @@ func serviceReport(ctx context.Context, cs kubernetes.Interface, ns, name string
 		return nil, fmt.Errorf("%s: %w", proxystate.KeyServices, err)
 	}
 	return rep, nil
+}
+
+// squatUDP binds ap (a service address and port) on node before the
+// proxy does, as another program holding the port would.
+func squatUDP(t *testing.T, node *tsnet.Server, ap netip.AddrPort) net.PacketConn {
+	t.Helper()
+	var pc net.PacketConn
+	testpoll.Until(t, 20*time.Second, "the squatter binds "+ap.String(), func() (err error) {
+		pc, err = node.ListenPacket("udp", ap.String())
+		return err
+	})
+	return pc
+}
+
+// waitUnservable waits until rec reports service not advertised, with an
+// error that contains want.
+func waitUnservable(t *testing.T, rec *statusRecorder, service, want string) {
+	t.Helper()
+	testpoll.Until(t, 10*time.Second, service+" reported unservable", func() error {
+		got := rec.getServices()[service]
+		if got.Advertised || !strings.Contains(got.Error, want) {
+			return fmt.Errorf("report %v", rec.getServices())
+		}
+		return nil
+	})
+}
+
+// readOverTLS completes a TLS handshake for sni on c, verified against
+// roots, and returns what the server sends until it closes.
+func readOverTLS(ctx context.Context, c net.Conn, sni string, roots *x509.CertPool) (string, error) {
+	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: roots})
+	defer tc.Close()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return "", fmt.Errorf("handshake for %s: %w", sni, err)
+	}
+	b, err := io.ReadAll(tc)
+	return string(b), err
 }

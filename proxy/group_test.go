@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -136,33 +135,17 @@ func TestGroupUnservableServicesAreNotAdvertised(t *testing.T) {
 	r := start(t, tn, cfg, Options{Status: rec})
 	node := r.engine.Node()
 	waitServices(t, node, "svc:db")
-	testpoll.Until(t, 10*time.Second, "svc:web reported unservable", func() error {
-		got := rec.getServices()["svc:web"]
-		if got.Advertised || !strings.Contains(got.Error, `l7.tls: tls mode "shared" needs the Kubernetes API`) {
-			return fmt.Errorf("report %v", rec.getServices())
-		}
-		return nil
-	})
+	waitUnservable(t, rec, "svc:web", `l7.tls: tls mode "shared" needs the Kubernetes API`)
 
 	// Control assigns svc:dns its addresses; something else holds its
 	// UDP port on one of them when the config adds it.
 	dnsAddrs := vipAddrs(3)
 	hostServices(t, tn, node, map[string][]netip.Addr{"svc:db": vipAddrs(1), "svc:dns": dnsAddrs})
-	var squatter net.PacketConn
-	testpoll.Until(t, 20*time.Second, "the squatter binds svc:dns's port", func() (err error) {
-		squatter, err = node.ListenPacket("udp", netip.AddrPortFrom(dnsAddrs[0], 53).String())
-		return err
-	})
+	squatter := squatUDP(t, node, netip.AddrPortFrom(dnsAddrs[0], 53))
 	dns := config.Service{Name: "svc:dns", L4: &config.L4{Ports: []config.PortMap{{Protocol: config.UDP, Port: 53, Target: udpTarget}}}}
 	cfg.Group.Services = []config.Service{db, web, dns}
 	writeConfig(t, r.cfgPath, cfg)
-	testpoll.Until(t, 10*time.Second, "svc:dns reported unservable", func() error {
-		got := rec.getServices()["svc:dns"]
-		if got.Advertised || !strings.Contains(got.Error, "open listener group/svc:dns/udp/") {
-			return fmt.Errorf("report %v", rec.getServices())
-		}
-		return nil
-	})
+	waitUnservable(t, rec, "svc:dns", "open listener group/svc:dns/udp/")
 	if got := advertisedServices(t, node); len(got) != 1 || got[0] != "svc:db" {
 		t.Fatalf("advertises %v with svc:dns's port taken", got)
 	}

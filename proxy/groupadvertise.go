@@ -43,10 +43,10 @@ func (e *Engine) refreshGroup(ctx context.Context) {
 		if err == nil {
 			err = e.listenErrs[s.Name]
 		}
-		if err == nil && s.L7 != nil {
+		if t, shared := sharedTLS(s); err == nil && shared {
 			domain := e.serviceDomain(s.Name)
 			c := e.group[s.Name].cert.Load()
-			if s.L7.TLS.Issue {
+			if t.Issue {
 				// The issuer advertises at once: control grants the
 				// certificate name only to a host of the service.
 				issuing[c.secret] = domain

@@ -125,22 +125,30 @@ func TestGatewayRejects(t *testing.T) {
 	}
 }
 
-// The shared certificate of a Tailscale Service is for a group's Gateway
-// services only; a group's Gateway service must use it on HTTPS.
-func TestGatewaySharedCertificateOnlyInGroups(t *testing.T) {
-	dedicated := `{"version":"v1alpha1","hostname":"gw","role":"gateway","gateway":{"listeners":[
-		{"name":"https","port":443,"protocol":"HTTPS","tls":{"mode":"shared","secretName":"c"}}]}}`
-	if _, err := Parse([]byte(dedicated)); err == nil || !strings.Contains(err.Error(), "gateway.listeners[0].tls.mode") {
-		t.Errorf("a dedicated gateway with the shared certificate: %v", err)
+// TLS mode shared is a Tailscale Service's certificate: a Gateway service
+// of the group section serves it on its HTTPS listeners, and the gateway
+// role, which has no Tailscale Service, refuses it.
+func TestGatewaySharedCertificate(t *testing.T) {
+	shared := func() *Gateway {
+		g := validGateway()
+		g.Listeners = g.Listeners[:2]
+		g.Listeners[1].TLS = &TLS{Mode: TLSShared, SecretName: "gw-tls"}
+		return g
 	}
-	group := func(mode string) string {
-		return `{"version":"v1alpha1","hostname":"pg-0","role":"ingress-group","group":{"services":[{"name":"svc:gw","gateway":{"listeners":[
-			{"name":"https","port":443,"protocol":"HTTPS","tls":{"mode":"` + mode + `","secretName":"c"}}]}}]}}`
+	group := Config{Version: Version, Hostname: "pg-0", Role: RoleIngressGroup,
+		Group: &Group{Services: []Service{{Name: "svc:gw", Gateway: shared()}}}}
+	doc, err := json.Marshal(group)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := Parse([]byte(group("shared"))); err != nil {
-		t.Errorf("a group's Gateway service with the shared certificate: %v", err)
+	if _, err := Parse(doc); err != nil {
+		t.Fatalf("Gateway service with the shared certificate refused: %v", err)
 	}
-	if _, err := Parse([]byte(group("secret"))); err == nil || !strings.Contains(err.Error(), `must be "shared" for a Tailscale Service`) {
-		t.Errorf("a group's Gateway service with its own Secret: %v", err)
+	role := Config{Version: Version, Hostname: "gw", Role: RoleGateway, Gateway: shared()}
+	if doc, err = json.Marshal(role); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(doc); err == nil || !strings.Contains(err.Error(), `gateway.listeners[1].tls.mode: mode "shared" is for Tailscale Services`) {
+		t.Errorf("gateway role with the shared certificate: %v", err)
 	}
 }

@@ -78,13 +78,14 @@ func (l *Listener) validate(field string, add addFunc) {
 			add(field+".tls", "is required for HTTPS")
 		case l.TLS.EffectiveMode() == TLSTailscaleCert:
 		case l.TLS.EffectiveMode() == TLSSecret, l.TLS.EffectiveMode() == TLSShared:
-			// Shared: a Tailscale Service's certificate (group.go checks
-			// that only a group's services use it).
+			// Shared is a Tailscale Service's certificate: the group
+			// section requires it there, and the gateway role refuses it
+			// (Config.validate).
 			if l.TLS.SecretName == "" {
 				add(field+".tls.secretName", "is required for mode %q", l.TLS.EffectiveMode())
 			}
 		default:
-			add(field+".tls.mode", "unknown gateway TLS mode %q (want tailscale-cert, secret or shared)", l.TLS.Mode)
+			add(field+".tls.mode", "unknown gateway TLS mode %q (want tailscale-cert, secret, or shared on a Tailscale Service)", l.TLS.Mode)
 		}
 	}
 	if l.Funnel && l.Protocol != ListenerHTTPS {

@@ -94,7 +94,7 @@ func (c *Config) Validate() error {
 		c.Gateway.validate(add)
 		for i, l := range c.Gateway.Listeners {
 			if l.TLS != nil && l.TLS.EffectiveMode() == TLSShared {
-				add(fmt.Sprintf("gateway.listeners[%d].tls.mode", i), "%q is a Tailscale Service's certificate: only a group's services use it", TLSShared)
+				add(fmt.Sprintf("gateway.listeners[%d].tls.mode", i), "mode %q is for Tailscale Services (group.services[].gateway)", TLSShared)
 			}
 		}
 	}
