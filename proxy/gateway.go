@@ -72,11 +72,25 @@ func (e *Engine) planGateway(ctx context.Context, cfg *config.Config) (*gatewayP
 	if err != nil {
 		return nil, err
 	}
-	global, err := e.pluginRouters(ctx, cfg.Plugins)
+	// The plugin host runs one list for the whole proxy: load the union of
+	// the config's and the rules' plugins once, and give each rule its
+	// part (as a group replica does for its services).
+	whole := config.Service{Name: "gateway", Gateway: cfg.Gateway, Plugins: cfg.Plugins}
+	union, errs := pluginUnion([]config.Service{whole})
+	if err := errs[whole.Name]; err != nil {
+		return nil, err
+	}
+	routers, err := e.pluginRouters(ctx, union)
 	if err != nil {
 		return nil, err
 	}
-	perEntry, err := e.entryPlugins(ctx, cfg.Gateway)
+	global, err := servicePlugins(routers, cfg.Plugins, len(union))
+	if err != nil {
+		return nil, err
+	}
+	perEntry, err := entryPluginsWith(cfg.Gateway, func(ps []config.Plugin) ([]route.Router, error) {
+		return servicePlugins(routers, ps, len(union))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -179,13 +193,8 @@ func (m entryRouters) Route(ctx context.Context, req *route.Request, prev route.
 	return chain.Route(ctx, req, prev)
 }
 
-// entryPlugins loads the plugins of every entry that names some, once per
-// rule (entries of one rule share its name and its plugins).
-func (e *Engine) entryPlugins(ctx context.Context, g *config.Gateway) (entryRouters, error) {
-	return entryPluginsWith(g, func(ps []config.Plugin) ([]route.Router, error) { return e.pluginRouters(ctx, ps) })
-}
-
-// entryPluginsWith is entryPlugins with load making a rule's routers.
+// entryPluginsWith makes the routers of every entry that names plugins,
+// once per rule, with load.
 func entryPluginsWith(g *config.Gateway, load func([]config.Plugin) ([]route.Router, error)) (entryRouters, error) {
 	out := entryRouters{}
 	for _, l := range g.Listeners {
