@@ -39,6 +39,13 @@ func buildBinaries(b *testing.B) (proxyBin, serveBin string) {
 func startTailplaneProxy(b *testing.B, bin, dir, controlURL string, l7 *config.L7, env ...string) *exec.Cmd {
 	b.Helper()
 	cfg := &config.Config{Version: config.Version, Hostname: "bench-proxy", LoginServer: controlURL, Role: config.RoleIngressL7, L7: l7}
+	return startProxyConfig(b, bin, dir, cfg, env...)
+}
+
+// startProxyConfig runs tailplane-proxy with cfg, configured from a file in
+// dir, with its state in dir/tp.
+func startProxyConfig(b *testing.B, bin, dir string, cfg *config.Config, env ...string) *exec.Cmd {
+	b.Helper()
 	doc, err := json.Marshal(cfg)
 	if err != nil {
 		b.Fatal(err)
