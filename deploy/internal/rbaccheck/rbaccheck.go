@@ -220,8 +220,8 @@ func Operator(t *testing.T, ctx context.Context, admin *rest.Config, operatorNS,
 		{"delete GatewayClasses", func() error {
 			return dyn.Resource(resources.GatewayClasses).Delete(ctx, gatewayClassName, metav1.DeleteOptions{})
 		}},
-		{"read another Gateway API CRD", func() error {
-			_, err := dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, "gateways.gateway.networking.k8s.io", metav1.GetOptions{})
+		{"read a Gateway API CRD of a kind it does not serve", func() error {
+			_, err := dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, "listenersets.gateway.networking.k8s.io", metav1.GetOptions{})
 			return err
 		}},
 	}
@@ -262,8 +262,26 @@ func gatewayClasses(t *testing.T, ctx context.Context, admin *rest.Config, dyn d
 	if _, err := dyn.Resource(resources.GatewayClasses).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("operator cannot list GatewayClasses: %v", err)
 	}
-	if _, err := dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, gatewayclass.CRDName, metav1.GetOptions{}); err != nil {
-		t.Errorf("operator cannot read the GatewayClass CRD: %v", err)
+	for _, r := range gatewayclass.GatewayAPIResources() {
+		name := r + "." + resources.GatewayClasses.Group
+		if _, err := dyn.Resource(resources.CustomResourceDefinitions).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("operator cannot read the CRD %s: %v", name, err)
+		}
+	}
+	// Gateways and routes: read them, write their status; a Gateway's
+	// finalizer; namespaces for allowedRoutes selectors.
+	for _, res := range []schema.GroupVersionResource{resources.Gateways, resources.HTTPRoutes, resources.GRPCRoutes,
+		resources.TLSRoutes, resources.TCPRoutes, resources.UDPRoutes, resources.ReferenceGrants, resources.Namespaces} {
+		if _, err := dyn.Resource(res).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("operator cannot list %s: %v", res.Resource, err)
+		}
+	}
+	for _, res := range []schema.GroupVersionResource{resources.Gateways, resources.HTTPRoutes, resources.GRPCRoutes,
+		resources.TLSRoutes, resources.TCPRoutes, resources.UDPRoutes} {
+		_, err := dyn.Resource(res).Namespace("default").Patch(ctx, "absent", types.MergePatchType, []byte(`{"status":{}}`), metav1.PatchOptions{}, "status")
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("operator cannot write the status of %s (err %v, want NotFound)", res.Resource, err)
+		}
 	}
 }
 
