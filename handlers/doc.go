@@ -7,13 +7,15 @@
 //     (exposed and LoadBalancer Services), egress (ExternalName Services to
 //     the tailnet), ingress (Ingresses), connector (Connector), proxygroup
 //     (ProxyGroup, the group only), ingressclass, gatewayclass (the Gateway
-//     API's GatewayClasses of tailplane.dev/gateway-controller), proxyclass, plugin
+//     API's GatewayClasses of tailplane.dev/gateway-controller), gateway
+//     (Gateways of those classes and their routes), proxyclass, plugin
 //     (RoutingPlugin), proxygrouppolicy (ProxyGroupPolicy as admission
 //     policies), dnsconfig (DNSConfig and its nameserver), tailnet (Tailnet:
 //     the credentials of other tailnets) and unsupported (the official kinds
 //     not served yet). A module is a pure render step, unit-tested without a
 //     cluster, and a thin apply step. The members of a ProxyGroup live with
-//     the module of their kind (service, egress, ingress: RegisterMember),
+//     the module of their kind (service, egress, ingress: RegisterMember;
+//     gateway),
 //     and the group asks lib/groupmember's registry for them.
 //   - handlers/lib/<library>: what modules share and never register:
 //     pipeline (the proxy lifecycle that proxy parents are hooks on, and
@@ -26,7 +28,8 @@
 //     group reads, the egress cluster Service and its ports), cluster
 //     (the dependencies every module gets and the cluster writes they
 //     share), proxyset (a proxy's objects and names), proxyclassrules (how a
-//     ProxyClass applies to a proxy), settings, resources and conditions.
+//     ProxyClass applies to a proxy), gatewayapi (Gateways and routes
+//     resolved, purely), settings, resources and conditions.
 //     Libraries never import modules.
 //   - handlers/bench: the operator benchmarks.
 //
