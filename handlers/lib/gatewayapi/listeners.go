@@ -29,6 +29,14 @@ func (l *listener) valid() bool {
 	return l.notAccepted == nil && l.notResolved == nil && l.conflict == nil
 }
 
+// attachable reports whether routes attach to the listener: it is accepted
+// and has no conflict. A listener whose references do not resolve (a
+// missing certificate) takes routes and counts them in attachedRoutes, as
+// the API asks, though it is not programmed.
+func (l *listener) attachable() bool {
+	return l.notAccepted == nil && l.conflict == nil
+}
+
 // defaultKinds are the route kinds a protocol takes when allowedRoutes.kinds
 // is empty: all it can serve.
 func defaultKinds(p gatewayv1.ProtocolType) []string {
