@@ -48,3 +48,25 @@ spec:
 		}
 	}
 }
+
+// A TLS listener that terminates TLS is not supported: not accepted, with
+// reason UnsupportedValue, and no supported kinds (the suite's
+// TLSRouteListenerTerminateNotSupported).
+func TestRenderTLSTerminateListener(t *testing.T) {
+	gw := gatewayFrom(t, `
+metadata: {namespace: default, name: gw, generation: 1}
+spec:
+  gatewayClassName: tailscale
+  listeners:
+  - {name: tls-terminate, port: 443, protocol: TLS, tls: {mode: Terminate}}
+`)
+	st := Status(gw, render(t, gw, newCluster(), nil), Proxy{Programmed: true})
+	if len(st.Listeners) != 1 || st.Listeners[0].SupportedKinds == nil || len(st.Listeners[0].SupportedKinds) != 0 {
+		t.Fatalf("listeners %+v, want one with no supported kinds", st.Listeners)
+	}
+	for _, c := range st.Listeners[0].Conditions {
+		if c.Type == "Accepted" && (c.Status != metav1.ConditionFalse || c.Reason != "UnsupportedValue") {
+			t.Errorf("listener Accepted %+v", c)
+		}
+	}
+}

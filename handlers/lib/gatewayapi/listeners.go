@@ -98,6 +98,10 @@ func (l *listener) resolve(gw *gatewayv1.Gateway, grants []gatewayv1.ReferenceGr
 	case gatewayv1.TLSProtocolType:
 		if tlsCfg == nil || tlsCfg.Mode == nil || *tlsCfg.Mode != gatewayv1.TLSModePassthrough {
 			l.notAccepted = &unresolved{string(gatewayv1.ListenerReasonUnsupportedValue), "a TLS listener passes TLS through: tls.mode must be Passthrough (Terminate is not supported)"}
+			// It takes no route kind: the suite's
+			// TLSRouteListenerTerminateNotSupported asks for an empty
+			// supportedKinds.
+			l.kinds = nil
 		}
 	}
 	return nil
