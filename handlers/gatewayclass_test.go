@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -102,7 +103,8 @@ func (h *harness) gatewayClassConditions(name string) (map[string]metav1.Conditi
 }
 
 // accepted checks that GatewayClass name is Accepted and SupportedVersion
-// for its generation, with an empty status.supportedFeatures.
+// for its generation, with status.supportedFeatures the features the
+// operator serves (gatewayclass.SupportedFeatures, in its order).
 func (h *harness) accepted(name string) error {
 	conds, gc, err := h.gatewayClassConditions(name)
 	if err != nil {
@@ -115,8 +117,12 @@ func (h *harness) accepted(name string) error {
 		}
 	}
 	features, ok, _ := unstructured.NestedSlice(gc.Object, "status", "supportedFeatures")
-	if !ok || len(features) != 0 {
-		return fmt.Errorf("supportedFeatures %v (present %v), want []", features, ok)
+	var want []any
+	for _, f := range gatewayclass.SupportedFeatures() {
+		want = append(want, map[string]any{"name": string(f.Name)})
+	}
+	if !ok || len(want) == 0 || !reflect.DeepEqual(features, want) {
+		return fmt.Errorf("supportedFeatures %v (present %v), want %v", features, ok, want)
 	}
 	return nil
 }

@@ -249,19 +249,38 @@ func CertificateName(gw *gatewayv1.Gateway, listener string) string {
 }
 
 // Hostname is the Gateway's tailnet hostname: tailscale.com/hostname, else
-// <namespace>-<name>-gateway.
+// DefaultHostname.
 func Hostname(gw *gatewayv1.Gateway) (string, error) {
 	h, set := gw.Annotations[proxystate.AnnotationHostname]
 	if !set {
-		h = gw.Namespace + "-" + gw.Name + "-gateway"
+		h = DefaultHostname(gw)
 	}
 	if err := proxyset.ValidHostname(h); err != nil {
 		if set {
 			return "", fmt.Errorf("invalid Tailscale hostname %q in annotation %s: %s", h, proxystate.AnnotationHostname, err)
 		}
-		return "", fmt.Errorf("invalid Tailscale hostname %q (the default <namespace>-<name>-gateway), set annotation %s: %s", h, proxystate.AnnotationHostname, err)
+		return "", fmt.Errorf("invalid Tailscale hostname %q (the default), set annotation %s: %s", h, proxystate.AnnotationHostname, err)
 	}
 	return strings.ToLower(h), nil
+}
+
+// maxLabel is the longest DNS label, and so the longest tailnet hostname.
+const maxLabel = 63
+
+// DefaultHostname is <namespace>-<name>-gateway, dots made hyphens (a
+// Gateway's name is a DNS subdomain, a hostname one label). A longer one
+// than a DNS label allows (namespace and name may be 63 and 253 characters)
+// is cut, and a hash of namespace/name keeps Gateways whose names share
+// the cut prefix apart: <prefix>-<8 hex digits>-gateway, 63 characters.
+func DefaultHostname(gw *gatewayv1.Gateway) string {
+	h := strings.ReplaceAll(gw.Namespace+"-"+gw.Name, ".", "-") + "-gateway"
+	if len(h) <= maxLabel {
+		return h
+	}
+	sum := sha256.Sum256([]byte(gw.Namespace + "/" + gw.Name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8] + "-gateway"
+	prefix := strings.TrimRight(h[:maxLabel-len(suffix)], "-")
+	return prefix + suffix
 }
 
 // ProxyClassName is the ProxyClass of the Gateway's proxy:

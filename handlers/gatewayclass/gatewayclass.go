@@ -48,10 +48,19 @@ const (
 
 // SupportedFeatures are the Gateway API features (pkg/features' names, as
 // the conformance suite reads them) the operator serves, sorted by name as
-// the API requires. None yet: not even Gateway, whose listeners come with
-// the next items of issue 34; the class itself is no feature. The list
-// grows only with what is really served.
-func SupportedFeatures() []gatewayv1.SupportedFeature { return []gatewayv1.SupportedFeature{} }
+// the API requires: the core features of the conformance profiles whose
+// core tests all pass on devcluster (docs/gateway.md, "Conformance"). An
+// extended feature joins only when its conformance tests pass; the list
+// never claims what fails. kind-e2e/gatewayconformance's claimedFeatures
+// lists the same names.
+func SupportedFeatures() []gatewayv1.SupportedFeature {
+	names := []gatewayv1.FeatureName{"GRPCRoute", "Gateway", "ReferenceGrant"}
+	out := make([]gatewayv1.SupportedFeature, len(names))
+	for i, n := range names {
+		out[i] = gatewayv1.SupportedFeature{Name: n}
+	}
+	return out
+}
 
 // IsOurs reports whether the class names the operator's controller.
 func IsOurs(gc *gatewayv1.GatewayClass) bool { return gc.Spec.ControllerName == ControllerName }

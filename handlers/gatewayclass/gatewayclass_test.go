@@ -1,6 +1,8 @@
 package gatewayclass_test
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,8 +45,8 @@ func TestStatus(t *testing.T) {
 	if o := meta.FindStatusCondition(st.Conditions, "example.com/Audited"); o == nil || *o != other {
 		t.Errorf("another controller's condition changed: %+v", o)
 	}
-	if st.SupportedFeatures == nil || len(st.SupportedFeatures) != 0 {
-		t.Errorf("supportedFeatures %v, want an empty list (nothing served yet)", st.SupportedFeatures)
+	if !reflect.DeepEqual(st.SupportedFeatures, gatewayclass.SupportedFeatures()) {
+		t.Errorf("supportedFeatures %v, want %v", st.SupportedFeatures, gatewayclass.SupportedFeatures())
 	}
 	if len(gc.Status.Conditions) != 2 || gc.Status.Conditions[0] != pending {
 		t.Error("Status modified the class")
@@ -87,5 +89,21 @@ func TestClassObject(t *testing.T) {
 	if o.GetAPIVersion() != "gateway.networking.k8s.io/v1" || o.GetKind() != "GatewayClass" || o.GetName() != "tailscale" ||
 		o.Object["spec"].(map[string]any)["controllerName"] != "tailplane.dev/gateway-controller" {
 		t.Errorf("%v", o.Object)
+	}
+}
+
+// The class claims the core features of the profiles that pass the
+// conformance suite, and only those, sorted by name as the API requires.
+func TestSupportedFeatures(t *testing.T) {
+	var got []string
+	for _, f := range gatewayclass.SupportedFeatures() {
+		got = append(got, string(f.Name))
+	}
+	want := []string{"GRPCRoute", "Gateway", "ReferenceGrant"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("supportedFeatures %v, want %v", got, want)
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("supportedFeatures %v are not sorted by name", got)
 	}
 }

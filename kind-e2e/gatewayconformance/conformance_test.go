@@ -1,3 +1,5 @@
+//go:build conformance
+
 package gatewayconformance
 
 import (
@@ -29,14 +31,8 @@ import (
 	"sigs.k8s.io/gateway-api/conformance/utils/flags"
 	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
-	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
 )
-
-// runEnv must be set for TestGatewayConformance to run: it starts a
-// cluster for up to an hour, and fails until Tailplane serves Gateways, so
-// `go test ./...` of kind-e2e (and CI's e2e suites) skip it, saying so.
-const runEnv = "TAILPLANE_GATEWAY_CONFORMANCE"
 
 // gatewayClass is the class the chart has the operator create.
 const gatewayClass = "tailscale"
@@ -45,30 +41,7 @@ const gatewayClass = "tailscale"
 // (-report-output sets another).
 const reportPath = "docs/conformance/gateway-api-v1.6.3-report.yaml"
 
-// profiles are the conformance profiles Tailplane runs (issue 34).
-func profiles() []suite.ConformanceProfileName {
-	return []suite.ConformanceProfileName{
-		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName, suite.GatewayTLSConformanceProfileName,
-	}
-}
-
-// claimedFeatures are the features Tailplane claims: the profiles' core
-// features, and no extended one yet. Naming them keeps the suite from
-// inferring them from the GatewayClass's status.supportedFeatures, which is
-// empty until Gateways are served (the suite refuses an empty inference).
-// An extended feature joins this list once it is served, and the class's
-// status with it.
-func claimedFeatures() []features.FeatureName {
-	return []features.FeatureName{
-		features.SupportGateway, features.SupportReferenceGrant,
-		features.SupportHTTPRoute, features.SupportGRPCRoute, features.SupportTLSRoute,
-	}
-}
-
 func TestGatewayConformance(t *testing.T) {
-	if os.Getenv(runEnv) == "" {
-		t.Skipf("the Gateway API conformance run needs %s=1 (go tool task e2e:gateway-conformance): it runs a real-node devcluster for up to an hour", runEnv)
-	}
 	assets := os.Getenv("TAILPLANE_TEST_ASSETS")
 	if assets == "" {
 		t.Fatal("TAILPLANE_TEST_ASSETS is not set: run `go tool task test:assets test:node` and export TAILPLANE_TEST_ASSETS=$(go tool task test:assets-dir)")

@@ -25,7 +25,9 @@ type parentResult struct {
 }
 
 // attach works out, for each parentRef of r that names gw, the listeners
-// it attaches to: those its sectionName and port select, that are valid,
+// it attaches to: those its sectionName and port select, that are
+// attachable (accepted and without conflict; one whose references do not
+// resolve still counts its routes, unprogrammed),
 // whose allowedRoutes admit the route's kind and namespace, and whose
 // hostname intersects the route's hostnames. Each listener it attaches to
 // counts the route once in attachedRoutes.
@@ -55,7 +57,7 @@ func attach(r *Route, gw *gatewayv1.Gateway, ls []*listener, nsLabels func(strin
 			if err != nil {
 				return nil, err
 			}
-			if ok && l.valid() {
+			if ok && l.attachable() {
 				allowed = append(allowed, l)
 			}
 		}

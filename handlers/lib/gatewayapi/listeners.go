@@ -29,6 +29,14 @@ func (l *listener) valid() bool {
 	return l.notAccepted == nil && l.notResolved == nil && l.conflict == nil
 }
 
+// attachable reports whether routes attach to the listener: it is accepted
+// and has no conflict. A listener whose references do not resolve (a
+// missing certificate) takes routes and counts them in attachedRoutes, as
+// the API asks, though it is not programmed.
+func (l *listener) attachable() bool {
+	return l.notAccepted == nil && l.conflict == nil
+}
+
 // defaultKinds are the route kinds a protocol takes when allowedRoutes.kinds
 // is empty: all it can serve.
 func defaultKinds(p gatewayv1.ProtocolType) []string {
@@ -90,6 +98,10 @@ func (l *listener) resolve(gw *gatewayv1.Gateway, grants []gatewayv1.ReferenceGr
 	case gatewayv1.TLSProtocolType:
 		if tlsCfg == nil || tlsCfg.Mode == nil || *tlsCfg.Mode != gatewayv1.TLSModePassthrough {
 			l.notAccepted = &unresolved{string(gatewayv1.ListenerReasonUnsupportedValue), "a TLS listener passes TLS through: tls.mode must be Passthrough (Terminate is not supported)"}
+			// It takes no route kind: the suite's
+			// TLSRouteListenerTerminateNotSupported asks for an empty
+			// supportedKinds.
+			l.kinds = nil
 		}
 	}
 	return nil

@@ -152,6 +152,9 @@ func listenerConfig(l *listener, certName func(string) string) *config.Listener 
 func program(entries map[*listener]*config.Listener, attached []attachment, rs *rules) {
 	for _, a := range attached {
 		c := entries[a.listener]
+		if c == nil {
+			continue // attached, but not programmed: its references do not resolve
+		}
 		switch c.Protocol {
 		case config.ListenerHTTP, config.ListenerHTTPS:
 			for _, e := range rs.http {
