@@ -35,7 +35,7 @@ var _ = Describe("a Gateway with a weighted canary", Ordered, func() {
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "gateway", "edge", "-o",
 				`jsonpath={.status.conditions[?(@.type=="Programmed")].status} {.status.addresses[-1:].value}`)
-		}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(2*time.Second).
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).
 			Should(Equal("True default-edge-gateway.devcluster.ts.net"))
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "httproute", "edge-web", "-o",
