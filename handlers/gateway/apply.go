@@ -218,6 +218,7 @@ func (m *module) grants() []gatewayv1.ReferenceGrant {
 func (m *module) lookups(ctx context.Context) gatewayapi.Lookups {
 	core := m.d.Kube.CoreV1()
 	return gatewayapi.Lookups{
+		ClusterDomain: m.d.ClusterDomain,
 		Service: func(ns, name string) (*corev1.Service, error) {
 			return nilIfNotFound(core.Services(ns).Get(ctx, name, metav1.GetOptions{}))
 		},

@@ -55,6 +55,7 @@ func TestGatewayConformance(t *testing.T) {
 	imports := append([]string{productImages(ctx, t, root)}, standInArchives(ctx, t, work)...)
 	c := startCluster(ctx, t, root, assets, imports)
 	node := joinTailnet(ctx, t, c)
+	joinHost(ctx, t, c, assets)
 
 	opts := suiteOptions(t, c, root)
 	opts.RoundTripper = &roundtripper.DefaultRoundTripper{Debug: opts.Debug, TimeoutConfig: opts.TimeoutConfig, CustomDialContext: node.Dial}

@@ -3,8 +3,14 @@
 package gatewayconformance
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,4 +56,59 @@ func joinTailnet(ctx context.Context, t *testing.T, c *cluster) *tsnet.Server {
 	}
 	t.Cleanup(func() { _ = node.Close() })
 	return node
+}
+
+// hostTUN is the TUN device of the host's tailnet node.
+const hostTUN = "tpconf0"
+
+// joinHost makes this host a tailnet node with kernel networking (devcluster
+// join --tun), as the machine of a user who runs the suite would be: the
+// suite's TLS helper for "connection rejected" checks dials Gateway
+// addresses with the host's own network (utils/tls.
+// MakeTLSConnectionAndExpectEventuallyConnectionRejection takes no dialer),
+// which only reaches tailnet addresses through a TUN device. Its node leaves
+// when the test ends.
+func joinHost(ctx context.Context, t *testing.T, c *cluster, assets string) {
+	t.Helper()
+	join := exec.Command(c.devcluster, "join", "--dir", c.dir, "--tun", hostTUN, "--hostname", "gateway-conformance-host",
+		"--tailscaled", filepath.Join(assets, "tailscaled"), "--tailscale", filepath.Join(assets, "tailscale"))
+	join.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var log bytes.Buffer
+	join.Stderr = &log
+	stdout, err := join.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := join.Start(); err != nil {
+		t.Fatalf("devcluster join --tun: %v", err)
+	}
+	exited := make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			if strings.HasPrefix(lines.Text(), "ready tun=") {
+				close(ready)
+			}
+		}
+	}()
+	go func() { _ = join.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		// Ctrl-C: tailscaled goes, and with it the TUN device and routes.
+		_ = syscall.Kill(-join.Process.Pid, syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-join.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	select {
+	case <-ready:
+		t.Logf("this host joined the tailnet on TUN device %s", hostTUN)
+	case <-exited:
+		t.Fatalf("devcluster join --tun exited before joining: %s", log.String())
+	case <-ctx.Done():
+		t.Fatalf("devcluster join --tun: %v", ctx.Err())
+	}
 }

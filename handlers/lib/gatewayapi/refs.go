@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tailplane/tailplane/proxy/config"
@@ -28,6 +29,10 @@ type Lookups struct {
 	// namespace: its proxy entry and the Secret holding its module, ok
 	// false when there is none that serves.
 	Plugin func(namespace, name string) (plugin config.Plugin, secret string, ok bool, err error)
+	// ClusterDomain is the cluster's DNS domain (cluster.local when
+	// empty): a headless Service is reached by its DNS name, which
+	// resolves to its endpoints' addresses.
+	ClusterDomain string
 }
 
 // unresolved says why a reference does not resolve: a route or listener
@@ -121,15 +126,22 @@ func resolveBackend(r *Route, ref gatewayv1.BackendRef, h2c bool, grants []gatew
 	if port == nil {
 		return out, &unresolved{string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s: Service %s/%s has no port %d", name, ns, ref.Name, *ref.Port)}, nil
 	}
-	host := svc.Spec.ClusterIP
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+	host, dialPort := svc.Spec.ClusterIP, port.Port
+	switch {
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		host = svc.Spec.ExternalName
-	}
-	if host == "" || host == corev1.ClusterIPNone {
-		return out, &unresolved{string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf("backendRef %s: Service %s/%s has no cluster IP (headless Services are not supported backends)", name, ns, ref.Name)}, nil
+	case host == "" || host == corev1.ClusterIPNone:
+		// A headless Service has no virtual IP to translate its port:
+		// its DNS name resolves to the endpoints, which listen on the
+		// target port.
+		var miss *unresolved
+		if host, dialPort, miss = headlessAddress(svc, port, look.ClusterDomain); miss != nil {
+			miss.Message = fmt.Sprintf("backendRef %s: %s", name, miss.Message)
+			return out, miss, nil
+		}
 	}
 	out.Invalid = false
-	out.Address = net.JoinHostPort(host, strconv.Itoa(int(port.Port)))
+	out.Address = net.JoinHostPort(host, strconv.Itoa(int(dialPort)))
 	app := ""
 	if port.AppProtocol != nil {
 		app = *port.AppProtocol
@@ -137,6 +149,26 @@ func resolveBackend(r *Route, ref gatewayv1.BackendRef, h2c bool, grants []gatew
 	out.HTTPS = app == AppProtocolHTTPS || app == "https"
 	out.H2C = app == AppProtocolH2C || h2c && !out.HTTPS
 	return out, nil, nil
+}
+
+// headlessAddress is where the proxy dials port of headless Service svc:
+// the Service's DNS name in domain and the port its endpoints listen on.
+// A named targetPort would need the endpoints' port names, which Render
+// does not read, so it is refused with a message that says what to write.
+func headlessAddress(svc *corev1.Service, port *corev1.ServicePort, domain string) (string, int32, *unresolved) {
+	if domain == "" {
+		domain = "cluster.local"
+	}
+	host := svc.Name + "." + svc.Namespace + ".svc." + domain
+	switch {
+	case port.TargetPort.Type == intstr.String && port.TargetPort.StrVal != "":
+		return "", 0, &unresolved{string(gatewayv1.RouteReasonBackendNotFound), fmt.Sprintf(
+			"headless Service %s/%s port %d has the named targetPort %q; a headless backend needs a numeric targetPort (the port its endpoints listen on)",
+			svc.Namespace, svc.Name, port.Port, port.TargetPort.StrVal)}
+	case port.TargetPort.IntVal != 0:
+		return host, port.TargetPort.IntVal, nil
+	}
+	return host, port.Port, nil
 }
 
 // resolveCertificate resolves an HTTPS listener's first certificateRef: a

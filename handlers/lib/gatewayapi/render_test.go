@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -452,5 +453,45 @@ spec:
 	st := Status(gw, res, Proxy{})
 	if c := st.Listeners[0].Conditions[0]; c.Reason != "UnsupportedValue" || c.Message != "no certificates here" {
 		t.Errorf("HTTPS listener Accepted = %+v", c)
+	}
+}
+
+func TestRenderHeadlessBackends(t *testing.T) {
+	c := newCluster()
+	headless := service("default", "db", corev1.ClusterIPNone, 8080, "")
+	headless.Spec.Ports[0].TargetPort = intstr.FromInt32(3000)
+	named := service("default", "named", corev1.ClusterIPNone, 8080, "")
+	named.Spec.Ports[0].TargetPort = intstr.FromString("http")
+	c.services["default/db"], c.services["default/named"] = headless, named
+	route := routeFrom(t, KindHTTPRoute, `
+metadata: {namespace: default, name: headless}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: Exact, value: /db}}]
+    backendRefs: [{name: db, port: 8080}]
+  - matches: [{path: {type: Exact, value: /named}}]
+    backendRefs: [{name: named, port: 8080}]
+`)
+	look := c.lookups()
+	look.ClusterDomain = "example.internal"
+	res, err := Render(gatewayFrom(t, plainGateway), Inputs{Routes: []*Route{route}, Lookups: look,
+		CertificateName: func(l string) string { return "copy-" + l }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]config.WeightedBackend{}
+	for _, e := range res.Config.Listeners[0].HTTPRoutes {
+		byPath[e.Match.Path] = e.Backends[0]
+	}
+	if b := byPath["/db"]; b.Invalid || b.Address != "db.default.svc.example.internal:3000" {
+		t.Errorf("headless backend = %+v, want the Service's DNS name at its target port", b)
+	}
+	if b := byPath["/named"]; !b.Invalid {
+		t.Errorf("headless backend with a named targetPort = %+v, want Invalid", b)
+	}
+	c2 := routeCondition(t, res, route, "ResolvedRefs")
+	if c2.Status != metav1.ConditionFalse || c2.Reason != "BackendNotFound" || !strings.Contains(c2.Message, `named targetPort "http"`) {
+		t.Errorf("ResolvedRefs = %+v, want BackendNotFound naming the targetPort", c2)
 	}
 }

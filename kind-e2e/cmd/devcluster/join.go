@@ -16,8 +16,8 @@ import (
 
 // joinOptions are devcluster join's flags.
 type joinOptions struct {
-	dir, tailscaled, tailscale, proxy, hostname string
-	timeout                                     time.Duration
+	dir, tailscaled, tailscale, proxy, hostname, tun string
+	timeout                                          time.Duration
 }
 
 func parseJoin(args []string) (*joinOptions, error) {
@@ -28,6 +28,7 @@ func parseJoin(args []string) (*joinOptions, error) {
 	fs.StringVar(&o.tailscale, "tailscale", "", "tailscale CLI binary")
 	fs.StringVar(&o.proxy, "proxy", "127.0.0.1:1055", "where the SOCKS5 and HTTP proxy into the tailnet listens")
 	fs.StringVar(&o.hostname, "hostname", "devcluster-join", "the node's tailnet hostname")
+	fs.StringVar(&o.tun, "tun", "", "join with kernel networking on a TUN device of this name (as root), so that this host's own sockets reach tailnet addresses, instead of a userspace tailscaled and its proxy")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up joining after this long")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -49,15 +50,26 @@ func (o *joinOptions) socket() string { return filepath.Join(o.joinState(), "tai
 
 // daemonArgs are tailscaled's arguments: userspace networking (no TUN, no
 // privileges), with one listener serving both SOCKS5 and HTTP CONNECT.
+// With --tun, kernel networking on that TUN device instead: routes to the
+// tailnet's addresses for every process of the host, and no proxy.
 func (o *joinOptions) daemonArgs() []string {
-	return []string{"--tun=userspace-networking", "--statedir=" + o.joinState(), "--socket=" + o.socket(), "--port=0", "--no-logs-no-support",
-		"--socks5-server=" + o.proxy, "--outbound-http-proxy-listen=" + o.proxy}
+	common := []string{"--statedir=" + o.joinState(), "--socket=" + o.socket(), "--port=0", "--no-logs-no-support"}
+	if o.tun != "" {
+		return append([]string{"--tun=" + o.tun}, common...)
+	}
+	return append(append([]string{"--tun=userspace-networking"}, common...),
+		"--socks5-server="+o.proxy, "--outbound-http-proxy-listen="+o.proxy)
 }
 
 // upArgs are `tailscale up`'s arguments against devcluster's tailnet.
 func (o *joinOptions) upArgs(controlURL, authKey string) []string {
 	args := []string{"--socket=" + o.socket(), "up", "--login-server=" + controlURL, "--hostname=" + o.hostname,
 		"--accept-routes", "--accept-dns=false", "--reset"}
+	if o.tun != "" {
+		// The host's firewall belongs to the node and its kube-proxy:
+		// tailscaled adds routes only.
+		args = append(args, "--netfilter-mode=off")
+	}
 	if authKey != "" {
 		args = append(args, "--auth-key="+authKey)
 	}
@@ -114,7 +126,14 @@ func runJoin(args []string) error {
 	}
 	cli := fmt.Sprintf("%s --socket=%s", o.tailscale, o.socket())
 	domain := env["TS_MAGICDNS_DOMAIN"]
-	fmt.Printf(`joined the tailnet as %s; Ctrl-C leaves (the device stays for next time)
+	if o.tun != "" {
+		fmt.Printf(`joined the tailnet as %s on TUN device %s; Ctrl-C leaves (the device stays for next time)
+  %s status
+  curl --cacert %s https://<tailnet IP>/    # this host's sockets reach tailnet addresses (MagicDNS names are not in its resolver)
+ready tun=%s
+`, o.hostname, o.tun, cli, env["TS_CA_FILE"], o.tun)
+	} else {
+		fmt.Printf(`joined the tailnet as %s; Ctrl-C leaves (the device stays for next time)
   %s status
   %s ping <device>
   %s set --exit-node=<device>          # route everything through an exit node
@@ -122,6 +141,7 @@ func runJoin(args []string) error {
   HTTPS_PROXY=http://%s kubectl ...     # or a browser with SOCKS5 proxy %s
 ready proxy=%s
 `, o.hostname, cli, cli, cli, o.proxy, env["TS_CA_FILE"], domain, o.proxy, o.proxy, o.proxy)
+	}
 	select {
 	case <-ctx.Done():
 		return nil
