@@ -295,6 +295,44 @@ spec:
 		return nil
 	})
 
+	// gw1 moves to another controller's class: its device, proxy and our
+	// finalizer go, and the Gateway stays; back in our class it is served
+	// again.
+	h.applyYAML(resources.GatewayClasses, "", `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: someone-elses}
+spec: {controllerName: example.com/gateway-controller}
+`)
+	t.Cleanup(func() {
+		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), "someone-elses", metav1.DeleteOptions{})
+	})
+	h.applyYAML(resources.Gateways, ns, strings.Replace(gatewayDoc("gw1"), "gatewayClassName: "+class, "gatewayClassName: someone-elses", 1))
+	testpoll.Until(t, settle, "gw1 of another controller released", func() error {
+		u, err := h.dyn.Resource(resources.Gateways).Namespace(ns).Get(h.ctx(), "gw1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if f := u.GetFinalizers(); len(f) != 0 {
+			return fmt.Errorf("finalizers %v", f)
+		}
+		if devices := h.api.Devices(); len(devices) != 0 {
+			return fmt.Errorf("devices left: %+v (gw2 never logged in)", devices)
+		}
+		return h.proxyGone(gateway.ParentType, "gw1")
+	})
+	h.applyYAML(resources.Gateways, ns, gatewayDoc("gw1"))
+	testpoll.Until(t, settle, "gw1 back in our class, Accepted", func() error {
+		gw, err := h.gatewayStatus(ns, "gw1")
+		if err != nil {
+			return err
+		}
+		if _, err := h.proxyConfig(gateway.ParentType, "gw1"); err != nil {
+			return fmt.Errorf("no proxy config: %w", err)
+		}
+		return wantGatewayConditions(gw, "Accepted=True/Accepted")
+	})
+
 	// Deleted: proxies, route entries and finalizers go.
 	for _, name := range []string{"gw1", "gw2"} {
 		if err := h.dyn.Resource(resources.Gateways).Namespace(ns).Delete(h.ctx(), name, metav1.DeleteOptions{}); err != nil {

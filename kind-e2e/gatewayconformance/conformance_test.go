@@ -109,6 +109,10 @@ func suiteOptions(t *testing.T, c *cluster, root string) suite.ConformanceOption
 	ctrllog.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.dir, "kubeconfig"))
 	g.Expect(err).NotTo(HaveOccurred())
+	// The suite's parallel tests poll statuses at once: client-go's
+	// default 5 requests/s would have them wait on the client's rate
+	// limiter, not on the operator.
+	cfg.QPS, cfg.Burst = 50, 100
 	cl, err := client.New(cfg, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, install := range []func(*runtime.Scheme) error{v1alpha3.Install, v1alpha2.Install, xv1alpha1.Install, gatewayv1.Install, apiextensionsv1.AddToScheme} {

@@ -25,10 +25,13 @@ const (
 // Table is the immutable HTTP route table of one listener port. Build a new
 // one for each config.
 type Table struct {
-	port    int
-	scheme  string // "http" or "https", the listeners' protocol
-	hosts   Hosts[*bucket]
-	entries map[*route.Route]*entry
+	port   int
+	scheme string // "http" or "https", the listeners' protocol
+	// listeners index each listener hostname's entries by their own
+	// hostnames: a request is matched only against the listener that fits
+	// its host most specifically (the Gateway API's listener isolation).
+	listeners Hosts[*Hosts[*bucket]]
+	entries   map[*route.Route]*entry
 }
 
 // entry is one HTTPRoute entry of the config, prepared.
@@ -40,16 +43,31 @@ type entry struct {
 	prefix string // the PathPrefix matched, for ReplacePrefixMatch
 }
 
+// listenerIndex is the entries of the listeners of one hostname, by the
+// entries' own hostnames, while New builds them.
+type listenerIndex struct {
+	hosts   Hosts[*bucket]
+	buckets map[string]*bucket // by normalized hostname
+}
+
 // New builds the table of the HTTP or HTTPS listeners sharing port (they
 // all have one protocol, which config validation checks); within one
 // hostname, entries keep the config's order, listener by listener.
 func New(port int, listeners []config.Listener) *Table {
 	t := &Table{port: port, scheme: "http", entries: map[*route.Route]*entry{}}
-	buckets := map[string]*bucket{}
-	for li := range listeners {
-		l := &listeners[li]
+	byListener := map[string]*listenerIndex{}
+	for i := range listeners {
+		l := &listeners[i]
 		if l.Protocol == config.ListenerHTTPS {
 			t.scheme = "https"
+		}
+		li := byListener[normalize(l.Hostname)]
+		if li == nil {
+			// Listeners of one hostname on a port (one protocol) share
+			// an index; another hostname's never serve its requests.
+			li = &listenerIndex{buckets: map[string]*bucket{}}
+			byListener[normalize(l.Hostname)] = li
+			t.listeners.Add(l.Hostname, &li.hosts)
 		}
 		for ri := range l.HTTPRoutes {
 			r := &l.HTTPRoutes[ri]
@@ -62,11 +80,11 @@ func New(port int, listeners []config.Listener) *Table {
 			}
 			t.entries[e.route] = e
 			for _, h := range hosts {
-				b := buckets[normalize(h)]
+				b := li.buckets[normalize(h)]
 				if b == nil {
 					b = newBucket()
-					buckets[normalize(h)] = b
-					t.hosts.Add(h, b)
+					li.buckets[normalize(h)] = b
+					li.hosts.Add(h, b)
 				}
 				b.add(e)
 			}
@@ -87,15 +105,23 @@ func validBackends(bs []config.WeightedBackend) []route.Backend {
 	return out
 }
 
-// MatchRequest returns the route of the first entry that fits r, or nil:
-// entries for the exact host first, then wildcards by longest suffix, then
-// any host, each in the config's order.
+// MatchRequest returns the route of the first entry that fits r, or nil.
+// Only the entries of the listener whose hostname fits r's host most
+// specifically are candidates (listener isolation: a request for
+// a.foo.example.com on listeners *.foo.example.com and *.example.com never
+// reaches the second's routes); among them, entries for the exact host
+// first, then wildcards by longest suffix, then any host, each in the
+// config's order.
 func (t *Table) MatchRequest(r *http.Request) *route.Route {
 	return t.match(r.Host, &request{method: r.Method, path: r.URL.Path, rawQuery: r.URL.RawQuery, header: r.Header})
 }
 
 func (t *Table) match(host string, req *request) *route.Route {
-	for b := range t.hosts.Candidates(host) {
+	hosts, ok := t.listeners.First(host)
+	if !ok {
+		return nil
+	}
+	for b := range hosts.Candidates(host) {
 		if e := b.match(req); e != nil {
 			return e.route
 		}

@@ -252,3 +252,32 @@ func TestSNITable(t *testing.T) {
 		}
 	}
 }
+
+// A request is matched only against the listener whose hostname fits its
+// host most specifically: a route of a broader listener never serves a
+// host a narrower listener claims, even when the narrower has no fitting
+// entry.
+func TestListenerIsolation(t *testing.T) {
+	prefix := func(p string) config.HTTPMatch { return config.HTTPMatch{PathType: config.MatchPathPrefix, Path: p} }
+	tab := New(80, []config.Listener{
+		{Name: "empty", Port: 80, Protocol: config.ListenerHTTP, HTTPRoutes: []config.HTTPRoute{entry1("empty", nil, prefix("/empty"))}},
+		{Name: "wild", Port: 80, Protocol: config.ListenerHTTP, Hostname: "*.example.com", HTTPRoutes: []config.HTTPRoute{entry1("wild", nil, prefix("/wild"))}},
+		{Name: "wild-foo", Port: 80, Protocol: config.ListenerHTTP, Hostname: "*.foo.example.com", HTTPRoutes: []config.HTTPRoute{entry1("wild-foo", nil, prefix("/wild-foo"))}},
+		{Name: "exact", Port: 80, Protocol: config.ListenerHTTP, Hostname: "bar.example.com", HTTPRoutes: []config.HTTPRoute{entry1("exact", nil, prefix("/exact"))}},
+	})
+	for _, c := range []struct{ target, want string }{
+		{"http://bar.example.com/exact", "exact"},
+		{"http://bar.example.com/wild", "<none>"},
+		{"http://bar.example.com/empty", "<none>"},
+		{"http://a.foo.example.com/wild-foo", "wild-foo"},
+		{"http://a.foo.example.com/wild", "<none>"},
+		{"http://a.example.com/wild", "wild"},
+		{"http://a.example.com/empty", "<none>"},
+		{"http://other.test/empty", "empty"},
+		{"http://other.test/wild", "<none>"},
+	} {
+		if rt, _ := decide(t, tab, "GET", c.target, nil); nameOf(rt) != c.want {
+			t.Errorf("%s matched %s, want %s", c.target, nameOf(rt), c.want)
+		}
+	}
+}

@@ -83,8 +83,8 @@ func TestGatewayDecisionFields(t *testing.T) {
 	if got := rec.Body.String(); got != "internal.example HTTP/1.1 payload" {
 		t.Errorf("backend answered %q, want the rewritten Host and the body", got)
 	}
-	if got := rec.Header().Values("X-Add"); strings.Join(got, ",") != "gateway,backend" {
-		t.Errorf("X-Add %q, want the gateway's value added to the backend's", got)
+	if got := rec.Header().Values("X-Add"); strings.Join(got, ",") != "backend,gateway" {
+		t.Errorf("X-Add %q, want the gateway's value appended to the backend's", got)
 	}
 	if got := rec.Header().Get("Server"); got != "" {
 		t.Errorf("Server %q reached the client; the filter removes it", got)
@@ -103,6 +103,9 @@ func TestGatewayDecisionFields(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://app.example.com/slow", nil))
 	if rec.Code != http.StatusGatewayTimeout || rec.Body.String() != TimeoutBody+"\n" || time.Since(start) > 3*time.Second {
 		t.Errorf("slow backend: %d %q after %v, want 504 %q after the 300ms timeout", rec.Code, rec.Body, time.Since(start), TimeoutBody)
+	}
+	if got := rec.Header().Values("X-Add"); strings.Join(got, ",") != "gateway" {
+		t.Errorf("504's X-Add %q, want the gateway's value on the proxy's own answer", got)
 	}
 
 	h2 := handlerWith(func(r *route.Route) route.Decision {

@@ -130,16 +130,15 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 	for k, vs := range d.SetResponseHeaders {
 		w.Header()[http.CanonicalHeaderKey(k)] = vs
 	}
-	// The backend's values follow these (ReverseProxy adds to the
-	// writer's headers): an addition, not a replacement.
-	for k, vs := range d.AddResponseHeaders {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
 	if d.DenyPublic && req.Public {
+		addResponseHeaders(w.Header(), d)
 		http.Error(w, "not available through Funnel", http.StatusForbidden)
 		return
+	}
+	if d.Action != route.Forward {
+		// The proxy's own answers; a backend's answer gets them after its
+		// own values (ModifyResponse), an error in its place too.
+		addResponseHeaders(w.Header(), d)
 	}
 	switch d.Action {
 	case route.Redirect:
@@ -156,6 +155,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 			backend = &req.Route.Backends[0]
 		}
 		if backend == nil || !allowed(req.Route, backend) {
+			addResponseHeaders(w.Header(), d)
 			http.Error(w, routetable.NotFoundBody, http.StatusNotFound)
 			return
 		}
@@ -168,6 +168,16 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request, req *route.Reque
 		}
 		h.proxy.mirror(r, up, routes)
 		h.proxy.forward(w, r, up)
+	}
+}
+
+// addResponseHeaders appends the decision's added response headers to h,
+// after any values h has: an addition, not a replacement.
+func addResponseHeaders(h http.Header, d route.Decision) {
+	for k, vs := range d.AddResponseHeaders {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
 	}
 }
 

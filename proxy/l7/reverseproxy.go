@@ -116,10 +116,11 @@ func newReverseProxy(transport, h2c http.RoundTripper, m *metrics.Metrics, logge
 			setOrigin(h, up.public, up.identity)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			// The handler already put the router's response headers on
-			// the writer (so a 502 carries them too), and ReverseProxy
-			// adds the backend's headers to the writer's: drop the
-			// backend's copies, or each would reach the client twice.
+			// The handler already put the router's set headers on the
+			// writer (so a 502 carries them too), and ReverseProxy adds
+			// the backend's headers to the writer's: drop the backend's
+			// copies, or each would reach the client twice. Added
+			// values follow the backend's own.
 			up := resp.Request.Context().Value(upstreamKey{}).(*upstream)
 			for k := range up.decision.SetResponseHeaders {
 				resp.Header.Del(k)
@@ -127,10 +128,12 @@ func newReverseProxy(transport, h2c http.RoundTripper, m *metrics.Metrics, logge
 			for _, k := range up.decision.RemoveResponseHeaders {
 				resp.Header.Del(k)
 			}
+			addResponseHeaders(resp.Header, up.decision)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			up := r.Context().Value(upstreamKey{}).(*upstream)
+			addResponseHeaders(w.Header(), up.decision)
 			if up.decision.Timeout > 0 && errors.Is(r.Context().Err(), context.DeadlineExceeded) {
 				// The route's own timeout (the client's going away
 				// cancels, it has no deadline).

@@ -1,6 +1,7 @@
 package echobasic_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +50,12 @@ func fastTimeouts() config.TimeoutConfig {
 // start runs the servers of env's mode on loopback's free ports.
 func start(t *testing.T, env map[string]string, args ...string) *echobasic.Servers {
 	t.Helper()
+	return startLogging(t, env, log.New(io.Discard), args...)
+}
+
+// startLogging is start with the servers' log going to logger.
+func startLogging(t *testing.T, env map[string]string, logger *log.Logger, args ...string) *echobasic.Servers {
+	t.Helper()
 	env["NAMESPACE"], env["POD_NAME"], env["SERVICE_NAME"] = testNS, testPod, "infra-backend-v1"
 	c, err := echobasic.FromEnv(func(k string) string { return env[k] }, args)
 	if err != nil {
@@ -55,7 +63,7 @@ func start(t *testing.T, env map[string]string, args ...string) *echobasic.Serve
 	}
 	c.Host = "127.0.0.1"
 	c.HTTPPort, c.H2CPort, c.HTTPSPort, c.TCPPort, c.TLSPort, c.UDPPort, c.DNSPort = "0", "0", "0", "0", "0", "0", "0"
-	s, err := echobasic.Start(t.Context(), c, log.New(io.Discard))
+	s, err := echobasic.Start(t.Context(), c, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,4 +305,38 @@ func mustRequest(t *testing.T, url string, headers map[string]string) *nethttp.R
 		req.Header.Set(k, v)
 	}
 	return req
+}
+
+// The suite finds a mirrored request by the log line echo-basic writes for
+// each request it echoes (utils/http.GetMirrorLogRegexp).
+func TestHTTPEchoLogsEachRequestAsTheSuiteSearches(t *testing.T) {
+	var logged syncBuffer
+	s := startLogging(t, map[string]string{}, log.New(&logged))
+	resp, err := nethttp.Get("http://" + s.Addrs["http"] + "/mirror")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if re := chttp.GetMirrorLogRegexp("/mirror"); !re.MatchString(logged.String()) {
+		t.Errorf("the log %q has no line the suite's %v finds", logged.String(), re)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's and the test's
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

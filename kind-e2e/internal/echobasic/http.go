@@ -82,7 +82,9 @@ func newHTTPHandler(c Config, logger *log.Logger) (*echoHandler, http.Handler) {
 }
 
 func (h *echoHandler) echo(w http.ResponseWriter, r *http.Request) {
-	h.logger.Debug("echo", "uri", r.RequestURI, "proto", r.Proto, "remote", r.RemoteAddr)
+	// Every request, at info: the suite finds mirrored requests in the
+	// backends' logs by this message, as echo-basic writes it.
+	h.logger.Info("Echoing back request made to "+r.RequestURI+" to client", "remote", r.RemoteAddr, "proto", r.Proto)
 	if err := delay(r, "delay"); err != nil {
 		writeError(w, err)
 		return
