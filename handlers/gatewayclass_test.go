@@ -27,7 +27,7 @@ import (
 // gatewayAPICRDs are the Gateway API CRDs the chart installs.
 func gatewayAPICRDs(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	names, err := filepath.Glob("../deploy/chart/tailplane-operator/files/gateway-api/standard/*.yaml")
+	names, err := filepath.Glob("../deploy/chart/tailplane-operator/files/gateway-api/*.yaml")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("the chart's Gateway API CRDs: %v", err)
 	}

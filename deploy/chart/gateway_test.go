@@ -25,24 +25,22 @@ func gatewayAPIDir(t *testing.T) string {
 	return m.Dir
 }
 
-// The chart's Gateway API CRDs are exactly the module's, channel by
-// channel (without the safe-upgrades ValidatingAdmissionPolicy): refresh
-// them with `go tool task manifests:gateway-crds`.
+// The chart's Gateway API CRDs are exactly the module's standard channel
+// (without its safe-upgrades ValidatingAdmissionPolicy): refresh them with
+// `go tool task manifests:gateway-crds`.
 func TestChartGatewayCRDsMatchModule(t *testing.T) {
 	dir := gatewayAPIDir(t)
-	for _, channel := range []string{"standard", "experimental"} {
-		names, err := filepath.Glob(filepath.Join(dir, "config/crd", channel, "gateway.networking.*.yaml"))
-		if err != nil || len(names) == 0 {
-			t.Fatalf("gateway-api %s CRDs: %v", channel, err)
-		}
-		var want []string
-		for _, n := range names {
-			if !strings.Contains(filepath.Base(n), "_vap_") {
-				want = append(want, n)
-			}
-		}
-		sameCopies(t, want, "files/gateway-api/"+channel, "go tool task manifests:gateway-crds")
+	names, err := filepath.Glob(filepath.Join(dir, "config/crd/standard/gateway.networking.k8s.io_*.yaml"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("gateway-api CRDs: %v", err)
 	}
+	var want []string
+	for _, n := range names {
+		if !strings.Contains(filepath.Base(n), "_vap_") {
+			want = append(want, n)
+		}
+	}
+	sameCopies(t, want, "files/gateway-api", "go tool task manifests:gateway-crds")
 }
 
 var gatewayCRDs = []string{
@@ -98,30 +96,9 @@ func TestRenderGatewayAPI(t *testing.T) {
 	if _, ok := e["OPERATOR_GATEWAY_CLASS_NAME"]; ok {
 		t.Error("gatewayClass.create=false still sets OPERATOR_GATEWAY_CLASS_NAME")
 	}
-	for _, bad := range []string{"gatewayAPI.installCRDs=maybe", "gatewayAPI.gatewayClass.name=", "gatewayAPI.channel=beta"} {
+	for _, bad := range []string{"gatewayAPI.installCRDs=maybe", "gatewayAPI.gatewayClass.name=", "gatewayAPI.channel=experimental"} {
 		if _, err := chart.Render(t.Context(), chart.Namespace, seedValues(t, bad)); err == nil {
 			t.Errorf("%s was accepted", bad)
-		}
-	}
-}
-
-// gatewayAPI.channel=experimental renders the experimental channel's CRDs:
-// the same kinds, annotated experimental, and the x-k8s.io ones.
-func TestRenderGatewayAPIExperimental(t *testing.T) {
-	objs := render(t, seedValues(t, "gatewayAPI.channel=experimental"))
-	for _, r := range gatewayCRDs {
-		crd := objs["CustomResourceDefinition/"+r+".gateway.networking.k8s.io"]
-		if crd == nil {
-			t.Errorf("no CRD %s", r)
-			continue
-		}
-		if a := crd.GetAnnotations(); a["gateway.networking.k8s.io/channel"] != "experimental" || a["helm.sh/resource-policy"] != "keep" {
-			t.Errorf("CRD %s annotations %v", r, a)
-		}
-	}
-	for _, r := range []string{"xbackendtrafficpolicies", "xbackends", "xmeshes"} {
-		if objs["CustomResourceDefinition/"+r+".gateway.networking.x-k8s.io"] == nil {
-			t.Errorf("no CRD %s.gateway.networking.x-k8s.io", r)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func TestInstallUpgrade(t *testing.T) {
 	// A Gateway API CRD installed otherwise (not by a release): the
 	// default gatewayAPI.installCRDs=auto leaves it alone.
 	dyn := dynamic.NewForConfigOrDie(admin)
-	foreign := rbaccheck.ServiceMonitorCRD(t, chart.Name+"/files/gateway-api/standard/gateway.networking.k8s.io_referencegrants.yaml")
+	foreign := rbaccheck.ServiceMonitorCRD(t, chart.Name+"/files/gateway-api/gateway.networking.k8s.io_referencegrants.yaml")
 	if err := testenv.InstallCRDs(ctx, dyn, foreign); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/gateway-api/conformance/utils/flags"
 	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
-	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
 )
 
@@ -123,6 +122,7 @@ func suiteOptions(t *testing.T, c *cluster, root string) suite.ConformanceOption
 			GatewayClassName:     gatewayClass,
 			CleanupBaseResources: false, // the cluster goes with the test
 			CleanupTestResources: true,
+			SupportedFeatures:    claimedFeatures(),
 			ConformanceProfiles:  profiles(),
 			Mode:                 flags.DefaultMode,
 			TimeoutConfig:        config.DefaultTimeoutConfig(),
@@ -135,34 +135,24 @@ func suiteOptions(t *testing.T, c *cluster, root string) suite.ConformanceOption
 		Client: cl, Clientset: kubernetes.NewForConfigOrDie(cfg), RestConfig: cfg,
 		ManifestFS: []fs.FS{&conformance.Manifests},
 	}
-	// What the class claims is what runs, as the suite infers it when no
-	// flag names tests or features; set here so that -run-test keeps it,
-	// and -supported-features (applied next) still replaces it.
-	opts.SupportedFeatures = waitAccepted(t, cl)
 	flags.ApplyAll(&opts.ConfigurableOptions)
 	t.Logf("conformance: class %s, profiles %v, features %v, report %s", opts.GatewayClassName, opts.ConformanceProfiles, opts.SupportedFeatures, opts.ReportOutputPath)
+	waitAccepted(t, cl)
 	return opts
 }
 
-// waitAccepted waits for the operator to create the class and accept it,
-// and returns the features its status claims; the suite's Setup checks
-// acceptance again, with its own timeout.
-func waitAccepted(t *testing.T, cl client.Client) []features.FeatureName {
+// waitAccepted waits for the operator to create the class and accept it;
+// the suite's Setup checks again, with its own timeout.
+func waitAccepted(t *testing.T, cl client.Client) {
 	t.Helper()
-	var gc gatewayv1.GatewayClass
 	NewWithT(t).Eventually(func(g Gomega) {
+		var gc gatewayv1.GatewayClass
 		g.Expect(cl.Get(t.Context(), client.ObjectKey{Name: gatewayClass}, &gc)).To(Succeed())
 		g.Expect(gc.Status.Conditions).To(ContainElement(SatisfyAll(
 			HaveField("Type", string(gatewayv1.GatewayClassConditionStatusAccepted)),
 			HaveField("Status", metav1.ConditionTrue),
 		)), "GatewayClass %s: %+v", gatewayClass, gc.Status.Conditions)
-		g.Expect(gc.Status.SupportedFeatures).NotTo(BeEmpty(), "GatewayClass %s claims no features", gatewayClass)
 	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-	claimed := make([]features.FeatureName, len(gc.Status.SupportedFeatures))
-	for i, f := range gc.Status.SupportedFeatures {
-		claimed[i] = features.FeatureName(f.Name)
-	}
-	return claimed
 }
 
 // commit is the implementation's version in the report: the checked-out

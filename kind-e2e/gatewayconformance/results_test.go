@@ -133,7 +133,7 @@ func TestResultsTable(t *testing.T) {
 	r := &testResults{}
 	r.got = map[string]string{"HTTPRouteSimpleSameNamespace": "passed"}
 	// The features a run claims (-supported-features may name more than
-	// the class claims).
+	// claimedFeatures).
 	claimed := []features.FeatureName{features.SupportGateway, features.SupportReferenceGrant, features.SupportHTTPRoute}
 	got := r.table(all, claimed, false)
 	for _, want := range []string{
