@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -480,4 +481,52 @@ spec:
 		}
 		return nil
 	})
+}
+
+// A route applied before its backend Services (as kubectl apply of one file
+// does): each Service's arrival resolves its backend, whether it has a
+// ClusterIP or is headless, with or without a selector.
+func TestGatewayRouteBeforeItsBackends(t *testing.T) {
+	withGatewayAPI(t)
+	const class = "tailscale-gw-late-backends"
+	h := newHarness(t, func(s *settings.Settings) { s.GatewayClassName = class })
+	t.Cleanup(func() {
+		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	ns := h.ns
+	h.applyYAML(resources.Gateways, ns, fmt.Sprintf(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: %s
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`, class))
+	testpoll.Until(t, settle, "gw Accepted", func() error {
+		gw, err := h.gatewayStatus(ns, "gw")
+		if err != nil {
+			return err
+		}
+		return wantGatewayConditions(gw, "Accepted=True/Accepted", "Programmed=False/AddressNotAssigned")
+	})
+	h.applyYAML(resources.HTTPRoutes, ns, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: Exact, value: /virtual}}]
+    backendRefs: [{name: virtual, port: 8080}]
+  - matches: [{path: {type: Exact, value: /headless}}]
+    backendRefs: [{name: headless, port: 8080}]
+`)
+	for _, svc := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Name: "virtual"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(3000)}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "headless"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
+			Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(3000)}}}},
+	} {
+		h.createService(svc)
+	}
+	h.wantRouteParents(ns, "app", "gw: Accepted/ResolvedRefs")
 }

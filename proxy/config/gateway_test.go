@@ -95,7 +95,7 @@ func TestGatewayRejects(t *testing.T) {
 		{"empty query name", func(g *Gateway) { g.Listeners[0].HTTPRoutes[0].Match.QueryParams[0].Name = "" }, "gateway.listeners[0].httpRoutes[0].match.queryParams[0].name: must not be empty"},
 		{"unknown method", func(g *Gateway) { g.Listeners[0].HTTPRoutes[0].Match.Method = "get" }, `gateway.listeners[0].httpRoutes[0].match.method: unknown method "get"`},
 		{"negative weight", func(g *Gateway) { g.Listeners[0].HTTPRoutes[0].Backends[0].Weight = -1 }, "gateway.listeners[0].httpRoutes[0].backends[0].weight: must not be negative"},
-		{"bad backend address", func(g *Gateway) { g.Listeners[4].Backends[0].Address = "db:5432" }, "gateway.listeners[4].backends[0].address:"},
+		{"bad backend address", func(g *Gateway) { g.Listeners[4].Backends[0].Address = "db host:5432" }, "gateway.listeners[4].backends[0].address:"},
 		{"negative timeout", func(g *Gateway) { g.Listeners[0].HTTPRoutes[0].RequestTimeoutMillis = -1 }, "gateway.listeners[0].httpRoutes[0].requestTimeoutMillis: must not be negative"},
 		{"negative backend timeout", func(g *Gateway) { g.Listeners[0].HTTPRoutes[0].BackendTimeoutMillis = -5 }, "gateway.listeners[0].httpRoutes[0].backendTimeoutMillis: must not be negative"},
 		{"redirect code", func(g *Gateway) { g.Listeners[0].HTTPRoutes[1].Filters.Redirect.StatusCode = 200 }, "gateway.listeners[0].httpRoutes[1].filters.redirect.statusCode: 200 is not a redirect code"},

@@ -105,12 +105,14 @@ type Path struct {
 	Backend Backend `json:"backend"`
 }
 
-// Backend is a cluster Service reached at its ClusterIP.
+// Backend is a cluster Service reached at its ClusterIP, or by DNS name
+// (an ExternalName Service's target, a headless Service's name).
 type Backend struct {
 	// Service names the backend, conventionally "<namespace>/<name>:<port>";
 	// it shows up in metrics and is what routing plugins select by.
 	Service string `json:"service"`
-	// Address is ClusterIP:port.
+	// Address is host:port, where host is a ClusterIP or a DNS name the
+	// proxy resolves on every new connection.
 	Address string `json:"address"`
 	// HTTPS makes the proxy speak TLS to the backend without verifying
 	// its certificate (the official operator's https+insecure).

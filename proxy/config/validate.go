@@ -213,30 +213,14 @@ func (b Backend) validate(field string, add addFunc) {
 	if b.Service == "" {
 		add(field+".service", "must not be empty")
 	}
-	if err := checkIPPort(b.Address); err != nil {
+	if err := checkHostPort(b.Address); err != nil {
 		add(field+".address", "%v", err)
 	}
 }
 
-// checkIPPort accepts "ip:port" with a literal IP (a ClusterIP).
-func checkIPPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q is not <ClusterIP>:<port>: %v", s, err)
-	}
-	if _, err := netip.ParseAddr(host); err != nil {
-		return fmt.Errorf("%q: host %q is not an IP address", s, host)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: bad port %q (want 1-65535)", s, port)
-	}
-	return nil
-}
-
 // checkHostPort accepts "host:port" where host is a literal IP (a
-// ClusterIP) or a DNS name (an ExternalName Service's target, resolved on
-// every new connection).
+// ClusterIP) or a DNS name (an ExternalName Service's target or a headless
+// Service's name, resolved on every new connection).
 func checkHostPort(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
