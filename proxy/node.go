@@ -12,6 +12,7 @@ import (
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tsnet"
 	"tailscale.com/types/views"
+	"tailscale.com/wgengine/netstack"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/tslog"
@@ -46,6 +47,10 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 	}
 	e.advertised = nil
 	if err := e.installForwarding(node); err != nil {
+		node.Close()
+		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
+	}
+	if err := shortenTimeWait(node.Sys().Netstack.Get().(*netstack.Impl)); err != nil {
 		node.Close()
 		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
 	}
