@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/gateway-api/conformance/utils/flags"
 	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
 )
 
@@ -122,7 +123,7 @@ func suiteOptions(t *testing.T, c *cluster, root string) suite.ConformanceOption
 			GatewayClassName:     gatewayClass,
 			CleanupBaseResources: false, // the cluster goes with the test
 			CleanupTestResources: true,
-			SupportedFeatures:    claimedFeatures(),
+			SupportedFeatures:    waitAccepted(t, cl),
 			ConformanceProfiles:  profiles(),
 			Mode:                 flags.DefaultMode,
 			TimeoutConfig:        config.DefaultTimeoutConfig(),
@@ -137,14 +138,16 @@ func suiteOptions(t *testing.T, c *cluster, root string) suite.ConformanceOption
 	}
 	flags.ApplyAll(&opts.ConfigurableOptions)
 	t.Logf("conformance: class %s, profiles %v, features %v, report %s", opts.GatewayClassName, opts.ConformanceProfiles, opts.SupportedFeatures, opts.ReportOutputPath)
-	waitAccepted(t, cl)
 	return opts
 }
 
-// waitAccepted waits for the operator to create the class and accept it;
-// the suite's Setup checks again, with its own timeout.
-func waitAccepted(t *testing.T, cl client.Client) {
+// waitAccepted waits for the operator to create the class and accept it,
+// and returns the features its status claims: the suite checks exactly
+// those (the suite's -supported-features flag overrides them). The suite's
+// Setup checks acceptance again, with its own timeout.
+func waitAccepted(t *testing.T, cl client.Client) []features.FeatureName {
 	t.Helper()
+	var claimed []features.FeatureName
 	NewWithT(t).Eventually(func(g Gomega) {
 		var gc gatewayv1.GatewayClass
 		g.Expect(cl.Get(t.Context(), client.ObjectKey{Name: gatewayClass}, &gc)).To(Succeed())
@@ -152,7 +155,13 @@ func waitAccepted(t *testing.T, cl client.Client) {
 			HaveField("Type", string(gatewayv1.GatewayClassConditionStatusAccepted)),
 			HaveField("Status", metav1.ConditionTrue),
 		)), "GatewayClass %s: %+v", gatewayClass, gc.Status.Conditions)
+		g.Expect(gc.Status.SupportedFeatures).NotTo(BeEmpty(), "GatewayClass %s claims no features", gatewayClass)
+		claimed = claimed[:0]
+		for _, f := range gc.Status.SupportedFeatures {
+			claimed = append(claimed, features.FeatureName(f.Name))
+		}
 	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	return claimed
 }
 
 // commit is the implementation's version in the report: the checked-out
