@@ -56,6 +56,11 @@ func funnelRefused(be tailnet.Backend) string {
 // another writer is tried again, with the route as it is now.
 const conflictRetry = 200 * time.Millisecond
 
+// awaitSecretRetry is how soon a Gateway whose certificateRefs name a
+// Secret that does not exist is handled again (at most; Deps.CertRefresh
+// when that is shorter).
+const awaitSecretRetry = 5 * time.Second
+
 // plan resolves the Gateway against its routes (read from the indexes)
 // and returns its device's proxy: Invalid when no listener is valid or the
 // Gateway asks for what cannot be served.
@@ -86,6 +91,11 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 		return nil, err
 	}
 	m.remember(gw, res)
+	if res.AwaitingSecrets {
+		// The operator may get Secrets outside its namespace, not watch
+		// them: look again soon for one applied after the Gateway.
+		m.d.Op.Enqueue(resources.Gateways, runtime.ObjectKey(gw.Namespace, gw.Name), min(m.d.CertRefresh, awaitSecretRetry))
+	}
 	hostname, err := Hostname(gw)
 	var tags []string
 	if err == nil {

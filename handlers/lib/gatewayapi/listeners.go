@@ -20,6 +20,8 @@ type listener struct {
 	// certificate is an HTTPS listener's certificateRefs Secret; nil for
 	// the device's own ts.net certificate.
 	certificate *corev1.Secret
+	// awaitingSecret says the certificateRefs Secret does not exist yet.
+	awaitingSecret bool
 	// attached counts the routes attached to it.
 	attached int32
 }
@@ -87,11 +89,11 @@ func (l *listener) resolve(gw *gatewayv1.Gateway, grants []gatewayv1.ReferenceGr
 		if tlsCfg == nil || len(tlsCfg.CertificateRefs) == 0 {
 			return nil // the device's own ts.net certificate
 		}
-		secret, bad, err := resolveCertificate(gw, tlsCfg.CertificateRefs[0], grants, look)
+		secret, bad, missing, err := resolveCertificate(gw, tlsCfg.CertificateRefs[0], grants, look)
 		if err != nil {
 			return err
 		}
-		l.certificate = secret
+		l.certificate, l.awaitingSecret = secret, missing
 		if bad != nil && l.notResolved == nil {
 			l.notResolved = bad
 		}

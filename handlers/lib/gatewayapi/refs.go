@@ -173,29 +173,30 @@ func headlessAddress(svc *corev1.Service, port *corev1.ServicePort, domain strin
 
 // resolveCertificate resolves an HTTPS listener's first certificateRef: a
 // kubernetes.io/tls Secret with a key pair that parses, in the Gateway's
-// namespace or one whose ReferenceGrant allows it.
-func resolveCertificate(gw *gatewayv1.Gateway, ref gatewayv1.SecretObjectReference, grants []gatewayv1.ReferenceGrant, look Lookups) (*corev1.Secret, *unresolved, error) {
+// namespace or one whose ReferenceGrant allows it. missing says the Secret
+// does not exist (yet).
+func resolveCertificate(gw *gatewayv1.Gateway, ref gatewayv1.SecretObjectReference, grants []gatewayv1.ReferenceGrant, look Lookups) (_ *corev1.Secret, _ *unresolved, missing bool, _ error) {
 	ns := gw.Namespace
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
 	name := ns + "/" + string(ref.Name)
 	if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret" {
-		return nil, &unresolved{string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s: only core Secrets are supported", name)}, nil
+		return nil, &unresolved{string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s: only core Secrets are supported", name)}, false, nil
 	}
 	if !permitted(grants, "Gateway", gw.Namespace, "", "Secret", ns, string(ref.Name)) {
 		return nil, &unresolved{string(gatewayv1.ListenerReasonRefNotPermitted),
-			fmt.Sprintf("certificateRef %s: no ReferenceGrant in namespace %s allows Gateway references from namespace %s", name, ns, gw.Namespace)}, nil
+			fmt.Sprintf("certificateRef %s: no ReferenceGrant in namespace %s allows Gateway references from namespace %s", name, ns, gw.Namespace)}, false, nil
 	}
 	secret, err := look.Secret(ns, string(ref.Name))
 	if err != nil {
-		return nil, nil, fmt.Errorf("read Secret %s: %w", name, err)
+		return nil, nil, false, fmt.Errorf("read Secret %s: %w", name, err)
 	}
 	if secret == nil {
-		return nil, &unresolved{string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s: Secret does not exist", name)}, nil
+		return nil, &unresolved{string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s: Secret does not exist", name)}, true, nil
 	}
 	if _, err := tls.X509KeyPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]); err != nil {
-		return nil, &unresolved{string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s: no valid tls.crt and tls.key: %v", name, err)}, nil
+		return nil, &unresolved{string(gatewayv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s: no valid tls.crt and tls.key: %v", name, err)}, false, nil
 	}
-	return secret, nil, nil
+	return secret, nil, false, nil
 }

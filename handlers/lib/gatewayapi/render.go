@@ -57,6 +57,10 @@ type Result struct {
 	// Refused, when set, is why the whole Gateway is not accepted
 	// (Accepted False with RefusedReason).
 	Refused, RefusedReason string
+	// AwaitingSecrets says a listener names a certificate Secret that
+	// does not exist yet. The operator may only get Secrets outside its
+	// namespace, not watch them, so it has to look again.
+	AwaitingSecrets bool
 
 	listeners []*listener
 }
@@ -84,6 +88,9 @@ func Render(gw *gatewayv1.Gateway, in Inputs) (*Result, error) {
 		}
 	}
 	res.listeners = ls
+	for _, l := range ls {
+		res.AwaitingSecrets = res.AwaitingSecrets || l.awaitingSecret
+	}
 	routes := append([]*Route(nil), in.Routes...)
 	SortRoutes(routes)
 	entries := map[*listener]*config.Listener{}

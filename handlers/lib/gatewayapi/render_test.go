@@ -323,12 +323,19 @@ spec:
 `)
 	c := newCluster()
 	res := render(t, gw, c, nil)
-	if res.listeners[0].notResolved == nil || res.listeners[0].notResolved.Reason != "InvalidCertificateRef" {
-		t.Fatalf("missing Secret: %+v", res.listeners[0].notResolved)
+	if res.listeners[0].notResolved == nil || res.listeners[0].notResolved.Reason != "InvalidCertificateRef" || !res.AwaitingSecrets {
+		t.Fatalf("missing Secret: %+v, awaiting it %v", res.listeners[0].notResolved, res.AwaitingSecrets)
+	}
+	c.secrets["default/app-cert"] = &corev1.Secret{Data: map[string][]byte{"tls.crt": []byte("not a certificate")}}
+	if res = render(t, gw, c, nil); res.AwaitingSecrets || res.listeners[0].notResolved == nil {
+		t.Fatalf("invalid Secret: %+v, awaiting it %v", res.listeners[0].notResolved, res.AwaitingSecrets)
 	}
 	cert, key := selfSigned(t, "app.example.com")
 	c.secrets["default/app-cert"] = &corev1.Secret{Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
 	res = render(t, gw, c, nil)
+	if res.AwaitingSecrets {
+		t.Error("the Secret exists, still awaited")
+	}
 	if len(res.Config.Listeners) != 2 {
 		t.Fatalf("listeners: %+v", res.Config.Listeners)
 	}
