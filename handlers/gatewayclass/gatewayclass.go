@@ -57,7 +57,7 @@ const (
 func SupportedFeatures() []gatewayv1.SupportedFeature {
 	names := []gatewayv1.FeatureName{
 		"Gateway", "GatewayHTTPListenerIsolation", "GatewayPort8080",
-		"GRPCRoute", "GRPCRouteNamedRouteRule",
+		"GRPCRoute",
 		"HTTPRoute", "HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
 		"HTTPRouteBackendProtocolH2C", "HTTPRouteBackendProtocolWebSocket", "HTTPRouteBackendTimeout",
 		"HTTPRouteDestinationPortMatching", "HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRouteNamedRouteRule",
