@@ -94,25 +94,28 @@ func serveHelloAndClose(s *stack.Stack) {
 }
 
 // fetchHello connects from local to remote within timeout and reads the
-// server's greeting to its end. The local port may still be held by the
-// previous connection's last moments: that is retried.
+// server's greeting to its end. The local port is held by the previous
+// connection until its last ACK is processed: binding polls for it.
 func fetchHello(ctx context.Context, s *stack.Stack, local, remote tcpip.FullAddress, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		c, err := gonet.DialTCPWithBind(ctx, s, local, remote, ipv4.ProtocolNumber)
-		if err != nil {
-			if ctx.Err() != nil {
+		if err != nil && strings.Contains(err.Error(), (&tcpip.ErrPortInUse{}).String()) {
+			select {
+			case <-ctx.Done():
 				return err
-			}
-			if strings.Contains(err.Error(), (&tcpip.ErrPortInUse{}).String()) {
-				time.Sleep(10 * time.Millisecond)
+			case <-poll.C:
 				continue
 			}
+		}
+		if err != nil {
 			return err
 		}
+		defer c.Close()
 		b, err := io.ReadAll(c)
-		_ = c.Close()
 		if err != nil || string(b) != "hello" {
 			return errors.Join(err, errors.New("read "+string(b)))
 		}
