@@ -52,6 +52,19 @@ func withGatewayAPI(t *testing.T) {
 	})
 }
 
+// newGatewayHarness runs the operator with the Gateway API CRDs installed
+// and class as its GatewayClass (asOperator as in newHarnessOpts); the class
+// goes at the end of the test.
+func newGatewayHarness(t *testing.T, class string, asOperator bool) *harness {
+	t.Helper()
+	withGatewayAPI(t)
+	h := newHarnessOpts(t, asOperator, func(s *settings.Settings) { s.GatewayClassName = class })
+	t.Cleanup(func() {
+		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	return h
+}
+
 // applyYAML creates or replaces (by merge patch of its spec) an object of
 // resource res in namespace ns.
 func (h *harness) applyYAML(res schema.GroupVersionResource, ns, doc string) {
@@ -154,12 +167,8 @@ func (h *harness) gatewayBackend(name string) (config.WeightedBackend, error) {
 // Gateway, the operator restarted, and the Gateways deleted: nothing is
 // left (proxy objects, route entries, finalizers).
 func TestGateway(t *testing.T) {
-	withGatewayAPI(t)
 	const class = "tailscale-gw-routes"
-	h := newHarness(t, func(s *settings.Settings) { s.GatewayClassName = class })
-	t.Cleanup(func() {
-		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	h := newGatewayHarness(t, class, false)
 	ns, other := h.ns, env.Namespace(t)
 	h.createService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080}}}})
@@ -378,12 +387,8 @@ func wantGatewayConditions(gw *gatewayv1.Gateway, want ...string) error {
 // device of its own and back with its status and routes kept, and leaves
 // nothing behind when deleted.
 func TestGatewayOnProxyGroup(t *testing.T) {
-	withGatewayAPI(t)
 	const class = "tailscale-gw-group"
-	h := newHarnessOpts(t, true, func(s *settings.Settings) { s.GatewayClassName = class })
-	t.Cleanup(func() {
-		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	h := newGatewayHarness(t, class, true)
 	g := h.proxyGroup(`{"type":"ingress"}`)
 	g.login(0)
 	g.login(1)
@@ -487,12 +492,8 @@ spec:
 // does): each Service's arrival resolves its backend, whether it has a
 // ClusterIP or is headless, with or without a selector.
 func TestGatewayRouteBeforeItsBackends(t *testing.T) {
-	withGatewayAPI(t)
 	const class = "tailscale-gw-late-backends"
-	h := newHarness(t, func(s *settings.Settings) { s.GatewayClassName = class })
-	t.Cleanup(func() {
-		_ = h.dyn.Resource(resources.GatewayClasses).Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	h := newGatewayHarness(t, class, false)
 	ns := h.ns
 	h.applyYAML(resources.Gateways, ns, fmt.Sprintf(`
 apiVersion: gateway.networking.k8s.io/v1
