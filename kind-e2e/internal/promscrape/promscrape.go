@@ -553,4 +553,3 @@ func (p *Prometheus) get(ctx context.Context, path string, out any) error {
 	}
 	return nil
 }
-
