@@ -46,7 +46,9 @@ func (e *Engine) warmCert(cfg *config.Config) {
 				start := time.Now()
 				crt, key, err := lc.CertPair(ctx, d)
 				if err != nil {
-					e.metrics.CertificateFailed(d)
+					if ctx.Err() == nil {
+						e.metrics.CertificateFailed(d)
+					}
 					e.log.Warn("fetching the certificate ahead of the first request failed; the first request will try again", "domain", d, "err", err)
 					return
 				}
