@@ -201,7 +201,7 @@ var safeName = regexp.MustCompile(`^[a-z0-9-]+\.png$`)
 func screenshot(ctx context.Context, prom *promscrape.Prometheus, name, expr string) {
 	GinkgoHelper()
 	Expect(name).To(MatchRegexp(safeName.String()))
-	page := prom.URL + "/graph?g0.expr=" + url.QueryEscape(expr) + "&g0.tab=0&g0.range_input=15m"
+	page := prom.URL + "/graph?g0.expr=" + url.QueryEscape(expr) + "&g0.tab=0&g0.range_input=2m"
 	path := filepath.Join(suite.root, "docs", "images", name)
 	Expect(os.MkdirAll(filepath.Dir(path), 0o755)).To(Succeed())
 	cmd := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
