@@ -269,7 +269,7 @@ func runtimeConvert(in map[string]any, out any) error {
 func (p *Prometheus) Refresh(ctx context.Context) error {
 	var errs []error
 	for _, j := range p.jobs {
-		ts, err := Resolve(ctx, p.opts.Kube, j)
+		ts, err := resolve(ctx, p.opts.Kube, j)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -287,8 +287,8 @@ func (p *Prometheus) Refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Resolve returns j's targets now.
-func Resolve(ctx context.Context, kube kubernetes.Interface, j job) ([]Target, error) {
+// resolve returns j's targets now.
+func resolve(ctx context.Context, kube kubernetes.Interface, j job) ([]Target, error) {
 	var out []Target
 	for _, ns := range j.namespace {
 		var ts []Target

@@ -66,7 +66,7 @@ func TestResolvePodMonitor(t *testing.T) {
 	if err != nil || len(js) != 1 {
 		t.Fatalf("jobs %v, %v", js, err)
 	}
-	ts, err := Resolve(context.Background(), kube, js[0])
+	ts, err := resolve(context.Background(), kube, js[0])
 	if err != nil {
 		t.Fatal(err)
 	}
