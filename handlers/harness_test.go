@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +31,7 @@ import (
 	"github.com/tailplane/tailplane/deploy/manifests"
 	"github.com/tailplane/tailplane/handlers"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/opmetrics"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -79,6 +81,9 @@ type harness struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan error
+	// metrics is the registry of the running operator's opmetrics (a new
+	// one at each start, as in a new process).
+	metrics *prometheus.Registry
 }
 
 var installCRDs sync.Once
@@ -150,7 +155,13 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d := cluster.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), be, h.settings, runtime.NewLogger(testLogWriter(), false))
+	reg := prometheus.NewRegistry()
+	m, err := opmetrics.New(reg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d := cluster.NewDeps(op, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), m.Tailnet(be), h.settings, runtime.NewLogger(testLogWriter(), false))
+	d.Metrics = m
 	d.WatchNamespace = h.ns
 	d.OperatorNodeID = operatorNodeID
 	d.CertRefresh = 500 * time.Millisecond
@@ -163,7 +174,7 @@ func (h *harness) start() {
 	done := make(chan error, 1)
 	go func() { done <- op.Run(ctx) }()
 	h.mu.Lock()
-	h.cancel, h.done = cancel, done
+	h.cancel, h.done, h.metrics = cancel, done, reg
 	h.mu.Unlock()
 }
 
@@ -453,4 +464,37 @@ func (h *harness) patchSpec(res schema.GroupVersionResource, name, spec string) 
 	if _, err := h.dyn.Resource(res).Patch(h.ctx(), name, types.MergePatchType, fmt.Appendf(nil, `{"spec":%s}`, spec), metav1.PatchOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// metric is the value of the running operator's series name{labels} (the
+// sum over the series that match), and whether one matched.
+func (h *harness) metric(name string, labels map[string]string) (float64, bool) {
+	h.mu.Lock()
+	reg := h.metrics
+	h.mu.Unlock()
+	fams, err := reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sum, found := 0.0, false
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue next
+				}
+			}
+			found = true
+			if m.Counter != nil {
+				sum += m.GetCounter().GetValue()
+			} else {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum, found
 }

@@ -293,6 +293,32 @@ func TestProxyGroupIngressLifecycle(t *testing.T) {
 	svcCond(service.ConditionSvcConfigured, "False", service.ReasonSvcNoBackends, "0/2 proxy backends ready and advertising")
 	g.advertise(0, dbSvc, "svc:web")
 	svcCond(service.ConditionSvcConfigured, "True", service.ReasonSvcConfigured, "1/2 proxy backends ready and advertising")
+	// The metrics tell the same: 2 of 2 replicas, svc:web on both, db on one.
+	testpoll.Until(t, settle, "ProxyGroup metrics", func() error {
+		pg := map[string]string{"proxygroup": g.name}
+		for _, c := range []struct {
+			name   string
+			labels map[string]string
+			want   float64
+		}{
+			{"tailplane_proxygroup_replicas_desired", pg, 2},
+			{"tailplane_proxygroup_replicas_ready", pg, 2},
+			{"tailplane_proxygroup_failovers_total", pg, 0},
+			{"tailplane_proxygroup_service_advertising_replicas", map[string]string{"proxygroup": g.name, "service": "svc:web"}, 2},
+			{"tailplane_proxygroup_service_advertising_replicas", map[string]string{"proxygroup": g.name, "service": dbSvc}, 1},
+		} {
+			if got, ok := h.metric(c.name, c.labels); !ok || got != c.want {
+				return fmt.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+			}
+		}
+		if got, _ := h.metric("tailplane_auth_keys_minted_total", nil); got < 2 {
+			return fmt.Errorf("auth keys minted = %v, want at least the 2 replicas' keys", got)
+		}
+		if got, _ := h.metric("tailplane_tailnet_api_calls_total", map[string]string{"operation": "put_service"}); got < 1 {
+			return fmt.Errorf("put_service calls = %v, want at least 1", got)
+		}
+		return nil
+	})
 	// A valid member has no Valid condition: the official operator writes
 	// it only as False.
 	if c := meta.FindStatusCondition(h.service("db").Status.Conditions, service.ConditionSvcValid); c != nil {

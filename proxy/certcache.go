@@ -26,6 +26,9 @@ type certCache struct {
 	fetch certSource
 	ttl   time.Duration
 	now   func() time.Time
+	// observe, when set, learns of every fetch: the certificate or the
+	// error (metrics).
+	observe func(name string, cert *tls.Certificate, err error)
 
 	mu     sync.Mutex
 	byName map[string]cachedCert
@@ -51,6 +54,9 @@ func (c *certCache) get(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return e.cert, nil
 	}
 	cert, err := c.fetch(hi)
+	if c.observe != nil && name != "" {
+		c.observe(name, cert, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"strings"
 	"time"
 
@@ -43,9 +44,16 @@ func (e *Engine) warmCert(cfg *config.Config) {
 					continue
 				}
 				start := time.Now()
-				if _, _, err := lc.CertPair(ctx, d); err != nil {
+				crt, key, err := lc.CertPair(ctx, d)
+				if err != nil {
+					if ctx.Err() == nil {
+						e.metrics.CertificateFailed(d)
+					}
 					e.log.Warn("fetching the certificate ahead of the first request failed; the first request will try again", "domain", d, "err", err)
 					return
+				}
+				if pair, err := tls.X509KeyPair(crt, key); err == nil {
+					e.metrics.CertificateObtained(d, pair.Leaf)
 				}
 				e.log.Info("certificate ready", "domain", d, "took", time.Since(start).Round(time.Millisecond))
 				return

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"tailscale.com/client/local"
+	"tailscale.com/ipn"
 	"tailscale.com/tsnet"
 
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -33,6 +35,9 @@ type Engine struct {
 	current  *config.Config // last applied config; only the Run goroutine touches it
 	active   atomic.Bool    // a config is being served
 	loggedIn atomic.Bool
+	// status asks the running node for its state (tailnetOnline); nil
+	// until the node logged in and after it closed.
+	status atomic.Pointer[local.Client]
 
 	// advertised is what the node's prefs advertise (Run goroutine only;
 	// nil until set for the running node); forward is the same while the
@@ -121,6 +126,7 @@ func New(opts Options) (*Engine, error) {
 	e.l7 = l7.NewHandler(e.whois, e.transport, e.metrics, e.log)
 	e.ingress = l4.NewRelay("l4", (&net.Dialer{}).DialContext, e.metrics, e.log)
 	e.egress = l4.NewRelay("egress", e.dialTailnet, e.metrics, e.log)
+	e.metrics.SetState(e.Ready, e.tailnetOnline)
 	return e, nil
 }
 
@@ -132,6 +138,19 @@ func (e *Engine) Metrics() *metrics.Metrics { return e.metrics }
 // group role, control routes what the replica advertises to it.
 func (e *Engine) Ready() bool {
 	return e.loggedIn.Load() && e.active.Load() && !e.priming.Load() && !e.hostWait.Load()
+}
+
+// tailnetOnline reports whether the node is logged in and its connection
+// to control runs (backend state Running): tailplane_proxy_tailnet_online.
+func (e *Engine) tailnetOnline() bool {
+	lc := e.status.Load()
+	if lc == nil || !e.loggedIn.Load() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := lc.StatusWithoutPeers(ctx)
+	return err == nil && st.BackendState == ipn.Running.String()
 }
 
 // Node returns the tsnet node once the first config started it, else nil.
@@ -344,6 +363,7 @@ func (e *Engine) drain(local *http.Server) {
 	if e.node != nil {
 		e.recordPeersAtStop()
 		close(e.nodeDone)
+		e.status.Store(nil)
 		e.node.Close()
 	}
 	_ = local.Shutdown(ctx)

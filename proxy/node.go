@@ -79,6 +79,7 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		e.priming.Store(true)
 	}
 	e.loggedIn.Store(true)
+	e.status.Store(lc)
 	if st.CurrentTailnet != nil {
 		e.dnsSuffix = st.CurrentTailnet.MagicDNSSuffix
 	}

@@ -90,7 +90,11 @@ func (e *Engine) sharedCertFor(secret string) (*sharedCert, error) {
 	inf := factory.Core().V1().Secrets().Informer()
 	set := func(obj any) {
 		if sec, ok := obj.(*corev1.Secret); ok {
-			c.cur.Store(parseTLSSecret(sec))
+			l := parseTLSSecret(sec)
+			c.cur.Store(l)
+			if l.cert != nil && l.cert.Leaf != nil && len(l.cert.Leaf.DNSNames) > 0 {
+				e.metrics.CertificateObtained(l.cert.Leaf.DNSNames[0], l.cert.Leaf)
+			}
 			select {
 			case c.changed <- struct{}{}:
 			default:
@@ -205,6 +209,7 @@ func (e *Engine) startIssuer(c *sharedCert, domain string) {
 					if ctx.Err() != nil {
 						return
 					}
+					e.metrics.CertificateFailed(domain)
 					e.log.Warn("cannot issue the Tailscale Service certificate; retrying", "domain", domain, "secret", c.secret, "in", backoff, "err", err)
 					backoff = min(2*backoff, issueMaxBackoff)
 				} else {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"time"
 
@@ -39,6 +40,9 @@ func (e *Engine) loadCertSource(ctx context.Context, field string, t config.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("%s.secretName: Secret %s/%s holds no usable key pair: %w", field, e.opts.Namespace, t.SecretName, err)
 		}
+		if cert.Leaf != nil && len(cert.Leaf.DNSNames) > 0 {
+			e.metrics.CertificateObtained(cert.Leaf.DNSNames[0], cert.Leaf)
+		}
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
 	case config.TLSNone:
 		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -57,7 +61,25 @@ func (e *Engine) loadCertSource(ctx context.Context, field string, t config.TLS)
 		}
 		// Looked up on every handshake, the certificate would cost a
 		// LocalAPI call and its parsing each time; see certCacheTTL.
-		return onlyNames(e.node.CertDomains, newCertCache(lc.GetCertificate, certCacheTTL, time.Now).get), nil
+		cc := newCertCache(lc.GetCertificate, certCacheTTL, time.Now)
+		cc.observe = e.observeCert
+		return onlyNames(e.node.CertDomains, cc.get), nil
+	}
+}
+
+// observeCert records a node certificate lookup in the metrics: the
+// expiry of what came back, or a failure (issuance or renewal).
+func (e *Engine) observeCert(name string, cert *tls.Certificate, err error) {
+	if err != nil {
+		e.metrics.CertificateFailed(name)
+		return
+	}
+	if cert != nil {
+		leaf := cert.Leaf
+		if leaf == nil && len(cert.Certificate) > 0 {
+			leaf, _ = x509.ParseCertificate(cert.Certificate[0])
+		}
+		e.metrics.CertificateObtained(name, leaf)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/tailplane/tailplane/handlers"
 	"github.com/tailplane/tailplane/handlers/egress"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/opmetrics"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/proxystate"
 	"github.com/tailplane/tailplane/internal/tailnet"
@@ -122,6 +123,13 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
+	// The tailnet API's calls are counted from here on (the startup check
+	// above is not).
+	metrics, err := opmetrics.New(op.Registry())
+	if err != nil {
+		return err
+	}
+	backend = metrics.Tailnet(backend)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -167,6 +175,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		logger.Warn("running without a tailnet device of its own (" + envDevice + "=false)")
 	}
 	deps = cluster.NewDeps(op, kube, dyn, backend, s, logger)
+	deps.Metrics = metrics
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
 		deps.ClusterDomain = egress.ClusterDomain(string(b))
 	}

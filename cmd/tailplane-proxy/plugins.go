@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
@@ -38,11 +39,13 @@ type pluginLoader struct {
 	health *failureWatch
 }
 
-func newPluginLoader(kube kubernetes.Interface, namespace, cacheDir string, status statusSetter, logger *log.Logger) (*pluginLoader, error) {
+// reg receives the plugin host's metrics (the proxy's registry, served on
+// its /metrics); nil keeps them in a registry of the manager's own.
+func newPluginLoader(kube kubernetes.Interface, namespace, cacheDir string, status statusSetter, reg prometheus.Registerer, logger *log.Logger) (*pluginLoader, error) {
 	l := &pluginLoader{namespace: namespace, status: status, log: logger, health: newFailureWatch(failureWindow, failureMinGap)}
 	// The manager reports after every Apply and after every retry of a
 	// plugin that failed to load, so plugin_status follows the retries too.
-	m, err := plugins.New(plugins.Options{CacheDir: cacheDir, Kube: kube, Logger: logger, OnStatus: l.report})
+	m, err := plugins.New(plugins.Options{CacheDir: cacheDir, Kube: kube, Logger: logger, OnStatus: l.report, Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}

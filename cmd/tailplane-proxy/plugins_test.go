@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tailplane/tailplane/internal/kubestate"
 	"github.com/tailplane/tailplane/internal/proxystate"
@@ -147,7 +149,7 @@ func newTestLoader(ctx context.Context, t *testing.T) (kubernetes.Interface, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	loader, err := newPluginLoader(kube, ns, t.TempDir(), state, log.New(io.Discard))
+	loader, err := newPluginLoader(kube, ns, t.TempDir(), state, nil, log.New(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +203,7 @@ func TestPluginLoaderReadsChunksAndCachesByDigest(t *testing.T) {
 			t.Fatalf("%s: status %+v, want the %d-byte module %s loaded", what, st, len(mod), digest)
 		}
 	}
-	first, err := newPluginLoader(kube, ns, cacheDir, nil, log.New(io.Discard))
+	first, err := newPluginLoader(kube, ns, cacheDir, nil, nil, log.New(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +217,7 @@ func TestPluginLoaderReadsChunksAndCachesByDigest(t *testing.T) {
 		}
 	}
 	load("other settings, same module", first, spec("2s"))
-	restarted, err := newPluginLoader(kube, ns, cacheDir, nil, log.New(io.Discard))
+	restarted, err := newPluginLoader(kube, ns, cacheDir, nil, nil, log.New(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +225,7 @@ func TestPluginLoaderReadsChunksAndCachesByDigest(t *testing.T) {
 	load("after a restart", restarted, spec("2s"))
 
 	// Without the disk cache (a new scratch folder) the module is gone.
-	fresh, err := newPluginLoader(kube, ns, t.TempDir(), nil, log.New(io.Discard))
+	fresh, err := newPluginLoader(kube, ns, t.TempDir(), nil, nil, log.New(io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,4 +247,17 @@ func pluginReports(ctx context.Context, kube kubernetes.Interface, ns string) ([
 	var r []proxystate.PluginReport
 	err = json.Unmarshal(sec.Data[proxystate.KeyPluginStatus], &r)
 	return r, err
+}
+
+// The plugin host's metrics go to the registry the proxy serves, not to a
+// registry of the manager's own: a second loader on the same registry
+// finds them taken.
+func TestPluginMetricsOnProxyRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := newPluginLoader(fake.NewClientset(), "ns", t.TempDir(), nil, reg, log.New(io.Discard)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newPluginLoader(fake.NewClientset(), "ns", t.TempDir(), nil, reg, log.New(io.Discard)); err == nil || !strings.Contains(err.Error(), "register plugin metrics") {
+		t.Fatalf("second loader on one registry: err = %v, want the metrics already registered", err)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tailplane/tailplane/proxy"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/proxy/configwatch"
+	"github.com/tailplane/tailplane/proxy/metrics"
 )
 
 // The environment variables the proxy reads. Every listen address of its own
@@ -42,7 +43,8 @@ const saNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace
 
 // optionsFromEnv builds the engine options from the environment.
 func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log.Logger) (proxy.Options, error) {
-	opts := proxy.Options{Logger: logger}
+	// One registry for the engine's and the plugin host's metrics.
+	opts := proxy.Options{Logger: logger, Metrics: metrics.New()}
 	if lvl := getenv(envLogLevel); lvl != "" {
 		l, err := log.ParseLevel(lvl)
 		if err != nil {
@@ -119,7 +121,7 @@ func optionsFromEnv(ctx context.Context, getenv func(string) string, logger *log
 	}
 	if opts.Kube != nil {
 		// Routing plugins fetch their modules from the proxy's namespace.
-		loader, err := newPluginLoader(opts.Kube, opts.Namespace, opts.StateDir+"/wasm-cache", status, logger)
+		loader, err := newPluginLoader(opts.Kube, opts.Namespace, opts.StateDir+"/wasm-cache", status, opts.Metrics.Registry, logger)
 		if err != nil {
 			return opts, err
 		}

@@ -106,7 +106,7 @@ func startSwapProxy(ctx context.Context, tb testing.TB, kube kubernetes.Interfac
 	if err != nil {
 		tb.Fatal(err)
 	}
-	loader, err := newPluginLoader(kube, ns, tb.TempDir(), state, quiet)
+	loader, err := newPluginLoader(kube, ns, tb.TempDir(), state, nil, quiet)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -21,7 +21,7 @@
 // status, unit tested); register.go, ports.go, running.go and
 // apiserver_apply.go are the thin apply side. It exports only what other
 // packages' tests read (conditions, reasons, names). It may import
-// handlers/lib/cluster, conditions, groupmember, pipeline, proxyclassrules,
+// handlers/lib/cluster, conditions, groupmember, opmetrics, pipeline, proxyclassrules,
 // proxyset, resources, settings, tsservice, crds/, proxy/config,
 // internal/tailnet, internal/proxystate and runtime; never another module
 // (`go list -deps ./handlers/proxygroup | grep handlers/` lists only

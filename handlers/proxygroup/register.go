@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
@@ -47,6 +48,12 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, membe
 		Release: func(context.Context, *unstructured.Unstructured, []proxyset.Device) error { return nil },
 	})
 	registerAPIServer(op, g)
+	op.OnEvent(resources.ProxyGroups, "proxygroup-metrics-gone", func(_ context.Context, typ watch.EventType, obj *unstructured.Unstructured) error {
+		if typ == watch.Deleted {
+			d.Metrics.ForgetProxyGroup(obj.GetName())
+		}
+		return nil
+	})
 }
 
 // plan is the group's replicas, each hosting every member's service.
@@ -130,6 +137,7 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 		return err
 	}
 	out.Serving = runningDevices(replicas, out.Serving)
+	g.d.Metrics.ObserveProxyGroup(observed(pg, replicas, out.Serving))
 	st := groupStatus(pg, out)
 	// Posted with a new ProxyGroupReady only (not again at each restart).
 	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ProxyGroupReady); ready != nil && conditions.Changed(pg.Status.Conditions, *ready) {

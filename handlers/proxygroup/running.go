@@ -1,7 +1,9 @@
 package proxygroup
 
 import (
+	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/groupmember"
+	"github.com/tailplane/tailplane/handlers/lib/opmetrics"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/proxystate"
 )
@@ -38,4 +40,25 @@ func runningDevices(replicas []groupmember.ReplicaPod, serving []proxyset.Device
 		}
 	}
 	return out
+}
+
+// observed is what the group's metrics record: its wanted replicas, the
+// serving ones, and for each Tailscale Service a replica reports, how many
+// running replicas advertise it.
+func observed(pg *v1alpha1.ProxyGroup, replicas []groupmember.ReplicaPod, serving []proxyset.Device) opmetrics.ProxyGroup {
+	o := opmetrics.ProxyGroup{Name: pg.Name, Desired: groupmember.Replicas(pg), Advertising: map[string]int{}}
+	for _, d := range serving {
+		o.Serving = append(o.Serving, d.ID)
+	}
+	for _, r := range replicas {
+		for svc := range r.Device.Services {
+			if _, ok := o.Advertising[svc]; !ok {
+				o.Advertising[svc] = 0
+			}
+			if running(r) && r.Device.Advertises(svc) {
+				o.Advertising[svc]++
+			}
+		}
+	}
+	return o
 }

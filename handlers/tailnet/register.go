@@ -126,7 +126,7 @@ func (m *module) check(ctx context.Context, ev *runtime.Event) (any, error) {
 		return nil, err
 	}
 	if reason == ReasonValid {
-		m.d.Tailnets.Set(tn.Name, be)
+		m.d.Tailnets.Set(tn.Name, m.d.Metrics.Tailnet(be))
 		m.d.Log.Info("Tailnet is valid", "tailnet", tn.Name, "login_server", be.LoginServer())
 	} else {
 		m.d.Tailnets.SetNotReady(tn.Name, msg)

@@ -145,6 +145,12 @@ func TestSetBackendOutsideAllowlist(t *testing.T) {
 	if err != nil || d.Backend == nil || d.Backend.Address != "10.0.0.2:80" || d.SetRequestHeaders.Get("X-Backend-Result") != "ok" {
 		t.Fatalf("on the allowlist: %+v, %v", d, err)
 	}
+	// The refused pick kept the default (pass), the allowed one picked.
+	for decision, want := range map[string]float64{"pass": 1, "backend": 1, "redirect": 0, "deny": 0} {
+		if got := metric(t, e, "tailplane_plugin_decisions_total", map[string]string{"plugin": "backend", "decision": decision}); got != want {
+			t.Errorf("decisions{decision=%s} = %v, want %v", decision, got, want)
+		}
+	}
 }
 
 // A plugin cannot widen Funnel exposure: set_funnel(allow) is refused and

@@ -4,12 +4,15 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tailplane/tailplane/proxy/route"
 )
 
 // Metrics are the plugin host's Prometheus collectors. They live in the
 // registry the Engine is given (its own by default), never the global one.
 type Metrics struct {
 	calls      *prometheus.CounterVec
+	decisions  *prometheus.CounterVec
 	failures   *prometheus.CounterVec
 	discarded  *prometheus.CounterVec
 	created    *prometheus.CounterVec
@@ -24,6 +27,10 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "tailplane_plugin_calls_total",
 			Help: "Calls into plugin guests by result: ok, trap, timeout, busy (no instance in time), invalid (bad answer).",
 		}, []string{"plugin", "result"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailplane_plugin_decisions_total",
+			Help: "Routing decisions of plugin guests by decision: pass (request unchanged or edited), backend (picked a backend), redirect, deny (answered itself).",
+		}, []string{"plugin", "decision"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tailplane_plugin_failures_total",
 			Help: "Requests whose plugin failed, by the failure policy applied (open: skipped, closed: 503).",
@@ -49,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Guest requests the host refused: set_backend outside the allowlist, set_funnel trying to widen exposure.",
 		}, []string{"plugin", "call"}),
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.failures, m.discarded, m.created, m.instances, m.loadErrors, m.refused} {
+	for _, c := range []prometheus.Collector{m.calls, m.decisions, m.failures, m.discarded, m.created, m.instances, m.loadErrors, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register plugin metrics: %w", err)
 		}
@@ -61,6 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // request path does no label lookups.
 type pluginMetrics struct {
 	ok, trap, timeout, busy, invalid prometheus.Counter
+	pass, backend, redirect, deny    prometheus.Counter
 	failOpen, failClosed             prometheus.Counter
 	discardTrap, discardTimeout      prometheus.Counter
 	created                          prometheus.Counter
@@ -75,6 +83,10 @@ func (m *Metrics) forPlugin(name string) *pluginMetrics {
 		timeout:        m.calls.WithLabelValues(name, "timeout"),
 		busy:           m.calls.WithLabelValues(name, "busy"),
 		invalid:        m.calls.WithLabelValues(name, "invalid"),
+		pass:           m.decisions.WithLabelValues(name, "pass"),
+		backend:        m.decisions.WithLabelValues(name, "backend"),
+		redirect:       m.decisions.WithLabelValues(name, "redirect"),
+		deny:           m.decisions.WithLabelValues(name, "deny"),
 		failOpen:       m.failures.WithLabelValues(name, "open"),
 		failClosed:     m.failures.WithLabelValues(name, "closed"),
 		discardTrap:    m.discarded.WithLabelValues(name, "trap"),
@@ -83,5 +95,19 @@ func (m *Metrics) forPlugin(name string) *pluginMetrics {
 		instances:      m.instances.WithLabelValues(name),
 		refusedBackend: m.refused.WithLabelValues(name, "set_backend"),
 		refusedFunnel:  m.refused.WithLabelValues(name, "set_funnel"),
+	}
+}
+
+// decided counts the routing decision d the guest made from prev.
+func (pm *pluginMetrics) decided(prev, d route.Decision) {
+	switch {
+	case d.Action == route.Redirect:
+		pm.redirect.Inc()
+	case d.Action == route.Deny:
+		pm.deny.Inc()
+	case d.Backend != nil && d.Backend != prev.Backend:
+		pm.backend.Inc()
+	default:
+		pm.pass.Inc()
 	}
 }

@@ -147,6 +147,7 @@ func (p *Plugin) Route(ctx context.Context, req *route.Request, prev route.Decis
 		p.m.invalid.Inc()
 		return p.fail(prev, FailureInvalid, err), nil
 	}
+	p.m.decided(prev, d)
 	return d, nil
 }
 

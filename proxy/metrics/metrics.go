@@ -5,7 +5,10 @@
 package metrics
 
 import (
+	"crypto/x509"
 	"net/http"
+	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,6 +31,16 @@ type Metrics struct {
 	ActiveConnections *prometheus.GaugeVec
 	// ConfigReloads counts config applications by result ("applied", "refused").
 	ConfigReloads *prometheus.CounterVec
+	// CertificateExpiry is the expiry (Unix seconds) of the certificate the
+	// proxy last obtained or loaded for each name it serves.
+	CertificateExpiry *prometheus.GaugeVec
+	// CertificateErrors counts failed certificate issuances and renewals by
+	// name.
+	CertificateErrors *prometheus.CounterVec
+
+	// ready and online back the gauges tailplane_proxy_ready and
+	// tailplane_proxy_tailnet_online (see SetState).
+	ready, online atomic.Pointer[func() bool]
 }
 
 // New registers the metrics on a fresh registry (plus Go and process
@@ -56,10 +69,60 @@ func New() *Metrics {
 			Name: "tailplane_proxy_config_reloads_total", Help: "Config documents seen, by result (applied or refused).",
 		}, []string{"result"}),
 	}
+	m.CertificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tailplane_proxy_certificate_expiry_timestamp_seconds",
+		Help: "When the certificate the proxy serves for a name expires (Unix seconds), by name.",
+	}, []string{"name"})
+	m.CertificateErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailplane_proxy_certificate_renewal_errors_total",
+		Help: "Failed certificate issuances or renewals, by name.",
+	}, []string{"name"})
+	ready := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tailplane_proxy_ready", Help: "1 when the proxy is ready (its readiness probe passes), else 0.",
+	}, func() float64 { return bool01(m.ready.Load()) })
+	online := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tailplane_proxy_tailnet_online", Help: "1 while the proxy's device is logged in and connected to its control server, else 0.",
+	}, func() float64 { return bool01(m.online.Load()) })
 	reg.MustRegister(m.Requests, m.Latency, m.UpstreamErrors, m.Bytes, m.ActiveConnections, m.ConfigReloads,
+		m.CertificateExpiry, m.CertificateErrors, ready, online,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// SetState sets what the gauges tailplane_proxy_ready and
+// tailplane_proxy_tailnet_online report: each is asked at every scrape.
+// Until it is called both report 0.
+func (m *Metrics) SetState(ready, online func() bool) {
+	m.ready.Store(&ready)
+	m.online.Store(&online)
+}
+
+func bool01(f *func() bool) float64 {
+	if f != nil && (*f)() {
+		return 1
+	}
+	return 0
+}
+
+// CertificateObtained records the expiry of the certificate now served for
+// name (a DNS name without a trailing dot), and makes its error counter
+// visible at 0.
+func (m *Metrics) CertificateObtained(name string, leaf *x509.Certificate) {
+	if leaf == nil {
+		return
+	}
+	name = certName(name)
+	m.CertificateExpiry.WithLabelValues(name).Set(float64(leaf.NotAfter.Unix()))
+	m.CertificateErrors.WithLabelValues(name)
+}
+
+// CertificateFailed counts a failed issuance or renewal of name's
+// certificate.
+func (m *Metrics) CertificateFailed(name string) {
+	m.CertificateErrors.WithLabelValues(certName(name)).Inc()
+}
+
+func certName(name string) string { return strings.ToLower(strings.TrimSuffix(name, ".")) }
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tailplane/tailplane/handlers/lib/device"
+	"github.com/tailplane/tailplane/handlers/lib/opmetrics"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/runtime"
@@ -30,6 +31,9 @@ type Deps struct {
 	// through spec.tailnet (Tailnet objects), "" being Backend; the
 	// Tailnet module keeps it up to date.
 	Tailnets *tailnet.Registry
+	// Metrics are the operator's own metrics (ProxyGroups, the tailnet
+	// API); nil records nothing.
+	Metrics *opmetrics.Metrics
 	// Op is the runtime the modules register on.
 	Op *runtime.Operator
 	// Kube and Dyn are clients of the cluster.

@@ -10,7 +10,7 @@
 // handlers/lib/resources; condition lists are handlers/lib/conditions.
 //
 // It imports runtime/, internal/tailnet, internal/proxystate,
-// handlers/lib/proxyset, handlers/lib/settings, handlers/lib/proxyclassrules,
+// handlers/lib/proxyset, handlers/lib/settings, handlers/lib/opmetrics, handlers/lib/proxyclassrules,
 // handlers/lib/resources, crds/ and Kubernetes client libraries. Render steps
 // never import it: they stay pure.
 package cluster
