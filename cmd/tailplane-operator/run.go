@@ -89,6 +89,9 @@ func newBackend(ctx context.Context, s settings.Settings) (tailnet.Backend, erro
 // own tailnet device and runs the operator until ctx ends. Every startup
 // failure is one line.
 func run(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	if getenv(envGatewayAPICRDs) != "" {
+		return installGatewayAPICRDs(ctx, getenv, stderr)
+	}
 	s, err := settings.FromEnv(getenv)
 	if err != nil {
 		return fmt.Errorf("invalid settings: %s", strings.ReplaceAll(err.Error(), "\n", "; "))

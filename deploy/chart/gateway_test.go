@@ -1,13 +1,25 @@
 package chart_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
 	"github.com/tailplane/tailplane/deploy/chart"
+	"github.com/tailplane/tailplane/internal/gatewayapicrds"
 )
 
 // gatewayAPIDir is the module cache folder of the sigs.k8s.io/gateway-api
@@ -41,6 +53,22 @@ func TestChartGatewayCRDsMatchModule(t *testing.T) {
 		}
 	}
 	sameCopies(t, want, "files/gateway-api", "go tool task manifests:gateway-crds")
+}
+
+// The operator image's experimental-channel CRDs (internal/gatewayapicrds)
+// are exactly the module's, without the safe-upgrades policy.
+func TestEmbeddedExperimentalCRDsMatchModule(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(gatewayAPIDir(t), "config/crd/experimental/gateway.networking*.yaml"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("gateway-api experimental CRDs: %v", err)
+	}
+	var want []string
+	for _, n := range names {
+		if !strings.Contains(filepath.Base(n), "_vap_") {
+			want = append(want, n)
+		}
+	}
+	sameCopies(t, want, "../../../internal/gatewayapicrds/experimental", "go tool task manifests:gateway-crds")
 }
 
 var gatewayCRDs = []string{
@@ -96,9 +124,133 @@ func TestRenderGatewayAPI(t *testing.T) {
 	if _, ok := e["OPERATOR_GATEWAY_CLASS_NAME"]; ok {
 		t.Error("gatewayClass.create=false still sets OPERATOR_GATEWAY_CLASS_NAME")
 	}
-	for _, bad := range []string{"gatewayAPI.installCRDs=maybe", "gatewayAPI.gatewayClass.name=", "gatewayAPI.channel=experimental"} {
+	for _, bad := range []string{"gatewayAPI.installCRDs=maybe", "gatewayAPI.gatewayClass.name=", "gatewayAPI.channel=beta"} {
 		if _, err := chart.Render(t.Context(), chart.Namespace, seedValues(t, bad)); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}
 	}
+}
+
+// gatewayAPI.channel=experimental: no standard CRD is a template; a
+// pre-install and pre-upgrade hook Job runs the operator image with
+// TAILPLANE_GATEWAY_API_CRDS (installCRDs' mode) as a ServiceAccount that
+// may create CRDs and get and patch the ones the image embeds, by name;
+// installCRDs=false renders no hook.
+func TestRenderGatewayAPIExperimental(t *testing.T) {
+	embedded, err := gatewayapicrds.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range embedded {
+		names = append(names, o.GetName())
+	}
+	for mode, want := range map[string]string{"auto": "auto", "true": "true"} {
+		vals := seedValues(t, "gatewayAPI.channel=experimental", "gatewayAPI.installCRDs="+mode)
+		for name := range render(t, vals) {
+			if strings.HasPrefix(name, "CustomResourceDefinition/") && strings.Contains(name, "gateway.networking") {
+				t.Errorf("%s: the template %s", mode, name)
+			}
+		}
+		hooks := hookObjects(t, vals)
+		job := hooks["Job/gateway-api-crds"]
+		if job == nil || len(hooks) != 4 {
+			t.Fatalf("%s: hooks %v", mode, keys(hooks))
+		}
+		for name, obj := range hooks {
+			if h := obj.GetAnnotations()["helm.sh/hook"]; h != "pre-install,pre-upgrade" {
+				t.Errorf("%s: %s hook %q", mode, name, h)
+			}
+		}
+		var j batchv1.Job
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(job.Object, &j); err != nil {
+			t.Fatal(err)
+		}
+		spec := j.Spec.Template.Spec
+		got := map[string]string{}
+		for _, e := range spec.Containers[0].Env {
+			got[e.Name] = e.Value
+		}
+		if spec.ServiceAccountName != "gateway-api-crds" || got["TAILPLANE_GATEWAY_API_CRDS"] != want || got["TAILPLANE_RELEASE"] != chart.Namespace+"/"+chart.ReleaseName {
+			t.Errorf("%s: service account %q, env %v", mode, spec.ServiceAccountName, got)
+		}
+		if spec.Containers[0].Image != render(t, vals).deployment(t).Spec.Template.Spec.Containers[0].Image {
+			t.Errorf("%s: the hook runs %s, not the operator's image", mode, spec.Containers[0].Image)
+		}
+		var role rbacv1.ClusterRole
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(hooks["ClusterRole/tailplane-gateway-api-crds"].Object, &role); err != nil {
+			t.Fatal(err)
+		}
+		if len(role.Rules) != 2 || !reflect.DeepEqual(role.Rules[0].Verbs, []string{"create"}) || len(role.Rules[0].ResourceNames) != 0 ||
+			!reflect.DeepEqual(role.Rules[1].Verbs, []string{"get", "patch"}) || !reflect.DeepEqual(role.Rules[1].ResourceNames, names) {
+			t.Errorf("%s: rules %+v, want create, and get and patch of %v", mode, role.Rules, names)
+		}
+	}
+	if hooks := hookObjects(t, seedValues(t, "gatewayAPI.channel=experimental", "gatewayAPI.installCRDs=false")); len(hooks) != 0 {
+		t.Errorf("installCRDs=false: hooks %v", keys(hooks))
+	}
+	if hooks := hookObjects(t, seedValues(t)); hooks["Job/gateway-api-crds"] != nil {
+		t.Error("the standard channel runs the experimental hook")
+	}
+}
+
+// The release Helm stores (JSON, gzip, base64 in a Secret, as its Secret
+// driver does) stays under the API's 1 MiB limit on Secrets, with room, on
+// either channel: the experimental CRDs are not in the chart for that
+// reason. (The standard channel's release is the larger, about 800 KiB: its
+// CRDs are in the chart's files and again in the rendered manifest.)
+func TestReleaseFitsInASecret(t *testing.T) {
+	for _, vals := range []map[string]any{seedValues(t), seedValues(t, "gatewayAPI.channel=experimental")} {
+		rel, err := chart.Render(t.Context(), chart.Namespace, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var zipped bytes.Buffer
+		zw := gzip.NewWriter(&zipped)
+		if _, err := zw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		size := base64.StdEncoding.EncodedLen(zipped.Len())
+		t.Logf("stored release: %d bytes (%d bytes of JSON)", size, len(b))
+		if size > 960<<10 {
+			t.Errorf("the stored release is %d bytes: less than 64 KiB from the 1 MiB limit of a Secret", size)
+		}
+	}
+}
+
+// hookObjects are the chart's hooks rendered with vals, by "Kind/name".
+func hookObjects(t *testing.T, vals map[string]any) map[string]*unstructured.Unstructured {
+	t.Helper()
+	rel, err := chart.Render(t.Context(), chart.Namespace, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, h := range rel.Hooks {
+		if h.Name == "operator-uninstall" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(h.Manifest), &u.Object); err != nil {
+			t.Fatalf("hook %s: %v", h.Name, err)
+		}
+		out[u.GetKind()+"/"+u.GetName()] = u
+	}
+	return out
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

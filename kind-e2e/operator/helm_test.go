@@ -2,6 +2,8 @@ package operator
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -61,6 +63,33 @@ var _ = Describe("the Helm release", Ordered, func() {
 			"-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)).To(BeEmpty())
 	}, SpecTimeout(2*time.Minute))
 
+	// gatewayAPI.channel=experimental: the hook Job installs the
+	// experimental channel's CRDs from the operator image and is gone once
+	// it succeeded; installed again with the standard channel, the release
+	// takes its CRDs back.
+	It("installs the Gateway API's experimental channel by its hook, and goes back", func(ctx SpecContext) {
+		crdAnnotation := func(crd, key string) (string, error) {
+			return devcluster("kubectl", "get", "crd", crd, "-o", "jsonpath={.metadata.annotations."+strings.ReplaceAll(key, ".", `\.`)+"}")
+		}
+		before := latest()
+		restore := withClusterValues("gatewayAPI:\n  channel: experimental\n")
+		devinstall(ctx)
+		Expect(latest()).To(Equal(before + 1))
+		for _, crd := range []string{"httproutes.gateway.networking.k8s.io", "xmeshes.gateway.networking.x-k8s.io"} {
+			Expect(crdAnnotation(crd, "gateway.networking.k8s.io/channel")).To(Equal("experimental"), crd)
+			Expect(crdAnnotation(crd, "tailplane.dev/gateway-api-crds-release")).To(Equal("tailscale/tailscale-operator"), crd)
+		}
+		Expect(devcluster("kubectl", "-n", "tailscale", "get", "jobs,serviceaccounts", "-l", "app.kubernetes.io/name=tailplane-gateway-api-crds",
+			"--ignore-not-found", "-o", "name")).To(BeEmpty())
+		Expect(devcluster("kubectl", "get", "clusterrole", "tailplane-gateway-api-crds", "--ignore-not-found", "-o", "name")).To(BeEmpty())
+		Expect(devcluster("kubectl", "-n", "tailscale", "get", "deployment", "operator", "-o", "jsonpath={.status.readyReplicas}")).To(Equal("1"))
+
+		restore()
+		devinstall(ctx)
+		Expect(latest()).To(Equal(before + 2))
+		Expect(crdAnnotation("httproutes.gateway.networking.k8s.io", "gateway.networking.k8s.io/channel")).To(Equal("standard"))
+	}, SpecTimeout(8*time.Minute))
+
 	It("is upgraded when installed again", func(ctx SpecContext) {
 		before := latest()
 		devinstall(ctx)
@@ -68,3 +97,25 @@ var _ = Describe("the Helm release", Ordered, func() {
 		Expect(devcluster("kubectl", "-n", "tailscale", "get", "deployment", "operator", "-o", "jsonpath={.status.readyReplicas}")).To(Equal("1"))
 	}, SpecTimeout(4*time.Minute))
 })
+
+// withClusterValues adds doc (YAML) to the devcluster folder's values.yaml,
+// which devinstall merges over its own values, and returns the function
+// that puts the file back as it was.
+func withClusterValues(doc string) (restore func()) {
+	GinkgoHelper()
+	path := filepath.Join(suite.clusterDir(), "values.yaml")
+	old, err := os.ReadFile(path)
+	existed := err == nil
+	if err != nil && !os.IsNotExist(err) {
+		Fail(err.Error())
+	}
+	Expect(os.WriteFile(path, append(append(old, '\n'), doc...), 0o644)).To(Succeed())
+	return func() {
+		GinkgoHelper()
+		if existed {
+			Expect(os.WriteFile(path, old, 0o644)).To(Succeed())
+		} else {
+			Expect(os.Remove(path)).To(Succeed())
+		}
+	}
+}

@@ -141,3 +141,23 @@ operatorConfig.extraEnv merged in (it replaces a variable of the same name).
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{- /*
+The names of the Gateway API experimental channel's CRDs, as the operator
+image embeds them (internal/gatewayapicrds; a test keeps the two equal).
+*/ -}}
+{{- define "tailplane.gatewayAPIExperimentalCRDs" -}}
+- backendtlspolicies.gateway.networking.k8s.io
+- gatewayclasses.gateway.networking.k8s.io
+- gateways.gateway.networking.k8s.io
+- grpcroutes.gateway.networking.k8s.io
+- httproutes.gateway.networking.k8s.io
+- listenersets.gateway.networking.k8s.io
+- referencegrants.gateway.networking.k8s.io
+- tcproutes.gateway.networking.k8s.io
+- tlsroutes.gateway.networking.k8s.io
+- udproutes.gateway.networking.k8s.io
+- xbackends.gateway.networking.x-k8s.io
+- xbackendtrafficpolicies.gateway.networking.x-k8s.io
+- xmeshes.gateway.networking.x-k8s.io
+{{- end }}
