@@ -43,6 +43,8 @@ var usage = cmdline.Usage{
 		{Name: envDeviceTimeout, Doc: "bound of the wait for the operator's device (5m)"},
 		{Name: envDevice, Doc: "false: no tailnet device of its own (test doubles)"},
 		{Name: envUninstall, Doc: "true: delete the operator's own device and its state Secret, then exit (the chart's pre-delete hook)"},
+		{Name: envGatewayAPICRDs, Doc: "auto or true: install the Gateway API's experimental-channel CRDs, then exit (the chart's pre-install hook with gatewayAPI.channel=experimental)"},
+		{Name: envRelease, Doc: "with " + envGatewayAPICRDs + ": the Helm release, <namespace>/<name>"},
 		{Name: envTempDir, Doc: "the device's scratch folder's parent (/tmp)"},
 		{Name: envPodIP + ", " + envPodName, Doc: "the Pod's IP (listen addresses) and name (leader identity)"},
 		{Name: envKubeconfig, Doc: "Kubernetes client configuration (default: in-cluster)"},
