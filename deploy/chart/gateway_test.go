@@ -37,38 +37,28 @@ func gatewayAPIDir(t *testing.T) string {
 	return m.Dir
 }
 
-// The chart's Gateway API CRDs are exactly the module's standard channel
-// (without its safe-upgrades ValidatingAdmissionPolicy): refresh them with
-// `go tool task manifests:gateway-crds`.
-func TestChartGatewayCRDsMatchModule(t *testing.T) {
+// The chart's Gateway API CRDs are exactly the module's standard channel,
+// and the operator image's (internal/gatewayapicrds) its experimental one,
+// both without the safe-upgrades ValidatingAdmissionPolicy: refresh them
+// with `go tool task manifests:gateway-crds`.
+func TestGatewayCRDCopiesMatchModule(t *testing.T) {
 	dir := gatewayAPIDir(t)
-	names, err := filepath.Glob(filepath.Join(dir, "config/crd/standard/gateway.networking.k8s.io_*.yaml"))
-	if err != nil || len(names) == 0 {
-		t.Fatalf("gateway-api CRDs: %v", err)
-	}
-	var want []string
-	for _, n := range names {
-		if !strings.Contains(filepath.Base(n), "_vap_") {
-			want = append(want, n)
+	for channel, copies := range map[string]string{
+		"standard":     "files/gateway-api",
+		"experimental": "../../../internal/gatewayapicrds/experimental",
+	} {
+		names, err := filepath.Glob(filepath.Join(dir, "config/crd", channel, "gateway.networking*.yaml"))
+		if err != nil || len(names) == 0 {
+			t.Fatalf("gateway-api %s CRDs: %v", channel, err)
 		}
-	}
-	sameCopies(t, want, "files/gateway-api", "go tool task manifests:gateway-crds")
-}
-
-// The operator image's experimental-channel CRDs (internal/gatewayapicrds)
-// are exactly the module's, without the safe-upgrades policy.
-func TestEmbeddedExperimentalCRDsMatchModule(t *testing.T) {
-	names, err := filepath.Glob(filepath.Join(gatewayAPIDir(t), "config/crd/experimental/gateway.networking*.yaml"))
-	if err != nil || len(names) == 0 {
-		t.Fatalf("gateway-api experimental CRDs: %v", err)
-	}
-	var want []string
-	for _, n := range names {
-		if !strings.Contains(filepath.Base(n), "_vap_") {
-			want = append(want, n)
+		var want []string
+		for _, n := range names {
+			if !strings.Contains(filepath.Base(n), "_vap_") {
+				want = append(want, n)
+			}
 		}
+		sameCopies(t, want, copies, "go tool task manifests:gateway-crds")
 	}
-	sameCopies(t, want, "../../../internal/gatewayapicrds/experimental", "go tool task manifests:gateway-crds")
 }
 
 var gatewayCRDs = []string{

@@ -136,6 +136,14 @@ var _ = Describe("observability", Ordered, func() {
 		Eventually(wide("-n", ns, "ingress")).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(And(
 			MatchRegexp(`(?m)^obs-pg\s+tailscale\s+\S+\s+obs-pg\.devcluster\.ts\.net\s+80, 443\s+\d+[smhd]`),
 			MatchRegexp(`(?m)^web\s+tailscale\s+\S+\s+obs-e2e-web-ingress\.devcluster\.ts\.net\s+`)))
+		// kubectl describe: the conditions with their reasons and
+		// messages, and the Events section.
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "describe", "proxygroup", "obs")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(And(
+			MatchRegexp(`(?m)^\s+Conditions:$`),
+			MatchRegexp(`(?m)^\s+Message:\s+\S.*\n\s+Observed Generation:\s+\d+\n\s+Reason:\s+ProxyGroupReady\n\s+Status:\s+True\n\s+Type:\s+ProxyGroupReady$`),
+			MatchRegexp(`(?m)^Events:`)))
 	}, SpecTimeout(8*time.Minute))
 })
 
