@@ -12,8 +12,9 @@ import (
 )
 
 // controllers are the kube-controller-manager controllers devcluster runs:
-// enough for Deployments, StatefulSets, Services and namespace cleanup.
-const controllers = "deployment-controller,replicaset-controller,statefulset-controller," +
+// enough for Deployments, StatefulSets, Jobs (the chart's hooks), Services
+// and namespace cleanup.
+const controllers = "deployment-controller,replicaset-controller,statefulset-controller,job-controller," +
 	"endpointslice-controller,garbage-collector-controller,namespace-controller," +
 	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
 
