@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +16,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,6 +41,7 @@ var _ = Describe("observability", Ordered, func() {
 	const site, groupSite = "https://obs-e2e-web-ingress.devcluster.ts.net/", "https://obs-pg.devcluster.ts.net/"
 	var (
 		prom   *promscrape.Prometheus
+		kube   kubernetes.Interface
 		client *tailnetClient
 		panels []panel
 	)
@@ -63,7 +67,7 @@ var _ = Describe("observability", Ordered, func() {
 
 		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(suite.clusterDir(), "kubeconfig"))
 		Expect(err).NotTo(HaveOccurred())
-		kube, err := kubernetes.NewForConfig(cfg)
+		kube, err = kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
 		dir := GinkgoT().TempDir()
 		rulesFile := filepath.Join(dir, "rules.yaml")
@@ -76,12 +80,30 @@ var _ = Describe("observability", Ordered, func() {
 	}, NodeTimeout(6*time.Minute))
 
 	It("scrapes the operator and every proxy through the chart's PodMonitors", func(ctx SpecContext) {
+		// Every ready proxy pod serves /healthz on the listener that serves
+		// /metrics, so each one must be up. A pod left unready by another
+		// spec may be down, as Prometheus would rightly report it.
 		Eventually(func() (map[string]map[string]string, error) {
-			return prom.ActiveTargets(ctx)
-		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(And(
+			targets, err := prom.ActiveTargets(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ready, err := readyProxyMetricsURLs(ctx, kube)
+			if err != nil {
+				return nil, err
+			}
+			proxies := map[string]string{}
+			for _, u := range ready {
+				proxies[u] = targets["tailscale/tailplane-proxies"][u]
+			}
+			return map[string]map[string]string{"tailscale/tailplane-operator": targets["tailscale/tailplane-operator"], "ready proxies": proxies}, nil
+		}).WithContext(ctx).WithTimeout(4*time.Minute).WithPolling(2*time.Second).Should(And(
 			HaveKeyWithValue("tailscale/tailplane-operator", And(Not(BeEmpty()), Not(ContainElement(Not(Equal("up")))))),
-			HaveKeyWithValue("tailscale/tailplane-proxies", And(WithTransform(func(m map[string]string) int { return len(m) }, BeNumerically(">=", 2)), Not(ContainElement(Not(Equal("up")))))),
-		))
+			HaveKeyWithValue("ready proxies", And(WithTransform(func(m map[string]string) int { return len(m) }, BeNumerically(">=", 2)), Not(ContainElement(Not(Equal("up")))))),
+		), func() string {
+			pods, _ := devcluster("kubectl", "get", "pods", "-n", "tailscale", "-o", "wide")
+			return "the tailscale namespace's pods:\n" + pods
+		})
 		Expect(prom.RefreshError()).NotTo(HaveOccurred())
 	}, SpecTimeout(5*time.Minute))
 
@@ -217,4 +239,25 @@ func screenshot(ctx context.Context, prom *promscrape.Prometheus, name, expr str
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), string(out))
 	Expect(path).To(BeAnExistingFile())
+}
+
+// readyProxyMetricsURLs lists the scrape URLs of the proxies in the
+// operator's namespace whose pods are ready and not being deleted.
+func readyProxyMetricsURLs(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
+	pods, err := kube.CoreV1().Pods("tailscale").List(ctx, metav1.ListOptions{LabelSelector: "tailscale.com/managed=true"})
+	if err != nil {
+		return nil, fmt.Errorf("list the proxies' pods: %w", err)
+	}
+	var out []string
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+			continue
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				out = append(out, "http://"+net.JoinHostPort(pod.Status.PodIP, "9002")+"/metrics")
+			}
+		}
+	}
+	return out, nil
 }

@@ -503,7 +503,10 @@ func (p *Prometheus) Rules(ctx context.Context) ([]Rule, error) {
 }
 
 // ActiveTargets lists the scrape targets Prometheus has, with their health
-// ("up", "down", "unknown"): job -> scrape URL -> health.
+// ("up", "down", "unknown"): job -> scrape URL -> health. A target that is
+// not up also names its pod and the last scrape's error, e.g.
+// "down pod=tailscale/web-0: connection refused", so a failing check says
+// which one and why.
 func (p *Prometheus) ActiveTargets(ctx context.Context) (map[string]map[string]string, error) {
 	var res struct {
 		Data struct {
@@ -511,6 +514,7 @@ func (p *Prometheus) ActiveTargets(ctx context.Context) (map[string]map[string]s
 				Labels    map[string]string `json:"labels"`
 				ScrapeURL string            `json:"scrapeUrl"`
 				Health    string            `json:"health"`
+				LastError string            `json:"lastError"`
 			} `json:"activeTargets"`
 		} `json:"data"`
 	}
@@ -522,7 +526,14 @@ func (p *Prometheus) ActiveTargets(ctx context.Context) (map[string]map[string]s
 		if out[t.Labels["job"]] == nil {
 			out[t.Labels["job"]] = map[string]string{}
 		}
-		out[t.Labels["job"]][t.ScrapeURL] = t.Health
+		health := t.Health
+		if health != "up" {
+			health += " pod=" + t.Labels["namespace"] + "/" + t.Labels["pod"]
+			if t.LastError != "" {
+				health += ": " + t.LastError
+			}
+		}
+		out[t.Labels["job"]][t.ScrapeURL] = health
 	}
 	return out, nil
 }
