@@ -100,7 +100,9 @@ func (m *module) approval(cn *v1alpha1.Connector, devices []proxyset.Device, st 
 }
 
 // statusPatch is st as a merge patch that sets every field: an empty one
-// is null, so that routes and devices that are gone go from the status.
+// is null, so that routes and devices that are gone go from the status,
+// but isExitNode and isAppConnector are always there, false included, as
+// the official operator writes them (kubectl get shows "false", not "").
 func statusPatch(st v1alpha1.ConnectorStatus) map[string]any {
 	orNil := func(empty bool, v any) any {
 		if empty {
@@ -111,8 +113,8 @@ func statusPatch(st v1alpha1.ConnectorStatus) map[string]any {
 	return map[string]any{
 		"conditions":     orNil(len(st.Conditions) == 0, st.Conditions),
 		"subnetRoutes":   orNil(st.SubnetRoutes == "", st.SubnetRoutes),
-		"isExitNode":     orNil(!st.IsExitNode, true),
-		"isAppConnector": orNil(!st.IsAppConnector, true),
+		"isExitNode":     st.IsExitNode,
+		"isAppConnector": st.IsAppConnector,
 		"tailnetIPs":     orNil(len(st.TailnetIPs) == 0, st.TailnetIPs),
 		"hostname":       orNil(st.Hostname == "", st.Hostname),
 		"devices":        orNil(len(st.Devices) == 0, st.Devices),

@@ -93,6 +93,13 @@ var _ = Describe("Connectors", Ordered, func() {
 		out, err := devcluster("kubectl", "get", "connector", "ts-pod-cidrs", "-o", "jsonpath={.status.subnetRoutes}")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(Equal("10.42.0.0/16"))
+		// kubectl get -o wide adds the device's name and addresses to the
+		// official columns.
+		out, err = devcluster("kubectl", "get", "connector", "ts-pod-cidrs", "-o", "wide")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(And(
+			MatchRegexp(`(?m)^NAME\s+SUBNETROUTES\s+ISEXITNODE\s+ISAPPCONNECTOR\s+STATUS\s+HOSTNAME\s+TAILNETIPS\s+AGE$`),
+			MatchRegexp(`(?m)^ts-pod-cidrs\s+10\.42\.0\.0/16\s+false\s+false\s+ConnectorCreated\s+ts-pod-cidrs-0\.devcluster\.ts\.net\s+\["100\.\S+\s+\d+[smhd]`)))
 		id := deviceID(ctx, api, "ts-pod-cidrs-0")
 		Eventually(func(g Gomega) {
 			r, err := api.Devices().SubnetRoutes(ctx, id)

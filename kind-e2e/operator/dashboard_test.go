@@ -150,10 +150,15 @@ var _ = Describe("observability", Ordered, func() {
 		Eventually(wide("-n", ns, "routingplugin", "canary")).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(And(
 			MatchRegexp(`(?m)^NAME\s+ORDER\s+POLICY\s+ACCEPTED\s+READY\s+DEGRADED\s+REASON\s+SIZE\s+SHA256\s+AGE$`),
 			MatchRegexp(`(?m)^canary\s+\S+\s+\S+\s+True\s+True\s+\S+\s+Loaded\s+\d+\s+[0-9a-f]{64}\s+\d+[smhd]`)))
-		// ProxyGroup (the official kind's columns): status, URL, type, age.
+		// ProxyGroup: the official kind's columns (status, URL, type, age),
+		// and with -o wide the pods running of those wanted and the
+		// devices' names.
 		Eventually(wide("proxygroup", "obs")).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(And(
-			MatchRegexp(`(?m)^NAME\s+STATUS\s+URL\s+TYPE\s+AGE$`),
-			MatchRegexp(`(?m)^obs\s+ProxyGroupReady\s+(<none>\s+)?ingress\s+\d+[smhd]`)))
+			MatchRegexp(`(?m)^NAME\s+STATUS\s+URL\s+TYPE\s+PODS\s+DEVICES\s+AGE$`),
+			MatchRegexp(`(?m)^obs\s+ProxyGroupReady\s+(<none>\s+)?ingress\s+1/1 ProxyGroup pods running\s+obs-0\s+\d+[smhd]`)))
+		// Without -o wide, exactly the official columns.
+		Eventually(func() (string, error) { return devcluster("kubectl", "get", "proxygroup", "obs") }).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(
+			MatchRegexp(`(?m)^NAME\s+STATUS\s+URL\s+TYPE\s+AGE$`))
 		// Ingresses: the tailnet hostname as the address.
 		Eventually(wide("-n", ns, "ingress")).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(And(
 			MatchRegexp(`(?m)^obs-pg\s+tailscale\s+\S+\s+obs-pg\.devcluster\.ts\.net\s+80, 443\s+\d+[smhd]`),

@@ -94,7 +94,7 @@ var _ = Describe("devcluster", Ordered, func() {
 		Eventually(func() error {
 			_, err := c.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 			return err
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
 	})
 
 	It("runs an echo Deployment and Service to Ready", func(ctx SpecContext) {
@@ -129,7 +129,7 @@ var _ = Describe("devcluster", Ordered, func() {
 			g.Expect(got.Path).To(Equal("/hello"))
 			g.Expect(got.Pod).To(HavePrefix("echo-"))
 			g.Expect(got.PodIP).To(HavePrefix("198.18."))
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
 		Eventually(func(g Gomega) {
 			conn, err := net.Dial("udp", net.JoinHostPort(clusterIP, "80"))
 			g.Expect(err).NotTo(HaveOccurred())
@@ -141,7 +141,7 @@ var _ = Describe("devcluster", Ordered, func() {
 			n, err := conn.Read(buf)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(string(buf[:n])).To(Equal("echo: ping"))
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
 	}, SpecTimeout(90*time.Second))
 
 	It("gives the pod its service-account token at the standard path", func(ctx SpecContext) {
@@ -223,7 +223,7 @@ var _ = Describe("devcluster", Ordered, func() {
 			g.Expect(w.Message).To(ContainSubstring(`"example.com/not/in/the/map:1" is not in devcluster's image map`))
 			g.Expect(w.Message).To(ContainSubstring("*tailplane/echo*="))
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
-		}).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
 		d, err := c.AppsV1().Deployments(ns).Get(ctx, "echo", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(d.Status.ReadyReplicas).To(Equal(int32(2)))
@@ -322,7 +322,7 @@ var _ = Describe("devcluster", Ordered, func() {
 				}
 			}
 			g.Expect(addrs).To(ConsistOf(ContainElement(survivorIP)))
-		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 		By("verifying the certificate issued before the restart with the CA published after it")
 		Expect(verifyWithTailnetCA(certPEM)).To(Succeed())

@@ -73,7 +73,7 @@ func podSpecs(ns string) {
 			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 			g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue())
 			podIP = p.Status.PodIP
-		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		base := "http://" + podIP + ":8080"
 
 		body, err := httpGet(ctx, base+"/env")
@@ -131,7 +131,7 @@ func podSpecs(ns string) {
 			g.Expect(s.LastTerminationState.Terminated.ExitCode).To(Equal(int32(3)))
 			g.Expect(s.State.Waiting).NotTo(BeNil())
 			g.Expect(s.State.Waiting.Reason).To(Equal("CrashLoopBackOff"))
-		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 		By("kubectl logs, through the apiserver and the node's log endpoint")
 		Eventually(func(g Gomega) {
@@ -163,7 +163,7 @@ func podSpecs(ns string) {
 			g.Expect(s.RestartCount).To(BeNumerically(">=", 1))
 			g.Expect(s.LastTerminationState.Terminated).NotTo(BeNil())
 			g.Expect(s.LastTerminationState.Terminated.Message).To(Equal("Liveness probe failed"))
-		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		Expect(c.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(60*time.Second))
 
@@ -192,7 +192,7 @@ func podSpecs(ns string) {
 			pid, err = strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "process://"))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(groupMembers(pid)).To(HaveLen(2), "sh and its background sleep")
-		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 
 		start := time.Now()
 		Expect(c.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())

@@ -72,9 +72,9 @@ type ConnectorStatus struct {
 	// Comma-separated routes the devices advertise.
 	SubnetRoutes string `json:"subnetRoutes,omitempty"`
 	// Whether the devices are exit nodes.
-	IsExitNode bool `json:"isExitNode,omitempty"`
+	IsExitNode bool `json:"isExitNode"`
 	// Whether the devices are app connectors.
-	IsAppConnector bool `json:"isAppConnector,omitempty"`
+	IsAppConnector bool `json:"isAppConnector"`
 	// Tailnet addresses of the first device.
 	TailnetIPs []string `json:"tailnetIPs,omitempty"`
 	// MagicDNS name of the first device.

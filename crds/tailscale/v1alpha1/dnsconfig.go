@@ -15,6 +15,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=dc
 // +kubebuilder:printcolumn:name="NameserverIP",type="string",JSONPath=`.status.nameserver.ip`,description="ClusterIP of the nameserver's Service."
+// +kubebuilder:printcolumn:name="Status",type="string",JSONPath=`.status.conditions[?(@.type == "NameserverReady")].reason`,priority=1,description="Why the nameserver is or is not ready (kubectl get -o wide only)."
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type DNSConfig struct {
 	metav1.TypeMeta   `json:",inline"`

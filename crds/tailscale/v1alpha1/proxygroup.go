@@ -14,6 +14,8 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Status",type="string",JSONPath=`.status.conditions[?(@.type == "ProxyGroupReady")].reason`,description="Why the ProxyGroup is or is not ready."
 // +kubebuilder:printcolumn:name="URL",type="string",JSONPath=`.status.url`,description="Tailnet URL of the API server proxy (kube-apiserver groups only)."
 // +kubebuilder:printcolumn:name="Type",type="string",JSONPath=`.spec.type`,description="What the proxies do: egress, ingress or kube-apiserver."
+// +kubebuilder:printcolumn:name="Pods",type="string",JSONPath=`.status.conditions[?(@.type == "ProxyGroupAvailable")].message`,priority=1,description="Replicas running of those wanted, e.g. 2/2 ProxyGroup pods running (kubectl get -o wide only)."
+// +kubebuilder:printcolumn:name="Devices",type="string",JSONPath=`.status.devices[*].hostname`,priority=1,description="Tailnet hostnames of the replicas' devices (kubectl get -o wide only)."
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 type ProxyGroup struct {
 	metav1.TypeMeta   `json:",inline"`
