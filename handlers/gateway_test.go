@@ -107,11 +107,19 @@ func decodeJSON(u *unstructured.Unstructured, out any) error {
 // routeParents are an HTTPRoute's status.parents of our controller, as
 // "<gateway>: <Accepted reason>/<ResolvedRefs reason>".
 func (h *harness) routeParents(ns, name string) ([]string, error) {
-	u, err := h.dyn.Resource(resources.HTTPRoutes).Namespace(ns).Get(h.ctx(), name, metav1.GetOptions{})
+	return h.routeParentsOf(resources.HTTPRoutes, ns, name)
+}
+
+// routeParentsOf is routeParents for a route of any kind (res).
+func (h *harness) routeParentsOf(res schema.GroupVersionResource, ns, name string) ([]string, error) {
+	u, err := h.dyn.Resource(res).Namespace(ns).Get(h.ctx(), name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	var r gatewayv1.HTTPRoute
+	var r struct {
+		metav1.ObjectMeta `json:"metadata"`
+		Status            gatewayv1.RouteStatus `json:"status"`
+	}
 	if err := decodeJSON(u, &r); err != nil {
 		return nil, err
 	}
@@ -134,8 +142,13 @@ func (h *harness) routeParents(ns, name string) ([]string, error) {
 
 func (h *harness) wantRouteParents(ns, name string, want ...string) {
 	h.t.Helper()
-	testpoll.Until(h.t, settle, fmt.Sprintf("HTTPRoute %s parents %v", name, want), func() error {
-		got, err := h.routeParents(ns, name)
+	h.wantRouteParentsOf(resources.HTTPRoutes, ns, name, want...)
+}
+
+func (h *harness) wantRouteParentsOf(res schema.GroupVersionResource, ns, name string, want ...string) {
+	h.t.Helper()
+	testpoll.Until(h.t, settle, fmt.Sprintf("%s %s parents %v", res.Resource, name, want), func() error {
+		got, err := h.routeParentsOf(res, ns, name)
 		if err != nil {
 			return err
 		}
