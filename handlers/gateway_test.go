@@ -469,6 +469,19 @@ spec:
 		return nil
 	})
 
+	// Funnel is not offered on a Tailscale Service: the annotation is
+	// ignored, with a Warning saying so.
+	funnel := func(on string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, gateway.AnnotationFunnel, on)
+		if _, err := h.dyn.Resource(resources.Gateways).Namespace(ns).Patch(h.ctx(), "shared", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	funnel(`"true"`)
+	h.wantEvent(ns, "shared", corev1.EventTypeWarning, gateway.ReasonFunnelNotSupported, "not supported on a Gateway served by a ProxyGroup")
+	funnel("null")
+
 	// To a device of its own: the Tailscale Service goes, a proxy comes;
 	// the route stays attached.
 	h.applyYAML(resources.Gateways, ns, gatewayDoc("null"))

@@ -34,6 +34,15 @@ const (
 	indexGroupOf = "gateway-proxygroup"
 )
 
+// ReasonFunnelNotSupported is the Warning of a Gateway of a ProxyGroup
+// that asks for Funnel (the reason an Ingress of a ProxyGroup gets).
+const ReasonFunnelNotSupported = "FunnelNotSupported"
+
+// funnelOnGroup says why a ProxyGroup Gateway's Funnel annotation does
+// nothing: Tailscale Services are not offered on Funnel.
+const funnelOnGroup = AnnotationFunnel + " is not supported on a Gateway served by a ProxyGroup and is ignored; " +
+	"remove the ProxyGroup (spec.infrastructure.parametersRef or tailscale.com/proxy-group) to serve it on a device of its own, with Funnel"
+
 // GroupName is the ProxyGroup a Gateway asks to be served by:
 // spec.infrastructure.parametersRef naming a tailscale.com ProxyGroup, else
 // the tailscale.com/proxy-group annotation (as on Ingresses); "" for a
@@ -75,6 +84,9 @@ func (m *module) registerMember(op *runtime.Operator, p *pipeline.Pipeline, memb
 			gw, err := decode(obj)
 			if err != nil {
 				return nil, err
+			}
+			if Funnel(gw) {
+				m.d.Post(gw, corev1.EventTypeWarning, ReasonFunnelNotSupported, funnelOnGroup)
 			}
 			member, _, err := m.member(ctx, gw)
 			return member, err
