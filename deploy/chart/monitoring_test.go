@@ -48,6 +48,10 @@ func TestRenderMonitoring(t *testing.T) {
 	if !reflect.DeepEqual(sel, map[string]string{"tailscale.com/managed": "true"}) {
 		t.Errorf("proxies selector %v", sel)
 	}
+	exprs, _, _ := unstructured.NestedSlice(proxies.Object, "spec", "selector", "matchExpressions")
+	if fmt.Sprint(exprs) != "[map[key:tailscale.com/parent-resource-type operator:NotIn values:[nameserver]]]" {
+		t.Errorf("proxies selector does not leave out the nameserver: %v", exprs)
+	}
 	eps, _, _ := unstructured.NestedSlice(proxies.Object, "spec", "podMetricsEndpoints")
 	if len(eps) != 1 || fmt.Sprint(eps[0].(map[string]any)["targetPort"]) != "9002" || eps[0].(map[string]any)["interval"] != "15s" {
 		t.Errorf("proxies endpoints %v", eps)

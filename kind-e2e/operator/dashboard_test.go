@@ -247,9 +247,12 @@ func screenshot(ctx context.Context, prom *promscrape.Prometheus, name, expr str
 }
 
 // readyProxyMetricsURLs lists the scrape URLs of the proxies in the
-// operator's namespace whose pods are ready and not being deleted.
+// operator's namespace whose pods are ready and not being deleted: the
+// pods the chart's PodMonitor selects (a DNSConfig's nameserver is managed
+// too, and serves no metrics).
 func readyProxyMetricsURLs(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
-	pods, err := kube.CoreV1().Pods("tailscale").List(ctx, metav1.ListOptions{LabelSelector: "tailscale.com/managed=true"})
+	pods, err := kube.CoreV1().Pods("tailscale").List(ctx, metav1.ListOptions{
+		LabelSelector: "tailscale.com/managed=true,tailscale.com/parent-resource-type notin (nameserver)"})
 	if err != nil {
 		return nil, fmt.Errorf("list the proxies' pods: %w", err)
 	}
