@@ -62,17 +62,8 @@ func run(ctx context.Context, args []string, label string, out io.Writer, tty bo
 		label = inv.defaultLabel()
 	}
 	start := time.Now()
-	stale, err := stalePackages(ctx, inv)
-	if err != nil {
-		// Progress is a convenience: build without it.
-		logger.Warn("cannot count the packages to compile; building without a count", "err", err)
-	}
-	p := newProgress(label, stale, start)
-	if len(stale) == 0 {
-		logger.Info("building " + label + ": every package is up to date, linking")
-	} else {
-		logger.Info(fmt.Sprintf("building %s: %d packages to compile", label, len(stale)))
-	}
+	p := newProgress(label, start)
+	logger.Info("building " + label)
 
 	cmd := exec.CommandContext(ctx, "go", inv.buildArgs()...)
 	cmd.Stdout = os.Stdout
@@ -83,15 +74,45 @@ func run(ctx context.Context, args []string, label string, out io.Writer, tty bo
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start go build: %w", err)
 	}
-	var mu sync.Mutex // out is written by the reader and the ticker
+	var mu sync.Mutex // p and out are used by the reader, the ticker and go list's answer
 	status := &statusWriter{out: out, tty: tty}
-	done := make(chan struct{})
+	listCtx, cancelList := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer cancelList()
+	background.Add(2)
+	compiling := make(chan struct{}) // closed at the first package line
 	go func() {
+		defer background.Done()
+		// Only a build that compiles something is counted: an up-to-date
+		// one ends in seconds, and go list beside it would slow it.
+		select {
+		case <-compiling:
+		case <-listCtx.Done():
+			return
+		}
+		libs, err := stalePackages(listCtx, inv)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case listCtx.Err() != nil: // the build ended first
+		case err != nil:
+			// Progress is a convenience: the build goes on without a total.
+			status.clear()
+			logger.Warn("cannot count the packages to compile", "err", err)
+		default:
+			p.setStale(libs)
+			status.clear()
+			logger.Info(fmt.Sprintf("building %s: %s to compile", label, packages(len(libs))))
+		}
+	}()
+	go func() {
+		defer background.Done()
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
 			select {
-			case <-done:
+			case <-listCtx.Done():
 				return
 			case now := <-tick.C:
 				mu.Lock()
@@ -102,19 +123,25 @@ func run(ctx context.Context, args []string, label string, out io.Writer, tty bo
 			}
 		}
 	}()
+	started := false
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		mu.Lock()
-		if !p.compiled(line) {
+		if p.compiled(line) {
+			if !started {
+				started = true
+				close(compiling)
+			}
+		} else {
 			status.clear()
 			fmt.Fprintln(out, line)
 		}
 		mu.Unlock()
 	}
 	err = cmd.Wait()
-	close(done)
+	cancelList()
 	mu.Lock()
 	defer mu.Unlock()
 	status.clear()
@@ -126,7 +153,7 @@ func run(ctx context.Context, args []string, label string, out io.Writer, tty bo
 	case err != nil:
 		return 0, fmt.Errorf("go build: %w", err)
 	}
-	logger.Info(fmt.Sprintf("built %s in %s (%d packages compiled)", label, time.Since(start).Round(time.Second), p.done))
+	logger.Info(fmt.Sprintf("built %s in %s (%s compiled)", label, time.Since(start).Round(time.Second), packages(p.done)))
 	return 0, nil
 }
 
@@ -155,20 +182,23 @@ func (s *statusWriter) clear() {
 	}
 }
 
-// stalePackages asks go list which packages the build would compile.
+// stalePackages asks go list which libraries the build would compile.
 func stalePackages(ctx context.Context, inv invocation) (map[string]bool, error) {
 	args := inv.listArgs()
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Stderr = os.Stderr // module downloads show here
+	var errb strings.Builder
+	cmd.Stderr = &errb // go build reports the same problems
 	outb, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+		return nil, fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
-	stale := map[string]bool{}
-	for _, p := range strings.Fields(string(outb)) {
-		stale[p] = true
+	libs := map[string]bool{}
+	for _, line := range strings.Split(string(outb), "\n") {
+		if name, path, ok := strings.Cut(line, " "); ok && name != "main" {
+			libs[path] = true
+		}
 	}
-	return stale, nil
+	return libs, nil
 }
 
 // isTerminal reports whether f is a terminal (a character device).

@@ -92,43 +92,79 @@ func (inv invocation) defaultLabel() string {
 	return strings.Join(names, ", ")
 }
 
-// progress counts compiled packages against those go list said are stale.
+// progress counts the packages go build -v names as it compiles them.
+// The total is the libraries go list calls stale, known once go list
+// answers (it runs beside the build once the first package compiles:
+// before it, every build would wait seconds for it). Main packages are compiled last and not counted: go
+// list calls them stale whenever their binary is not installed.
 type progress struct {
 	label string
-	stale map[string]bool
 	start time.Time
-	done  int    // stale packages compiled so far
-	last  string // the package compiled last
+	seen  map[string]bool // every package line so far
+	last  string          // the package compiled last
+	stale map[string]bool // nil until go list answers
+	done  int             // packages seen: of stale, once known
 
 	reported     time.Time // when the last non-terminal line was written
 	reportedDone int       // done at that line
 }
 
-func newProgress(label string, stale map[string]bool, start time.Time) *progress {
-	return &progress{label: label, stale: stale, start: start, reported: start}
+func newProgress(label string, start time.Time) *progress {
+	return &progress{label: label, start: start, seen: map[string]bool{}, reported: start}
+}
+
+// isPackageLine reports whether line of go build -v's output names a
+// package: an import path has no spaces or colons, which every error,
+// position and "go: downloading" line has; "# pkg" heads a package's
+// errors.
+func isPackageLine(line string) bool {
+	return line != "" && !strings.ContainsAny(line, " :\t") && !strings.HasPrefix(line, "#")
 }
 
 // compiled records line of go build -v's output: true when it names a
 // package being compiled (a line of its own, not passed on to the user).
 func (p *progress) compiled(line string) bool {
-	if !p.stale[line] {
+	if !isPackageLine(line) {
 		return false
 	}
-	delete(p.stale, line)
-	p.done++
+	if !p.seen[line] {
+		p.seen[line] = true
+		if p.stale == nil || p.stale[line] {
+			p.done++
+		}
+	}
 	p.last = line
 	return true
 }
 
-// total is the number of packages to compile.
-func (p *progress) total() int { return p.done + len(p.stale) }
+// setStale records go list's answer: the libraries to compile.
+func (p *progress) setStale(libs map[string]bool) {
+	p.stale, p.done = libs, 0
+	for pkg := range p.seen {
+		if libs[pkg] {
+			p.done++
+		}
+	}
+}
+
+// total is the number of packages to compile, -1 until go list answers.
+func (p *progress) total() int {
+	if p.stale == nil {
+		return -1
+	}
+	return len(p.stale)
+}
 
 // report is the progress line at now, and whether to show it: on a
 // terminal always; elsewhere when a tenth of the packages or 30 seconds
 // have passed since the last line.
 func (p *progress) report(now time.Time, tty bool) (string, bool) {
+	total := p.total()
 	if !tty {
-		step := max(p.total()/10, 1)
+		step := max(total/10, 1)
+		if total < 0 {
+			step = 100
+		}
 		if p.done-p.reportedDone < step && now.Sub(p.reported) < 30*time.Second {
 			return "", false
 		}
@@ -136,13 +172,15 @@ func (p *progress) report(now time.Time, tty bool) (string, bool) {
 	}
 	elapsed := now.Sub(p.start).Round(time.Second)
 	switch {
-	case p.total() == 0 || len(p.stale) == 0 && p.done > 0:
+	case total < 0:
+		return fmt.Sprintf("building %s: %s compiled (%s), counting what is left", p.label, packages(p.done), elapsed), true
+	case p.done >= total:
 		return fmt.Sprintf("building %s: linking (%s)", p.label, elapsed), true
 	case p.done == 0:
-		return fmt.Sprintf("building %s: 0/%d packages (%s)", p.label, p.total(), elapsed), true
+		return fmt.Sprintf("building %s: 0/%d packages (%s)", p.label, total, elapsed), true
 	}
 	return fmt.Sprintf("building %s: %d/%d packages, %d%% (%s), last %s",
-		p.label, p.done, p.total(), 100*p.done/p.total(), elapsed, p.last), true
+		p.label, p.done, total, 100*p.done/total, elapsed, p.last), true
 }
 
 // buildArgs are go build's arguments with -v: -C first, as go requires.
@@ -154,6 +192,14 @@ func (inv invocation) buildArgs() []string {
 // the build would compile.
 func (inv invocation) listArgs() []string {
 	args := append([]string{"list"}, inv.chdir...)
-	args = append(args, "-deps", "-f", "{{if .Stale}}{{.ImportPath}}{{end}}")
+	args = append(args, "-deps", "-f", "{{if .Stale}}{{.Name}} {{.ImportPath}}{{end}}")
 	return append(append(args, inv.listFlags...), inv.packages...)
+}
+
+// packages is "1 package" or "n packages".
+func packages(n int) string {
+	if n == 1 {
+		return "1 package"
+	}
+	return fmt.Sprintf("%d packages", n)
 }

@@ -54,26 +54,37 @@ func TestParseBuildArgs(t *testing.T) {
 
 func TestProgressReport(t *testing.T) {
 	start := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	stale := map[string]bool{}
+	p := newProgress("devcluster", start)
+	for _, line := range []string{"go: downloading example.com/m v1.0.0", "# example.com/bad", "./x.go:3:2: undefined: y", "\tsomething"} {
+		if p.compiled(line) {
+			t.Errorf("%q counted as a package", line)
+		}
+	}
+	// Before go list answers: counted without a total.
+	for _, line := range []string{"internal/abi", "example.com/p0", "example.com/p1"} {
+		if !p.compiled(line) {
+			t.Fatalf("%q not counted", line)
+		}
+	}
+	if line, _ := p.report(start.Add(2*time.Second), true); line != "building devcluster: 3 packages compiled (2s), counting what is left" {
+		t.Errorf("before the total: %q", line)
+	}
+	stale := map[string]bool{"internal/abi": true}
 	for i := range 20 {
 		stale[fmt.Sprintf("example.com/p%d", i)] = true
 	}
-	p := newProgress("devcluster", stale, start)
-	if line, _ := p.report(start.Add(time.Second), true); line != "building devcluster: 0/20 packages (1s)" {
-		t.Errorf("at the start: %q", line)
+	delete(stale, "example.com/p1") // up to date after all
+	p.setStale(stale)
+	if p.done != 2 || p.total() != 20 {
+		t.Fatalf("after go list: %d/%d", p.done, p.total())
 	}
-	if p.compiled("go: downloading example.com/m v1.0.0") {
-		t.Error("a download line counted as a package")
-	}
-	for i := range 3 {
-		if !p.compiled(fmt.Sprintf("example.com/p%d", i)) {
-			t.Fatalf("p%d not counted", i)
-		}
-	}
-	if p.compiled("example.com/p0") {
+	p.compiled("example.com/p0")
+	if p.done != 2 {
 		t.Error("a package counted twice")
 	}
-	if line, _ := p.report(start.Add(75*time.Second), true); line != "building devcluster: 3/20 packages, 15% (1m15s), last example.com/p2" {
+	p.compiled("example.com/p2")
+	p.compiled("example.com/cmd/app") // a main package: not in the total
+	if line, _ := p.report(start.Add(75*time.Second), true); line != "building devcluster: 3/20 packages, 15% (1m15s), last example.com/cmd/app" {
 		t.Errorf("on a terminal: %q", line)
 	}
 
@@ -125,13 +136,26 @@ func TestRunCountsWhatGoBuildCompiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "out", "app")); err != nil {
 		t.Fatalf("no binary: %v", err)
 	}
-	for _, want := range []string{"building app: 2 packages to compile", "built app in", "(2 packages compiled)"} {
+	for _, want := range []string{"building app", "built app in"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}
 	}
 	if strings.Contains(out.String(), "example.com/gobuildtest") {
 		t.Errorf("package names passed on as output:\n%s", out.String())
+	}
+
+	// Again: nothing to compile, and nothing counted (go list calls the
+	// main package stale: its binary is not installed).
+	logs.Reset()
+	code, err = run(context.Background(), []string{"-C", dir, "-o", filepath.Join(dir, "out") + "/", "./cmd/app"}, "", &out, false, logger)
+	if err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	for _, want := range []string{"(0 packages compiled)"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("second build: logs lack %q:\n%s", want, logs.String())
+		}
 	}
 
 	// A build that fails: its errors pass through, its status is go build's.
