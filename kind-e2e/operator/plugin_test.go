@@ -63,8 +63,15 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 	}, SpecTimeout(7*time.Minute))
 
 	It("answers 503 at once when a fail-closed plugin cannot load", func(ctx SpecContext) {
-		out, err := devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate.yaml")
+		module := buildPlugin(ctx, "./plugins/examples/redirect")
+		out, err := devcluster("kubectl", "create", "configmap", "gate-plugin", "--from-file=redirect.wasm.gz="+module)
 		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate.yaml")
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func() {
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "-f", "kind-e2e/operator/testdata/gate-ingress.yaml", "-f", "kind-e2e/operator/testdata/gate.yaml")
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "configmap", "gate-plugin")
+		})
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "routingplugin", "gate", "-o", `jsonpath={.status.conditions[?(@.type=="Accepted")].reason}`)
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("Compiled"))
@@ -78,6 +85,7 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		out, err = devcluster("kubectl", "create", "secret", "generic", "-n", "tailscale", chunk, "--from-literal=module.wasm.gz=not the accepted module")
 		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "secret", "-n", "tailscale", chunk) })
 		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate-ingress.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() (string, error) {
