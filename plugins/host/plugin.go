@@ -182,7 +182,7 @@ func (p *Plugin) call(ctx context.Context, x *exchange, keep **instance) (next b
 	}
 	p.m.ok.Inc()
 	x.countRefusals()
-	return uint32(res[0]) == 1, uint32(res[0] >> 32), nil
+	return uint32(res) == 1, uint32(res >> 32), nil
 }
 
 // callResponse runs handle_response on the pinned instance and returns it.
@@ -203,23 +203,30 @@ func (p *Plugin) callResponse(ctx context.Context, x *exchange, in *instance, re
 }
 
 // invoke calls fn on in under the plugin's deadline: the watchdog's when
-// the module is instrumented, else wazero's (a context deadline).
-func (p *Plugin) invoke(ctx context.Context, x *exchange, in *instance, fn api.Function, params ...uint64) ([]uint64, error) {
+// the module is instrumented, else wazero's (a context deadline). It
+// returns fn's first result (0 when it has none). The call's values pass
+// through the instance's own stack, so it allocates nothing.
+func (p *Plugin) invoke(ctx context.Context, x *exchange, in *instance, fn api.Function, params ...uint64) (uint64, error) {
 	in.out.startCall()
+	stack := in.stack[:]
+	stack[0], stack[1] = 0, 0
+	copy(stack, params)
 	if p.watch != nil {
 		token := p.watch.begin(in, p.cfg.Timeout)
-		res, err := fn.Call(in.callContext(ctx, x, false), params...)
+		err := fn.CallWithStack(in.callContext(ctx, x, false), stack)
 		if !p.watch.end(in, token) {
-			return nil, errDeadline
+			return 0, errDeadline
 		}
-		return res, err
+		return stack[0], err
 	}
 	if p.cfg.Timeout <= 0 {
-		return fn.Call(in.callContext(ctx, x, false), params...)
+		err := fn.CallWithStack(in.callContext(ctx, x, false), stack)
+		return stack[0], err
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	return fn.Call(in.callContext(cctx, x, true), params...)
+	err := fn.CallWithStack(in.callContext(cctx, x, true), stack)
+	return stack[0], err
 }
 
 // callContext returns the context for one call. Unless wazero enforces the

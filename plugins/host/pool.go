@@ -27,6 +27,7 @@ type instance struct {
 	handleResponse api.Function
 	features       uint32 // enabled during _initialize: apply to every request
 	cc             callCtx
+	stack          [2]uint64    // handle_request's result, handle_response's params
 	out            *guestOutput // its stdout and stderr
 
 	// With a watchdog: the instrumented module's stop global, and the

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"unsafe"
@@ -14,6 +15,8 @@ var (
 	requestHandler  func(Request, Response) bool
 	responseHandler func(Request, Response, bool)
 	scratch         = make([]byte, 2048)
+	recentStrs      recentStrings
+	recentLsts      recentLists
 )
 
 // HandleRequest registers the request handler; call it from init. The
@@ -48,7 +51,12 @@ func EnableFeatures(features uint32) uint32 { return enableFeatures(features) }
 
 // Config returns the plugin's configuration bytes (JSON from the RoutingPlugin).
 func Config() []byte {
-	return []byte(readString(getConfig))
+	n := getConfig(ptr(scratch), uint32(len(scratch)))
+	if int(n) > len(scratch) {
+		scratch = make([]byte, n)
+		n = getConfig(ptr(scratch), n)
+	}
+	return append([]byte(nil), scratch[:n]...)
 }
 
 // Log writes a message to the proxy's log at abi.LogDebug..LogError.
@@ -68,7 +76,7 @@ func readString(fn func(unsafe.Pointer, uint32) uint32) string {
 		scratch = make([]byte, n)
 		n = fn(ptr(scratch), n)
 	}
-	return string(scratch[:n])
+	return recentStrs.get(scratch[:n])
 }
 
 // readList calls a (buf, limit) -> count<<32|len host function and splits
@@ -84,8 +92,7 @@ func readList(fn func(unsafe.Pointer, uint32) uint64) []string {
 		r = fn(ptr(scratch), n)
 		n = uint32(r)
 	}
-	out := strings.Split(string(scratch[:n]), "\x00")
-	return out[:len(out)-1] // the list ends with NUL
+	return recentLsts.get(&recentStrs, scratch[:n])
 }
 
 // Request is the request being handled.
@@ -139,18 +146,17 @@ func firstHeaderValue(kind uint32, name string) string {
 		n = uint32(getHeaderValues(kind, name, ptr(scratch), n))
 	}
 	b := scratch[:n]
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
 	}
-	return string(b)
+	return recentStrs.get(b)
 }
 
-// HeaderValues returns every value of the request header name.
+// HeaderValues returns every value of the request header name. Do not
+// modify the slice: the SDK may return it again (see Backends).
 func (Request) HeaderValues(name string) []string { return headerValues(abi.HeaderRequest, name) }
 
-// HeaderNames lists the request's header names.
+// HeaderNames lists the request's header names. Do not modify the slice.
 func (Request) HeaderNames() []string {
 	return readList(func(b unsafe.Pointer, l uint32) uint64 { return getHeaderNames(abi.HeaderRequest, b, l) })
 }
@@ -257,7 +263,10 @@ func RoutePath() string { return readString(getRoutePath) }
 
 // Backends lists the backends the route offers, the route's own first,
 // then the Ingress's extra backends (annotation tailplane.dev/extra-backends).
-// Names are "<namespace>/<service>:<port>" (capability route).
+// Names are "<namespace>/<service>:<port>" (capability route). Do not
+// modify the slice: a later call that finds the same list returns it again,
+// which saves an allocation per request (copy it with slices.Clone to
+// change it; append already copies).
 func Backends() []string { return readList(getBackends) }
 
 // SetBackend sends the request to the named backend: a name Backends
@@ -277,7 +286,8 @@ func Login() string { return readString(getLogin) }
 // Node returns the caller's device name (capability identity).
 func Node() string { return readString(getNode) }
 
-// Tags returns the caller device's ACL tags (capability identity).
+// Tags returns the caller device's ACL tags (capability identity). Do not
+// modify the slice (see Backends).
 func Tags() []string { return readList(getTags) }
 
 // Public reports whether the request came through Funnel (capability funnel).
