@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -38,6 +39,9 @@ type target struct {
 	scheme  string // "http" (port 80) or "https" (port 443)
 	client  *http.Client
 	dials   atomic.Int64 // connections the client opened
+	// wantProto, when set, is the HTTP major version every response must
+	// have (2: the benchmark measures HTTP/2, not a fallback).
+	wantProto int
 }
 
 // BenchmarkProxy runs, side by side, tailplane-proxy (an L7 ingress with
@@ -82,8 +86,8 @@ func BenchmarkProxy(b *testing.B) {
 	})
 }
 
-// startBackend serves the small body on / and the 100 MB one on /big on
-// loopback, and returns its address.
+// startBackend serves the small body on /, the 100 MB one on /big and a
+// WebSocket echo on /ws on loopback, and returns its address.
 func startBackend(b *testing.B) string {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
@@ -94,6 +98,10 @@ func startBackend(b *testing.B) string {
 					return
 				}
 			}
+			return
+		}
+		if r.URL.Path == "/ws" {
+			echoWebSocket(w, r)
 			return
 		}
 		io.WriteString(w, smallBody)
@@ -112,7 +120,8 @@ func ordered(ts []*target, round int) []*target {
 
 // newTarget reaches hostname's proxy from the client node: plain HTTP on
 // port 80 when tlsConf is nil, otherwise HTTPS on 443 (HTTP/1.1 over TLS,
-// as the bench/official load generator speaks).
+// as the bench/official load generator speaks, or HTTP/2 when tlsConf's
+// NextProtos has h2).
 func newTarget(b *testing.B, client *tsnet.Server, name string, pid int, hostname string, tlsConf *tls.Config) *target {
 	ip := peerIP(b, client, hostname)
 	t := &target{name: name, pid: pid, ip: ip.String(), host: tailnettest.FQDN(hostname), scheme: "http"}
@@ -120,14 +129,21 @@ func newTarget(b *testing.B, client *tsnet.Server, name string, pid int, hostnam
 	if tlsConf != nil {
 		t.scheme, port = "https", "443"
 	}
-	t.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+	tr := &http.Transport{
 		MaxIdleConnsPerHost: concurrency * 2,
 		TLSClientConfig:     tlsConf,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			t.dials.Add(1)
 			return client.Dial(ctx, "tcp", net.JoinHostPort(t.ip, port))
 		},
-	}}
+	}
+	if tlsConf != nil && slices.Contains(tlsConf.NextProtos, "h2") {
+		// HTTP/2 only, and every response is checked to be HTTP/2.
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetHTTP2(true)
+		t.wantProto = 2
+	}
+	t.client = &http.Client{Timeout: 60 * time.Second, Transport: tr}
 	// Warm up: the first packets wait for DERP and the proxy's config.
 	deadline := time.Now().Add(90 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -154,6 +170,9 @@ func (t *target) get(path string, sink io.Writer) error {
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if t.wantProto != 0 && resp.ProtoMajor != t.wantProto {
+		return fmt.Errorf("%s answered over %s, not HTTP/%d", t.name, resp.Proto, t.wantProto)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ const acmeDirectoryEnv = "TS_DEBUG_ACME_DIRECTORY_URL=http://127.0.0.1:9/directo
 // folder, where the benchmark put a certificate of its own CA (ECDSA P-256,
 // the key type of tailscale's ACME certificates). The client speaks
 // HTTP/1.1 over TLS with keep-alive (keepalive) or with a new connection
-// and TLS handshake for every request (handshake).
+// and TLS handshake for every request (handshake), or HTTP/2 (h2).
 func BenchmarkProxyHTTPS(b *testing.B) {
 	tn := tailnettest.New(b)
 	backend := startBackend(b)
@@ -45,8 +45,14 @@ func BenchmarkProxyHTTPS(b *testing.B) {
 	for _, mode := range []struct {
 		name       string
 		keepAlives bool
-	}{{"keepalive", true}, {"handshake", false}} {
+		h2         bool
+	}{{"keepalive", true, false}, {"handshake", false, false}, {"h2", true, true}} {
 		tlsConf := &tls.Config{RootCAs: ca.Roots, MinVersion: tls.VersionTLS12}
+		if mode.h2 {
+			// HTTP/2 over TLS only (ALPN h2; newTarget checks every
+			// response's protocol): the 8 workers share its streams.
+			tlsConf.NextProtos = []string{"h2"}
+		}
 		targets := []*target{
 			newTarget(b, client, "tailplane", tp.Process.Pid, "bench-proxy", tlsConf),
 			newTarget(b, client, "serve", sv.Process.Pid, "bench-serve", tlsConf),

@@ -1,7 +1,9 @@
 // Command servenode is the baseline of the proxy benchmark: a bare tsnet
 // node that proxies port 80 (or, with -https, 443 with the certificate in
 // its state folder) to a backend with tailscale's own serve, set through
-// its LocalClient exactly as `tailscale serve` would.
+// its LocalClient exactly as `tailscale serve` would. With -direct it
+// proxies nothing: it answers HTTP on port 80 itself with the body of
+// -body, the ceiling of any proxy on the same tailnet.
 //
 // It is a benchmark helper, not a product; it imports tsnet and the
 // standard library.
@@ -11,6 +13,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -27,8 +30,16 @@ func main() {
 	backend := flag.String("backend", "", "backend URL, e.g. http://127.0.0.1:8080")
 	dir := flag.String("dir", "", "state folder")
 	https := flag.Bool("https", false, "serve HTTPS on 443 with the node's certificate (as an official Ingress proxy does) instead of HTTP on 80")
+	direct := flag.Bool("direct", false, "answer HTTP on port 80 from this node with -body instead of proxying (no backend)")
+	body := flag.String("body", "hello\n", "the body -direct answers")
 	flag.Parse()
-	if err := run(*control, *hostname, *backend, *dir, *https); err != nil {
+	var err error
+	if *direct {
+		err = runDirect(*control, *hostname, *dir, *body)
+	} else {
+		err = run(*control, *hostname, *backend, *dir, *https)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "servenode:", err)
 		os.Exit(1)
 	}
@@ -65,5 +76,33 @@ func run(control, hostname, backend, dir string, https bool) error {
 	}
 	fmt.Println("ready", fqdn)
 	<-ctx.Done()
+	return nil
+}
+
+// runDirect answers HTTP on the node's port 80 itself: a tsnet listener and
+// net/http, no proxy hop.
+func runDirect(control, hostname, dir, body string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := &tsnet.Server{Dir: dir, Hostname: hostname, ControlURL: control, Logf: func(string, ...any) {}}
+	defer s.Close()
+	upCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := s.Up(upCtx)
+	if err != nil {
+		return err
+	}
+	ln, err := s.Listen("tcp", ":80")
+	if err != nil {
+		return fmt.Errorf("listen on the tailnet: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(body))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	fmt.Println("ready", strings.TrimSuffix(st.Self.DNSName, "."))
+	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		return err
+	}
 	return nil
 }
