@@ -63,8 +63,8 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 	}, SpecTimeout(7*time.Minute))
 
 	It("answers 503 at once when a fail-closed plugin cannot load", func(ctx SpecContext) {
-		module := buildPlugin(ctx, "./plugins/examples/redirect")
-		out, err := devcluster("kubectl", "create", "configmap", "gate-plugin", "--from-file=redirect.wasm.gz="+module)
+		module := buildPlugin(ctx, "./plugins/examples/identity")
+		out, err := devcluster("kubectl", "create", "configmap", "gate-plugin", "--from-file=identity.wasm.gz="+module)
 		Expect(err).NotTo(HaveOccurred(), out)
 		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
