@@ -50,22 +50,7 @@ type target struct {
 // same loopback backend, driven by the same client node:
 // client node -> proxy node -> backend.
 func BenchmarkProxy(b *testing.B) {
-	tn := tailnettest.New(b)
-	backend := startBackend(b)
-	proxyBin, serveBin := buildBinaries(b)
-	client := tn.Node(b, "bench-client")
-
-	// tailplane-proxy, configured from a file.
-	dir := b.TempDir()
-	tp := startTailplaneProxy(b, proxyBin, dir, tn.ControlURL, &config.L7{PlainHTTP: true, DefaultBackend: &config.Backend{Service: "bench", Address: backend}})
-	// tailscale serve.
-	sv := startProc(b, nil, serveBin, "-control", tn.ControlURL, "-hostname", "bench-serve",
-		"-backend", "http://"+backend, "-dir", filepath.Join(dir, "serve"))
-
-	targets := []*target{
-		newTarget(b, client, "tailplane", tp.Process.Pid, "bench-proxy", nil),
-		newTarget(b, client, "serve", sv.Process.Pid, "bench-serve", nil),
-	}
+	targets := plainPair(b, "serve")
 	// Each iteration measures both, alternating which goes first, so that
 	// noise from the shared machine hits both alike.
 	var round int
@@ -84,6 +69,27 @@ func BenchmarkProxy(b *testing.B) {
 		}
 		ratio(b, targets, "MB/s")
 	})
+}
+
+// plainPair starts a tailnet, a loopback backend (startBackend),
+// tailplane-proxy in front of it (an L7 ingress with plain HTTP on :80,
+// configured from a file) and servenode as hostname bench-<name> with
+// extra flags (none: tailscale serve in front of the same backend), and
+// returns both as targets of one client node, tailplane first.
+func plainPair(b *testing.B, name string, extra ...string) []*target {
+	tn := tailnettest.New(b)
+	backend := startBackend(b)
+	proxyBin, serveBin := buildBinaries(b)
+	client := tn.Node(b, "bench-client")
+	dir := b.TempDir()
+	tp := startTailplaneProxy(b, proxyBin, dir, tn.ControlURL, &config.L7{PlainHTTP: true, DefaultBackend: &config.Backend{Service: "bench", Address: backend}})
+	hostname := "bench-" + name
+	other := startProc(b, nil, serveBin, append([]string{"-control", tn.ControlURL, "-hostname", hostname,
+		"-backend", "http://" + backend, "-dir", filepath.Join(dir, name)}, extra...)...)
+	return []*target{
+		newTarget(b, client, "tailplane", tp.Process.Pid, "bench-proxy", nil),
+		newTarget(b, client, name, other.Process.Pid, hostname, nil),
+	}
 }
 
 // startBackend serves the small body on /, the 100 MB one on /big and a

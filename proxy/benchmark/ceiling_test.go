@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
-
-	"github.com/tailplane/tailplane/internal/tailnettest"
-	"github.com/tailplane/tailplane/proxy/config"
 )
 
 // BenchmarkL7Ceiling measures tailplane-proxy against no proxy at all: a
@@ -23,18 +19,7 @@ import (
 // network stack cost the same; the proxy adds its hop to the loopback
 // backend and its L7 work. ratio-req/s is tailplane over direct.
 func BenchmarkL7Ceiling(b *testing.B) {
-	tn := tailnettest.New(b)
-	backend := startBackend(b)
-	proxyBin, serveBin := buildBinaries(b)
-	client := tn.Node(b, "bench-client")
-	dir := b.TempDir()
-	tp := startTailplaneProxy(b, proxyBin, dir, tn.ControlURL, &config.L7{PlainHTTP: true, DefaultBackend: &config.Backend{Service: "bench", Address: backend}})
-	direct := startProc(b, nil, serveBin, "-control", tn.ControlURL, "-hostname", "bench-direct", "-direct",
-		"-body", smallBody, "-dir", filepath.Join(dir, "direct"))
-	targets := []*target{
-		newTarget(b, client, "tailplane", tp.Process.Pid, "bench-proxy", nil),
-		newTarget(b, client, "direct", direct.Process.Pid, "bench-direct", nil),
-	}
+	targets := plainPair(b, "direct", "-direct", "-body", smallBody)
 	var round int
 	b.Run("small", func(b *testing.B) {
 		round++
@@ -52,18 +37,7 @@ func BenchmarkL7Ceiling(b *testing.B) {
 // and waiting for each echo from the loopback backend. It reports
 // messages/s and the p99 round trip.
 func BenchmarkProxyWebSocket(b *testing.B) {
-	tn := tailnettest.New(b)
-	backend := startBackend(b)
-	proxyBin, serveBin := buildBinaries(b)
-	client := tn.Node(b, "bench-client")
-	dir := b.TempDir()
-	tp := startTailplaneProxy(b, proxyBin, dir, tn.ControlURL, &config.L7{PlainHTTP: true, DefaultBackend: &config.Backend{Service: "bench", Address: backend}})
-	sv := startProc(b, nil, serveBin, "-control", tn.ControlURL, "-hostname", "bench-serve",
-		"-backend", "http://"+backend, "-dir", filepath.Join(dir, "serve"))
-	targets := []*target{
-		newTarget(b, client, "tailplane", tp.Process.Pid, "bench-proxy", nil),
-		newTarget(b, client, "serve", sv.Process.Pid, "bench-serve", nil),
-	}
+	targets := plainPair(b, "serve")
 	var round int
 	b.Run("echo", func(b *testing.B) {
 		round++

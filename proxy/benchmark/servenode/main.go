@@ -33,26 +33,37 @@ func main() {
 	direct := flag.Bool("direct", false, "answer HTTP on port 80 from this node with -body instead of proxying (no backend)")
 	body := flag.String("body", "hello\n", "the body -direct answers")
 	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := &tsnet.Server{Dir: *dir, Hostname: *hostname, ControlURL: *control, Logf: func(string, ...any) {}}
+	defer s.Close()
 	var err error
 	if *direct {
-		err = runDirect(*control, *hostname, *dir, *body)
+		err = runDirect(ctx, s, *body)
 	} else {
-		err = run(*control, *hostname, *backend, *dir, *https)
+		err = runServe(ctx, s, *backend, *https)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servenode:", err)
+		s.Close()
 		os.Exit(1)
 	}
 }
 
-func run(control, hostname, backend, dir string, https bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	s := &tsnet.Server{Dir: dir, Hostname: hostname, ControlURL: control, Logf: func(string, ...any) {}}
-	defer s.Close()
+// up brings s onto the tailnet and returns its MagicDNS name.
+func up(ctx context.Context, s *tsnet.Server) (string, error) {
 	upCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	st, err := s.Up(upCtx)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(st.Self.DNSName, "."), nil
+}
+
+// runServe proxies to backend with tailscale's serve until ctx ends.
+func runServe(ctx context.Context, s *tsnet.Server, backend string, https bool) error {
+	fqdn, err := up(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -60,7 +71,6 @@ func run(control, hostname, backend, dir string, https bool) error {
 	if err != nil {
 		return err
 	}
-	fqdn := strings.TrimSuffix(st.Self.DNSName, ".")
 	port, handler := uint16(80), &ipn.TCPPortHandler{HTTP: true}
 	if https {
 		port, handler = 443, &ipn.TCPPortHandler{HTTPS: true}
@@ -71,7 +81,7 @@ func run(control, hostname, backend, dir string, https bool) error {
 			ipn.HostPort(fmt.Sprintf("%s:%d", fqdn, port)): {Handlers: map[string]*ipn.HTTPHandler{"/": {Proxy: backend}}},
 		},
 	}
-	if err := lc.SetServeConfig(upCtx, sc); err != nil {
+	if err := lc.SetServeConfig(ctx, sc); err != nil {
 		return fmt.Errorf("set serve config: %w", err)
 	}
 	fmt.Println("ready", fqdn)
@@ -79,16 +89,10 @@ func run(control, hostname, backend, dir string, https bool) error {
 	return nil
 }
 
-// runDirect answers HTTP on the node's port 80 itself: a tsnet listener and
-// net/http, no proxy hop.
-func runDirect(control, hostname, dir, body string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	s := &tsnet.Server{Dir: dir, Hostname: hostname, ControlURL: control, Logf: func(string, ...any) {}}
-	defer s.Close()
-	upCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	st, err := s.Up(upCtx)
+// runDirect answers HTTP on the node's port 80 itself until ctx ends: a
+// tsnet listener and net/http, no proxy hop.
+func runDirect(ctx context.Context, s *tsnet.Server, body string) error {
+	fqdn, err := up(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -100,7 +104,7 @@ func runDirect(control, hostname, dir, body string) error {
 		_, _ = w.Write([]byte(body))
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
-	fmt.Println("ready", strings.TrimSuffix(st.Self.DNSName, "."))
+	fmt.Println("ready", fqdn)
 	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
 		return err
 	}
