@@ -85,7 +85,9 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		out, err = devcluster("kubectl", "create", "secret", "generic", "-n", "tailscale", chunk, "--from-literal=module.wasm.gz=not the accepted module")
 		Expect(err).NotTo(HaveOccurred(), out)
-		DeferCleanup(func() { _, _ = devcluster("kubectl", "delete", "--ignore-not-found", "secret", "-n", "tailscale", chunk) })
+		DeferCleanup(func() {
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "secret", "-n", "tailscale", chunk)
+		})
 		out, err = devcluster("kubectl", "apply", "-f", "kind-e2e/operator/testdata/gate-ingress.yaml")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() (string, error) {
