@@ -50,25 +50,9 @@ type target struct {
 // same loopback backend, driven by the same client node:
 // client node -> proxy node -> backend.
 func BenchmarkProxy(b *testing.B) {
-	targets := plainPair(b, "serve")
-	// Each iteration measures both, alternating which goes first, so that
-	// noise from the shared machine hits both alike.
-	var round int
-	b.Run("small", func(b *testing.B) {
-		round++
-		for _, t := range ordered(targets, round) {
-			t.small(b)
-		}
-		ratio(b, targets, "req/s")
-		ratio(b, targets, "p99-ms")
-	})
-	b.Run("100MB", func(b *testing.B) {
-		round++
-		for _, t := range ordered(targets, round) {
-			t.big(b)
-		}
-		ratio(b, targets, "MB/s")
-	})
+	pair := &sideBySide{targets: plainPair(b, "serve")}
+	pair.run(b, "small", (*target).small, "req/s", "p99-ms")
+	pair.run(b, "100MB", (*target).big, "MB/s")
 }
 
 // plainPair starts a tailnet, a loopback backend (startBackend),
@@ -114,6 +98,28 @@ func startBackend(b *testing.B) string {
 	}))
 	b.Cleanup(backend.Close)
 	return backend.Listener.Addr().String()
+}
+
+// sideBySide measures two targets in each benchmark iteration, back to
+// back, alternating which goes first, so that noise from the shared machine
+// hits both alike.
+type sideBySide struct {
+	targets []*target
+	round   int
+}
+
+// run is a sub-benchmark that measures each target and reports the first
+// target's value over the second's for each of units.
+func (s *sideBySide) run(b *testing.B, name string, measure func(*target, *testing.B), units ...string) {
+	b.Run(name, func(b *testing.B) {
+		s.round++
+		for _, t := range ordered(s.targets, s.round) {
+			measure(t, b)
+		}
+		for _, unit := range units {
+			ratio(b, s.targets, unit)
+		}
+	})
 }
 
 // ordered returns targets in the given round's order.

@@ -19,16 +19,8 @@ import (
 // network stack cost the same; the proxy adds its hop to the loopback
 // backend and its L7 work. ratio-req/s is tailplane over direct.
 func BenchmarkL7Ceiling(b *testing.B) {
-	targets := plainPair(b, "direct", "-direct", "-body", smallBody)
-	var round int
-	b.Run("small", func(b *testing.B) {
-		round++
-		for _, t := range ordered(targets, round) {
-			t.small(b)
-		}
-		ratio(b, targets, "req/s")
-		ratio(b, targets, "p99-ms")
-	})
+	pair := &sideBySide{targets: plainPair(b, "direct", "-direct", "-body", smallBody)}
+	pair.run(b, "small", (*target).small, "req/s", "p99-ms")
 }
 
 // BenchmarkProxyWebSocket runs WebSocket echoes through tailplane-proxy
@@ -37,16 +29,8 @@ func BenchmarkL7Ceiling(b *testing.B) {
 // and waiting for each echo from the loopback backend. It reports
 // messages/s and the p99 round trip.
 func BenchmarkProxyWebSocket(b *testing.B) {
-	targets := plainPair(b, "serve")
-	var round int
-	b.Run("echo", func(b *testing.B) {
-		round++
-		for _, t := range ordered(targets, round) {
-			t.echo(b)
-		}
-		ratio(b, targets, "msg/s")
-		ratio(b, targets, "p99-ms")
-	})
+	pair := &sideBySide{targets: plainPair(b, "serve")}
+	pair.run(b, "echo", (*target).echo, "msg/s", "p99-ms")
 }
 
 // echo opens `concurrency` WebSocket connections to /ws and sends b.N

@@ -29,18 +29,9 @@ func BenchmarkGatewayVsIngress(b *testing.B) {
 				Backends: []config.WeightedBackend{{Backend: be, Weight: 1}}}}}}},
 	})
 	// gateway first: ratio reports the first target over the second.
-	targets := []*target{
+	pair := &sideBySide{targets: []*target{
 		newTarget(b, client, "gateway", gateway.Process.Pid, "bench-gateway", nil),
 		newTarget(b, client, "ingress", ingress.Process.Pid, "bench-proxy", nil),
-	}
-	var round int
-	b.Run("small", func(b *testing.B) {
-		round++
-		for _, t := range ordered(targets, round) {
-			t.small(b)
-		}
-		ratio(b, targets, "req/s")
-		ratio(b, targets, "p99-ms")
-		ratio(b, targets, "cpu-us/req")
-	})
+	}}
+	pair.run(b, "small", (*target).small, "req/s", "p99-ms", "cpu-us/req")
 }

@@ -60,16 +60,8 @@ func BenchmarkProxyHTTPS(b *testing.B) {
 		for _, t := range targets {
 			t.client.Transport.(*http.Transport).DisableKeepAlives = !mode.keepAlives
 		}
-		var round int
-		b.Run(mode.name, func(b *testing.B) {
-			round++
-			for _, t := range ordered(targets, round) {
-				t.small(b)
-			}
-			ratio(b, targets, "req/s")
-			ratio(b, targets, "p99-ms")
-			ratio(b, targets, "cpu-us/req")
-		})
+		pair := &sideBySide{targets: targets}
+		pair.run(b, mode.name, (*target).small, "req/s", "p99-ms", "cpu-us/req")
 	}
 }
 
