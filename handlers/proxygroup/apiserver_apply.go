@@ -42,10 +42,11 @@ func (g *groups) planAPIServer(ctx context.Context, pg *v1alpha1.ProxyGroup, pla
 	if err != nil {
 		return nil, err
 	}
-	want, err := m.Desired(existing, g.d.OperatorNodeID)
+	claim, err := m.Desired(existing, g.d.OperatorNodeID)
 	if err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
+	want := claim.Service
 	if existing == nil || !tsservice.Same(*existing, want) {
 		if err := be.PutService(ctx, want); err != nil {
 			return nil, err

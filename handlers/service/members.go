@@ -37,6 +37,12 @@ const (
 	ReasonSvcConfigured = "IngressSvcConfigured"
 	ReasonSvcNoBackends = "IngressSvcNoBackendsConfigured"
 	reasonSvcInvalid    = groupmember.ReasonIngressSvcInvalid
+	// ConditionSvcShared (Tailplane's), True while operators of other
+	// clusters serve the member's Tailscale Service too: it names them.
+	// Absent when only this cluster serves it.
+	ConditionSvcShared = "TailscaleServiceShared"
+	// ReasonSvcShared is ConditionSvcShared's reason.
+	ReasonSvcShared = "SharedWithOtherClusters"
 
 	// portsNotValidated is the Tailscale Service ports value that accepts
 	// every port.
@@ -88,7 +94,7 @@ func GroupMember(svc *corev1.Service, s settings.Settings) (*groupmember.Service
 // advertises its service, its load balancer entry; m nil clears both.
 func groupMemberStatus(svc *corev1.Service, m *groupmember.ServiceMember, st groupmember.Status) ([]metav1.Condition, []corev1.LoadBalancerIngress) {
 	if m == nil {
-		return conditions.Remove(conditions.Remove(svc.Status.Conditions, ConditionSvcValid), ConditionSvcConfigured), nil
+		return conditions.Remove(conditions.Remove(conditions.Remove(svc.Status.Conditions, ConditionSvcValid), ConditionSvcConfigured), ConditionSvcShared), nil
 	}
 	// A valid member has no Valid condition, as with the official
 	// operator, which writes it only as False; one left from an earlier
@@ -108,6 +114,11 @@ func groupMemberStatus(svc *corev1.Service, m *groupmember.ServiceMember, st gro
 		if entry.Hostname != "" || entry.IP != "" {
 			lb = []corev1.LoadBalancerIngress{entry}
 		}
+	}
+	conds = conditions.Remove(conds, ConditionSvcShared)
+	if len(st.SharedWith) > 0 {
+		conds = conditions.Set(conds, metav1.Condition{Type: ConditionSvcShared, Status: metav1.ConditionTrue, Reason: ReasonSvcShared,
+			Message: groupmember.SharedMessage(m.ServiceName(), "Service", st.SharedWith)})
 	}
 	return conditions.Set(conds, configured), lb
 }

@@ -221,8 +221,14 @@ func devcluster(args ...string) (string, error) { return devclusterStdin("", arg
 
 // devclusterStdin is devcluster with stdin (none when empty).
 func devclusterStdin(stdin string, args ...string) (string, error) {
+	return devclusterAt(suite.clusterDir(), stdin, args...)
+}
+
+// devclusterAt runs a devcluster subcommand against the cluster in dir,
+// with stdin (none when empty).
+func devclusterAt(dir, stdin string, args ...string) (string, error) {
 	sub, rest := args[0], args[1:]
-	cmd := exec.Command(suite.devcluster, append([]string{sub, "--dir", suite.clusterDir()}, rest...)...)
+	cmd := exec.Command(suite.devcluster, append([]string{sub, "--dir", dir}, rest...)...)
 	cmd.Dir = suite.root
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
 )
@@ -91,5 +92,21 @@ func TestClusterServiceName(t *testing.T) {
 	}
 	if ClusterServiceName("a", "b-c") == ClusterServiceName("a-b", "c") {
 		t.Error("two members, one name")
+	}
+}
+
+func TestSharedWithNamesOperatorsByDevice(t *testing.T) {
+	devices := []tailnet.Device{{ID: "n1", Name: "tailscale-operator-1.tail1.ts.net"}, {ID: "n9", Name: "other.tail1.ts.net"}}
+	got := SharedWith([]string{"n1", "nGone"}, devices)
+	if len(got) != 2 || got[0] != "tailscale-operator-1.tail1.ts.net (n1)" || got[1] != "nGone" {
+		t.Errorf("SharedWith = %q", got)
+	}
+	msg := SharedMessage("svc:web", "Ingress", got[:1])
+	if !strings.Contains(msg, "svc:web is also served by the operator of another cluster: tailscale-operator-1.tail1.ts.net (n1);") ||
+		!strings.Contains(msg, "deleting this Ingress or its ProxyGroup withdraws only this cluster's proxies") {
+		t.Errorf("one other cluster: %s", msg)
+	}
+	if msg := SharedMessage("svc:web", "Service", got); !strings.Contains(msg, "of 2 other clusters: ") {
+		t.Errorf("two other clusters: %s", msg)
 	}
 }

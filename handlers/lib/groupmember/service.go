@@ -31,6 +31,9 @@ const (
 	// ReasonNameShadowed (Tailplane's) warns that a device has the MagicDNS
 	// name a member's Tailscale Service wants.
 	ReasonNameShadowed = "HostnameInUseByDevice"
+	// ReasonShared (Tailplane's) says that operators of other clusters
+	// serve the member's Tailscale Service too.
+	ReasonShared = "TailscaleServiceShared"
 	// MessageBackendsAdvertising counts the replicas advertising a
 	// Tailscale Service, of all replicas.
 	MessageBackendsAdvertising = "%d/%d proxy backends ready and advertising"
@@ -62,7 +65,7 @@ func (m *ServiceMember) Owner() tsservice.Owner {
 }
 
 // Desired is the Tailscale Service m wants, given the one that exists.
-func (m *ServiceMember) Desired(existing *tailnet.Service, operatorID string) (tailnet.Service, error) {
+func (m *ServiceMember) Desired(existing *tailnet.Service, operatorID string) (tsservice.Claim, error) {
 	return tsservice.Desired(m.Owner(), m.Hostname, m.Tags, m.Ports, existing, operatorID)
 }
 
@@ -75,6 +78,9 @@ type Status struct {
 	DNSName string
 	// Addrs are the Tailscale Service's addresses.
 	Addrs []string
+	// SharedWith are the other operators (other clusters) that serve the
+	// Tailscale Service too, as SharedWith names them.
+	SharedWith []string
 }
 
 // ServiceKind is what differs between the kinds of members hosted as a
@@ -198,11 +204,11 @@ func (k *serviceKind) serve(ctx context.Context, obj *unstructured.Unstructured,
 	if err != nil {
 		return err
 	}
-	want, err := m.Desired(existing, k.d.OperatorNodeID)
+	claim, err := m.Desired(existing, k.d.OperatorNodeID)
 	if err != nil {
 		return k.Invalid(ctx, obj, ReasonInvalidTailscaleSvc, err.Error())
 	}
-	if existing == nil || !tsservice.Same(*existing, want) {
+	if want := claim.Service; existing == nil || !tsservice.Same(*existing, want) {
 		if err := be.PutService(ctx, want); err != nil {
 			return err
 		}
@@ -213,7 +219,12 @@ func (k *serviceKind) serve(ctx context.Context, obj *unstructured.Unstructured,
 	if err := tsservice.Sweep(ctx, be, k.d.OperatorNodeID, m.Owner(), m.ServiceName()); err != nil {
 		return err
 	}
-	k.warnIfShadowed(ctx, be, obj, m.Hostname)
+	devices := k.devices(ctx, be, m.Hostname)
+	k.warnIfShadowed(obj, devices, m.Hostname)
+	shared := SharedWith(claim.Others, devices)
+	if len(shared) > 0 {
+		k.d.Post(obj, corev1.EventTypeNormal, ReasonShared, SharedMessage(m.ServiceName(), m.Kind, shared))
+	}
 	for _, name := range m.Service.SharedCertificates() {
 		if err := tsservice.EnsureCertSecret(ctx, k.d.Kube, k.d.Settings.Namespace, name, m.Owner()); err != nil {
 			return err
@@ -226,6 +237,7 @@ func (k *serviceKind) serve(ctx context.Context, obj *unstructured.Unstructured,
 	if existing != nil {
 		st.Addrs = existing.Addrs
 	}
+	st.SharedWith = shared
 	return k.Status(ctx, obj, m, st)
 }
 
@@ -251,19 +263,24 @@ func (k *serviceKind) advertising(ctx context.Context, pg *v1alpha1.ProxyGroup, 
 	return st, nil
 }
 
+// devices lists be's devices for the checks on a member's name; a failed
+// list only skips them (nil).
+func (k *serviceKind) devices(ctx context.Context, be tailnet.Backend, hostname string) []tailnet.Device {
+	devices, err := be.ListDevices(ctx)
+	if err != nil {
+		k.d.Log.Warn("cannot list devices to check the Tailscale Service's name and owners", "hostname", hostname, "err", err)
+		return nil
+	}
+	return devices
+}
+
 // warnIfShadowed posts a Warning when a device has the MagicDNS name the
 // member's Tailscale Service wants (a dedicated proxy of another object
 // named like it, the seed's Ingress and ProxyGroup Service both "my-app"):
 // clients then resolve the name to the device. It does not refuse the
 // member: the device may be this object's own dedicated proxy, on its way
-// out as the object moves into the group. A failed device list only skips
-// the check.
-func (k *serviceKind) warnIfShadowed(ctx context.Context, be tailnet.Backend, obj *unstructured.Unstructured, hostname string) {
-	devices, err := be.ListDevices(ctx)
-	if err != nil {
-		k.d.Log.Warn("cannot list devices to check the Tailscale Service's name", "hostname", hostname, "err", err)
-		return
-	}
+// out as the object moves into the group.
+func (k *serviceKind) warnIfShadowed(obj *unstructured.Unstructured, devices []tailnet.Device, hostname string) {
 	if name := tsservice.ShadowingDevice(devices, hostname); name != "" {
 		k.d.Post(obj, corev1.EventTypeWarning, ReasonNameShadowed, fmt.Sprintf(
 			"device %s has the MagicDNS name of Tailscale Service svc:%s: clients resolve %s to the device, not to the service; give one of them another hostname",

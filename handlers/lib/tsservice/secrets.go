@@ -2,9 +2,7 @@ package tsservice
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/internal/proxystate"
-	"github.com/tailplane/tailplane/internal/tailnet"
 )
 
 // LabelMemberKind marks a shared certificate Secret with its owner's kind
@@ -73,35 +70,6 @@ func DeleteCertSecrets(ctx context.Context, kube kubernetes.Interface, namespace
 	for _, s := range list.Items {
 		if err := secrets.Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete shared certificate %s of %s %s/%s: %w", s.Name, o.Kind, o.Namespace, o.Name, err)
-		}
-	}
-	return nil
-}
-
-// Sweep deletes the Tailscale Services o owns in be's tailnet besides keep
-// (the service it has now; "" for none), or takes o off those others share.
-func Sweep(ctx context.Context, be tailnet.Backend, operatorID string, o Owner, keep string) error {
-	list, err := be.ListServices(ctx)
-	if err != nil {
-		return err
-	}
-	for i := range list {
-		s := &list[i]
-		if s.Name == keep || !o.Owns(s, operatorID) {
-			continue
-		}
-		owners, _ := Owners(s)
-		others := slices.DeleteFunc(owners, func(r OwnerRef) bool { return o.is(r, operatorID) })
-		if len(others) == 0 {
-			if err := be.DeleteService(ctx, s.Name); err != nil {
-				return err
-			}
-			continue
-		}
-		raw, _ := json.Marshal(ownerRefs{OwnerRefs: others})
-		s.Annotations[AnnotationOwnerReferences] = string(raw)
-		if err := be.PutService(ctx, *s); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -1,19 +1,20 @@
 // Package tsservice keeps Tailscale Services (svc:<hostname>) that
 // Kubernetes objects own: the owner annotation the official operator
-// writes, the service an owner wants given the one that exists (never
-// taking another's), sweeping an owner's services out of a tailnet, and the
+// writes, the service an owner wants given the one that exists (shared with
+// the same object of other clusters, as the official operator shares it;
+// never taking another object's), sweeping an owner's services out of a tailnet, and the
 // shared certificate Secret through which a group's replicas serve one
 // service's TLS. ProxyGroup members and kube-apiserver groups own them
 // today; Gateway routes next.
 //
-// tsservice.go is pure; secrets.go and Sweep talk to the API server and the
+// tsservice.go and owners.go are pure; secrets.go and sweep.go talk to the API server and the
 // tailnet. It may import handlers/lib/proxyset, internal/proxystate and
 // internal/tailnet.
 package tsservice
 
 import (
-	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,11 +24,13 @@ import (
 	"github.com/tailplane/tailplane/internal/tailnet"
 )
 
-// AnnotationOwnerReferences, on a Tailscale Service, names the operators
-// (and here, always, the object) it belongs to; the official name.
-const AnnotationOwnerReferences = "tailscale.com/owner-references"
-
 const comment = "This Tailscale Service is managed by the Tailplane operator, do not modify"
+
+// kindExclusive is the kind of owner that holds its Tailscale Service
+// alone, named in its owner reference: a kube-apiserver ProxyGroup, as
+// with the official operator. Every other owner (Ingress, Service,
+// Gateway) shares its service with the same object in other clusters.
+const kindExclusive = "ProxyGroup"
 
 // Name is the Tailscale Service of a hostname, "svc:<hostname>".
 func Name(hostname string) string { return "svc:" + hostname }
@@ -38,96 +41,117 @@ type Owner struct {
 	UID                   types.UID
 }
 
-// OwnerRef is one owner of a Tailscale Service, as recorded in
-// AnnotationOwnerReferences.
-type OwnerRef struct {
-	OperatorID string         `json:"operatorID,omitempty"`
-	Resource   *OwnerResource `json:"resource,omitempty"`
+func (o Owner) resource() OwnerResource {
+	return OwnerResource{Kind: o.Kind, Name: o.Name, Namespace: o.Namespace, UID: o.UID}
 }
 
-// OwnerResource names the object that owns a Tailscale Service.
-type OwnerResource struct {
-	Kind      string    `json:"kind,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	Namespace string    `json:"namespace,omitempty"`
-	UID       types.UID `json:"uid,omitempty"`
+func (o Owner) exclusive() bool { return o.Kind == kindExclusive }
+
+// names reports whether r is o (by kind, namespace and name: an object
+// deleted and made again takes its service back).
+func (o Owner) names(r OwnerResource) bool {
+	return r.Kind == o.Kind && r.Namespace == o.Namespace && r.Name == o.Name
 }
 
-type ownerRefs struct {
-	OwnerRefs []OwnerRef `json:"ownerRefs"`
-}
-
-// is reports whether r names o, as operatorID's.
-func (o Owner) is(r OwnerRef, operatorID string) bool {
-	return r.OperatorID == operatorID && r.Resource != nil && r.Resource.Kind == o.Kind &&
-		r.Resource.Namespace == o.Namespace && r.Resource.Name == o.Name
-}
-
-// Owners reads a Tailscale Service's owner annotation (nil when absent).
-func Owners(svc *tailnet.Service) ([]OwnerRef, error) {
-	raw := svc.Annotations[AnnotationOwnerReferences]
-	if raw == "" {
-		return nil, nil
-	}
-	var o ownerRefs
-	if err := json.Unmarshal([]byte(raw), &o); err != nil {
-		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-		return nil, fmt.Errorf("Tailscale Service %s: annotation %s is not valid JSON: %w", svc.Name, AnnotationOwnerReferences, err)
-	}
-	return o.OwnerRefs, nil
+// Claim is the Tailscale Service an owner wants.
+type Claim struct {
+	// Service is what to write.
+	Service tailnet.Service
+	// Others are the other operators (other clusters) that own the service
+	// too, by the stable node ID of their device.
+	Others []string
 }
 
 // Desired is the Tailscale Service hostname that o wants with tags and
 // ports ("tcp:443"), given the one that exists (nil when none): addresses
-// and other annotations are kept. An existing service that o may not take
-// (made by hand, or another object's) is an error: two objects never
-// silently share a name.
-func Desired(o Owner, hostname string, tags, ports []string, existing *tailnet.Service, operatorID string) (tailnet.Service, error) {
+// and other annotations are kept. As with the official operator, o shares
+// a service that other operators own for their clusters' objects, and may
+// not take one made by hand or held by a kube-apiserver ProxyGroup; nor,
+// as Tailplane adds, one that another object of its own cluster owns. A
+// kube-apiserver ProxyGroup takes only a service of its own.
+func Desired(o Owner, hostname string, tags, ports []string, existing *tailnet.Service, operatorID string) (Claim, error) {
 	want := tailnet.Service{Name: Name(hostname), Comment: comment, Tags: tags, Ports: ports, Annotations: map[string]string{}}
-	mine := OwnerRef{OperatorID: operatorID, Resource: &OwnerResource{Kind: o.Kind, Name: o.Name, Namespace: o.Namespace, UID: o.UID}}
+	own := owners{resources: map[string]OwnerResource{}}
 	if existing != nil {
-		old, err := Owners(existing)
-		if err != nil {
-			return want, err
+		var err error
+		if own, err = readOwners(existing, operatorID); err != nil {
+			return Claim{}, err
 		}
-		if len(old) == 0 {
-			//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-			return want, fmt.Errorf("Tailscale Service %s already exists and is not managed by a Kubernetes operator; delete it or choose another hostname", want.Name)
-		}
-		for _, r := range old {
-			switch {
-			case o.is(r, operatorID):
-				// Ours, perhaps from an earlier object of the same name.
-			case r.OperatorID == operatorID:
-				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-				return want, fmt.Errorf("Tailscale Service %s is already used by %s; choose another hostname", want.Name, describe(r.Resource))
-			default:
-				//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
-				return want, fmt.Errorf("Tailscale Service %s is already used by another operator (device %s); choose another hostname", want.Name, r.OperatorID)
-			}
+		if err := refused(o, own, want.Name, operatorID); err != nil {
+			return Claim{}, err
 		}
 		want.Addrs = existing.Addrs
-		for k, v := range existing.Annotations {
-			want.Annotations[k] = v
+		maps.Copy(want.Annotations, existing.Annotations)
+	}
+	claim := Claim{Others: own.others(operatorID)}
+	switch {
+	case o.exclusive():
+		r := o.resource()
+		own.refs = []OwnerRef{{OperatorID: operatorID, Resource: &r}}
+	case !own.has(operatorID):
+		own.refs = append(own.refs, OwnerRef{OperatorID: operatorID})
+	}
+	if !o.exclusive() {
+		own.resources[operatorID] = o.resource()
+	}
+	if err := own.write(want.Annotations); err != nil {
+		return Claim{}, err
+	}
+	claim.Service = want
+	return claim, nil
+}
+
+// refused says why o may not own an existing service with owners own.
+func refused(o Owner, own owners, name, operatorID string) error {
+	if len(own.refs) == 0 {
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
+		return fmt.Errorf("Tailscale Service %s already exists and is not managed by a Kubernetes operator; delete it or choose another hostname", name)
+	}
+	if x := own.exclusiveOwner(); x != nil && !(x.OperatorID == operatorID && o.names(*x.Resource)) {
+		if x.OperatorID != operatorID {
+			//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
+			return fmt.Errorf("Tailscale Service %s is already used by a %s of another operator (device %s); choose another hostname", name, x.Resource.Kind, x.OperatorID)
+		}
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
+		return fmt.Errorf("Tailscale Service %s is already used by %s; choose another hostname", name, describe(x.Resource))
+	}
+	if o.exclusive() {
+		if others := own.others(operatorID); len(others) > 0 {
+			//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
+			return fmt.Errorf("Tailscale Service %s is already used by another operator (device %s); a kube-apiserver ProxyGroup's service cannot be shared; choose another hostname", name, others[0])
 		}
 	}
-	raw, err := json.Marshal(ownerRefs{OwnerRefs: []OwnerRef{mine}})
-	if err != nil {
-		return want, err
+	if r, ok := own.resources[operatorID]; ok && !o.names(r) {
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
+		return fmt.Errorf("Tailscale Service %s is already used by %s; choose another hostname", name, describe(&r))
 	}
-	want.Annotations[AnnotationOwnerReferences] = string(raw)
-	return want, nil
+	if o.exclusive() && own.has(operatorID) && own.exclusiveOwner() == nil {
+		//lint:ignore ST1005 the official operator's condition message, capitalized as users see it
+		return fmt.Errorf("Tailscale Service %s is already used by another object of this cluster; choose another hostname", name)
+	}
+	return nil
 }
 
 // Owns reports whether the Tailscale Service names o among its owners.
 func (o Owner) Owns(existing *tailnet.Service, operatorID string) bool {
-	old, err := Owners(existing)
-	return err == nil && slices.ContainsFunc(old, func(r OwnerRef) bool { return o.is(r, operatorID) })
+	own, err := readOwners(existing, operatorID)
+	if err != nil || !own.has(operatorID) {
+		return false
+	}
+	if o.exclusive() {
+		x := own.exclusiveOwner()
+		return x != nil && x.OperatorID == operatorID && o.names(*x.Resource)
+	}
+	r, ok := own.resources[operatorID]
+	return ok && o.names(r)
 }
 
 func describe(r *OwnerResource) string {
 	if r == nil {
 		return "another object"
+	}
+	if r.Namespace == "" {
+		return r.Kind + " " + r.Name
 	}
 	return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
 }

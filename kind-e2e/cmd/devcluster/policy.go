@@ -36,6 +36,16 @@ type policySetter interface {
 	SetPolicy(policy string) error
 }
 
+// isOwnFlag reports whether name is one of addFlags' flags: they shape a
+// tailnet devcluster starts, so up --tailnet-from takes none.
+func (*tailnetOptions) isOwnFlag(name string) bool {
+	switch name {
+	case "policy", "oauth-tags", "tailnets", "control", "headscale", "group":
+		return true
+	}
+	return false
+}
+
 // addFlags registers the tailnet's flags of `devcluster up` on fs.
 func (o *tailnetOptions) addFlags(fs *flag.FlagSet) func() error {
 	policyFile := fs.String("policy", "", "tailnet policy file (HuJSON: acls, grants, tagOwners, autoApprovers, nodeAttrs); replaces the saved one and is re-read when it changes (default: the saved one, else allow everything and approve every advertised route and exit node)")

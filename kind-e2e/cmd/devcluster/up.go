@@ -68,11 +68,26 @@ func runUp(args []string) error {
 	nodeKind := fs.String("node", "process", `node kind: "process" (pods as host processes, fast) or "real" (kubelet, containerd, runc, CNI; needs go tool task test:node)`)
 	var imports importFlags
 	fs.Var(&imports, "import", "with --node real: images to import into containerd at start (repeatable): an image archive, an OCI layout folder, or a folder of layouts such as `go run ./deploy/images build -out DIR` writes, named "+realnode.DefaultImportRepo+"/<folder>:<tag>; REPO=PATH names them REPO/<folder>:<tag>")
+	tailnetFrom := fs.String("tailnet-from", "", "join the tailnet of the devcluster running in this folder instead of starting one (a second cluster on one tailnet; --node process only, and none of the tailnet's own options)")
 	var tnOpts tailnetOptions
 	parsedTailnet := tnOpts.addFlags(fs)
 	_ = fs.Parse(args)
 	if err := parsedTailnet(); err != nil {
 		return fmt.Errorf("up: %w", err)
+	}
+	if *tailnetFrom != "" {
+		if *nodeKind != "process" {
+			return errors.New("up: --tailnet-from needs --node process (its pods read the other cluster's ACME CA from the host)")
+		}
+		var own []string
+		fs.Visit(func(f *flag.Flag) {
+			if tnOpts.isOwnFlag(f.Name) {
+				own = append(own, "--"+f.Name)
+			}
+		})
+		if len(own) > 0 {
+			return fmt.Errorf("up: %s: set by the cluster whose tailnet --tailnet-from joins", strings.Join(own, ", "))
+		}
 	}
 	if *dir == "" {
 		return errors.New("up: --dir is required")
@@ -142,12 +157,20 @@ func runUp(args []string) error {
 		nodeDone, waitFor = done, ready
 	}
 
-	tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), controlplane.PodCAFile, tnOpts, cp.LocalCA, logger)
-	if err != nil {
-		return fmt.Errorf("tailnet: %w", err)
+	var tailnetEnv string
+	if *tailnetFrom != "" {
+		if tailnetEnv, err = borrowTailnet(abs, *tailnetFrom); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
+	} else {
+		tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), controlplane.PodCAFile, tnOpts, cp.LocalCA, logger)
+		if err != nil {
+			return fmt.Errorf("tailnet: %w", err)
+		}
+		defer tn.close()
+		go watchPolicy(ctx, tnOpts, tn.policyTarget(), logger.WithPrefix("tailnet"))
+		tailnetEnv = tn.env
 	}
-	defer tn.close()
-	go watchPolicy(ctx, tnOpts, tn.policyTarget(), logger.WithPrefix("tailnet"))
 
 	// Plugin authors push modules here (docs/plugins.md); the operator's
 	// pod runs on the host, so loopback reaches it.
@@ -174,7 +197,7 @@ func runUp(args []string) error {
 		return err
 	}
 	logger.Info("cluster ready", "took", time.Since(start).Round(time.Millisecond))
-	fmt.Printf("ready kubeconfig=%s tailnet=%s registry=%s\n", cp.Kubeconfig, tn.env, reg.Addr)
+	fmt.Printf("ready kubeconfig=%s tailnet=%s registry=%s\n", cp.Kubeconfig, tailnetEnv, reg.Addr)
 	select {
 	case <-ctx.Done():
 		logger.Info("stopping")
