@@ -74,6 +74,11 @@ type Deps struct {
 	// finalizer removed by hand or by another operator) and removes them.
 	// Default DefaultStrayProxySweep; set it before Register.
 	StrayProxySweep time.Duration
+	// SharedServiceCheck is how often the Tailscale Services of
+	// ProxyGroup members are read for operators of other clusters that
+	// began or stopped serving them too (nothing in this cluster changes
+	// then). Default DefaultSharedServiceCheck; set it before Register.
+	SharedServiceCheck time.Duration
 	// RouteApprovalGrace is how long a Connector's routes may stay
 	// unapproved before it warns (RoutesNotApproved): a policy's
 	// autoApprovers approve them a moment after they are advertised.
@@ -105,6 +110,10 @@ const (
 // costs a list of the state Secrets and a read of each parent.
 const DefaultStrayProxySweep = 5 * time.Minute
 
+// DefaultSharedServiceCheck is the default of Deps.SharedServiceCheck: one
+// list of each tailnet's Tailscale Services per member kind.
+const DefaultSharedServiceCheck = 30 * time.Second
+
 // DefaultRouteApprovalGrace is the default of Deps.RouteApprovalGrace:
 // control approves within seconds of the advertisement.
 const DefaultRouteApprovalGrace = 30 * time.Second
@@ -114,7 +123,7 @@ func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interf
 	return &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
 		OrphanKeySweep: DefaultOrphanKeySweep, OrphanKeyGrace: DefaultOrphanKeyGrace, StrayProxySweep: DefaultStrayProxySweep,
-		RouteApprovalGrace: DefaultRouteApprovalGrace,
+		RouteApprovalGrace: DefaultRouteApprovalGrace, SharedServiceCheck: DefaultSharedServiceCheck,
 		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
 			Legacy: LegacyStatePrefix}}
 }

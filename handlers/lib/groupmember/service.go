@@ -115,6 +115,7 @@ type serviceKind struct {
 	d       *cluster.Deps
 	p       *pipeline.Pipeline
 	members *pipeline.Members
+	owners  ownersSeen
 }
 
 // admitted is a member that may be served, with its group.
@@ -148,6 +149,7 @@ func RegisterServiceKind(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipe
 		},
 	})
 	reg.Add(sk)
+	_ = op.Every("proxygroup-"+strings.ToLower(k.Kind)+"-owners", d.SharedServiceCheck, sk.checkOwners) // collected by Run
 }
 
 // Keys are the group's members of this kind.

@@ -163,8 +163,14 @@ func TestKeyDescriptionFitsAndIsDistinct(t *testing.T) {
 
 func TestDeviceNamed(t *testing.T) {
 	d := proxyset.Device{FQDN: "Web.tail1.ts.net"}
-	if !d.Named("web") || d.Named("web2") || d.Named("tail1") || (proxyset.Device{}).Named("") {
+	if !d.Named("web") || d.Named("web2") || d.Named("tail1") || (proxyset.Device{}).Named("") || d.Named("we") {
 		t.Fatal("Named")
+	}
+	// Another device held the name: control appended -N.
+	taken := proxyset.Device{FQDN: "web-12.tail1.ts.net"}
+	if !taken.Named("web") || !taken.Named("web-12") || taken.Named("web-1") || (proxyset.Device{FQDN: "web-.t.ts.net"}).Named("web") ||
+		(proxyset.Device{FQDN: "web-x1.t.ts.net"}).Named("web") {
+		t.Fatal("Named with control's suffix")
 	}
 }
 

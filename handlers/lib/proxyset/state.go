@@ -95,10 +95,22 @@ func AuthKeyFor(configSecret, state *corev1.Secret) (key string, mint bool) {
 
 // Named reports whether the device's MagicDNS name is hostname (its first
 // label, compared without regard to case): a device renamed by its proxy
-// keeps its old name until control has renamed it.
+// keeps its old name until control has renamed it. hostname-N counts too:
+// control gives that name when another device holds hostname, such as the
+// same ProxyGroup's replica in another cluster on the tailnet, and the
+// device keeps it for as long as the other lives. (A rename from exactly
+// hostname-N to hostname is so told done before control made it.)
 func (d Device) Named(hostname string) bool {
 	label, _, _ := strings.Cut(d.FQDN, ".")
-	return label != "" && strings.EqualFold(label, hostname)
+	if label == "" || len(label) < len(hostname) || !strings.EqualFold(label[:len(hostname)], hostname) {
+		return false
+	}
+	suffix := label[len(hostname):]
+	if suffix == "" {
+		return true
+	}
+	n := strings.TrimPrefix(suffix, "-")
+	return n != suffix && n != "" && strings.Trim(n, "0123456789") == ""
 }
 
 // keyDescriptionPrefix starts the description of every auth key minted

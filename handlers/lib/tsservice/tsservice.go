@@ -146,6 +146,22 @@ func (o Owner) Owns(existing *tailnet.Service, operatorID string) bool {
 	return ok && o.names(r)
 }
 
+// SharedMember reads a Tailscale Service that operatorID's cluster serves
+// for a member (not a kube-apiserver ProxyGroup's): the member, and the
+// other operators that own the service too. ok is false for any other
+// service.
+func SharedMember(svc *tailnet.Service, operatorID string) (o Owner, others []string, ok bool) {
+	own, err := readOwners(svc, operatorID)
+	if err != nil || !own.has(operatorID) {
+		return Owner{}, nil, false
+	}
+	r, ok := own.resources[operatorID]
+	if !ok || r.Kind == kindExclusive {
+		return Owner{}, nil, false
+	}
+	return Owner{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID}, own.others(operatorID), true
+}
+
 func describe(r *OwnerResource) string {
 	if r == nil {
 		return "another object"

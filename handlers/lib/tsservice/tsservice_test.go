@@ -70,6 +70,12 @@ func TestDesiredSharesAcrossOperators(t *testing.T) {
 	if back := desired(t, web, &shared.Service, "op1"); len(back.Others) != 1 || back.Others[0] != "op2" || !Same(back.Service, shared.Service) {
 		t.Errorf("first cluster after the second joined: %+v", back)
 	}
+	if o, others, ok := SharedMember(&shared.Service, "op2"); !ok || o.Name != "web" || o.Kind != "Ingress" || len(others) != 1 || others[0] != "op1" {
+		t.Errorf("SharedMember as op2: %+v %v %v", o, others, ok)
+	}
+	if _, _, ok := SharedMember(&shared.Service, "op3"); ok {
+		t.Error("SharedMember of an operator that does not own it")
+	}
 	// An official operator's service takes Tailplane in, and the reverse.
 	official := &tailnet.Service{Name: "svc:web", Annotations: map[string]string{AnnotationOwnerReferences: `{"ownerRefs":[{"operatorID":"nOfficial"}]}`}}
 	if c := desired(t, web, official, "op1"); len(c.Others) != 1 || c.Others[0] != "nOfficial" {
