@@ -24,13 +24,18 @@ type Options struct {
 	LoginServer string
 	// ClientID and ClientSecret are the OAuth client's credentials.
 	ClientID, ClientSecret string
+	// IDToken, instead of ClientSecret, makes the client a workload
+	// identity federation client: each API token is had for a fresh
+	// identity token (a JWT of an issuer the client trusts, such as a
+	// projected ServiceAccount token) at /api/v2/oauth/token-exchange.
+	IDToken func() (string, error)
 	// HTTPClient is the base client (timeouts, transport); nil means one
 	// with a 30 s timeout.
 	HTTPClient *http.Client
 }
 
 // Tailscale is the Backend on the Tailscale API (v2), authenticated with
-// OAuth client credentials.
+// OAuth client credentials or workload identity federation.
 type Tailscale struct {
 	client      *tsapi.Client
 	loginServer string
@@ -41,8 +46,18 @@ var _ Backend = (*Tailscale)(nil)
 // NewTailscale returns a backend for the given options. It does not call the
 // API; use Verify to check the credentials.
 func NewTailscale(opts Options) (*Tailscale, error) {
-	if opts.ClientID == "" || opts.ClientSecret == "" {
-		return nil, errors.New("tailnet: OAuth client ID and secret are required")
+	var auth tsapi.Auth
+	switch {
+	case opts.ClientID == "":
+		return nil, errors.New("tailnet: the OAuth client ID is required")
+	case opts.ClientSecret != "" && opts.IDToken != nil:
+		return nil, errors.New("tailnet: an OAuth client has a secret or identity tokens (workload identity federation), not both")
+	case opts.ClientSecret != "":
+		auth = &tsapi.OAuth{ClientID: opts.ClientID, ClientSecret: opts.ClientSecret}
+	case opts.IDToken != nil:
+		auth = &tsapi.IdentityFederation{ClientID: opts.ClientID, IDTokenFunc: opts.IDToken}
+	default:
+		return nil, errors.New("tailnet: the OAuth client's secret or, for workload identity federation, identity tokens are required")
 	}
 	login := NormalizeLoginServer(opts.LoginServer)
 	base, err := url.Parse(login)
@@ -59,7 +74,7 @@ func NewTailscale(opts Options) (*Tailscale, error) {
 			BaseURL:   base,
 			UserAgent: userAgent,
 			HTTP:      httpClient,
-			Auth:      &tsapi.OAuth{ClientID: opts.ClientID, ClientSecret: opts.ClientSecret},
+			Auth:      auth,
 		},
 	}, nil
 }
@@ -77,6 +92,16 @@ func NewTailscaleFromFiles(loginServer, idFile, secretFile string) (*Tailscale, 
 		return nil, err
 	}
 	return NewTailscale(Options{LoginServer: loginServer, ClientID: id, ClientSecret: secret})
+}
+
+// NewTailscaleFederated returns a backend for loginServer whose OAuth
+// client clientID is a workload identity federation client: its identity
+// token is read from tokenFile each time one is needed (a projected
+// ServiceAccount token, which the kubelet renews in place).
+func NewTailscaleFederated(loginServer, clientID, tokenFile string) (*Tailscale, error) {
+	return NewTailscale(Options{LoginServer: loginServer, ClientID: clientID, IDToken: func() (string, error) {
+		return readCredential(tokenFile, "identity token")
+	}})
 }
 
 func readCredential(path, what string) (string, error) {

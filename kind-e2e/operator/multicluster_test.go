@@ -129,7 +129,7 @@ var _ = Describe("One Ingress in two clusters", Ordered, Label(processNodeOnly),
 			}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Equal("mc-web.devcluster.ts.net"), dir)
 			// Each cluster's Ingress names the operator of the other one
 			// (by its device's MagicDNS name and ID), never its own.
-			Eventually(func() (string, error) { return sharedEvent(dir) }).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).
+			Eventually(func() (string, error) { return sharedEvent(dir) }).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).
 				Should(ContainSubstring("Tailscale Service svc:mc-web is also served by the operator of another cluster: "), dir)
 			msg, err := sharedEvent(dir)
 			Expect(err).NotTo(HaveOccurred())

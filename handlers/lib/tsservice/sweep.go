@@ -33,7 +33,7 @@ func Sweep(ctx context.Context, be tailnet.Backend, operatorID string, o Owner, 
 			continue
 		}
 		if err := rest.write(s.Annotations); err != nil {
-			return fmt.Errorf("Tailscale Service %s: %w", s.Name, err)
+			return fmt.Errorf("owner annotations of Tailscale Service %s: %w", s.Name, err)
 		}
 		if err := be.PutService(ctx, *s); err != nil {
 			return err

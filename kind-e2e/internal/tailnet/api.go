@@ -18,6 +18,7 @@ import (
 func (t *Tailnet) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v2/oauth/token", t.serveToken)
+	mux.HandleFunc("POST /api/v2/oauth/token-exchange", t.serveTokenExchange)
 	mux.Handle("GET /api/v2/tailnet/{tailnet}/keys", t.authed(t.serveListKeys))
 	mux.Handle("POST /api/v2/tailnet/{tailnet}/keys", t.authed(t.serveCreateKey))
 	mux.Handle("GET /api/v2/tailnet/{tailnet}/keys/{id}", t.authed(t.serveGetKey))

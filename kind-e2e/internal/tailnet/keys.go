@@ -109,9 +109,21 @@ func (s *store) issueToken(id, secret string) (string, error) {
 	if id != s.ClientID || secret != s.ClientSecret {
 		return "", errors.New("invalid client credentials")
 	}
+	return s.newTokenLocked(), nil
+}
+
+// issueFederatedToken returns a new API token valid for an hour, for an
+// identity token the federated client's issuer signed.
+func (s *store) issueFederatedToken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newTokenLocked()
+}
+
+func (s *store) newTokenLocked() string {
 	tok := "tskey-api-" + randHex(24)
 	s.tokens[tok] = time.Now().Add(time.Hour)
-	return tok, nil
+	return tok
 }
 
 func (s *store) validToken(tok string) bool {

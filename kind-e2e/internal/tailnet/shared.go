@@ -299,18 +299,19 @@ func (s *server) onSetDNS(req *tailcfg.SetDNSRequest) error {
 }
 
 // serveAPI passes an API call to the tailnet its credentials belong to:
-// the OAuth client's for a token request, the token's for the others.
+// the OAuth client's (or federated client's) for a token request, the
+// token's for the others.
 // Calls with neither go to the first tailnet, which refuses them.
 func (s *server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	t := s.tailnets[0]
-	if r.URL.Path == "/api/v2/oauth/token" {
+	if r.URL.Path == "/api/v2/oauth/token" || r.URL.Path == "/api/v2/oauth/token-exchange" {
 		if r.ParseForm() == nil {
 			id, _, ok := r.BasicAuth()
 			if !ok {
 				id = r.PostForm.Get("client_id")
 			}
 			for _, o := range s.tailnets {
-				if o.ClientID == id {
+				if o.ClientID == id || (id != "" && o.federatedClientID() == id) {
 					t = o
 				}
 			}

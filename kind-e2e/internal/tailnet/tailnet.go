@@ -54,6 +54,9 @@ type Config struct {
 	// may name them without defining them in its groups. Users join with
 	// keys from UserAuthKey.
 	Groups map[string][]string
+	// Federation, when set, is a workload identity federation client of
+	// the API besides the OAuth client, with the same rights.
+	Federation *Federation
 	// OnTXT receives the DNS-01 records nodes publish for certificates.
 	OnTXT  func(name, value string)
 	Logger *log.Logger
@@ -81,6 +84,8 @@ type Tailnet struct {
 	// that user profiles of two tailnets never share an ID.
 	ownerID tailcfg.UserID
 	onTXT   func(name, value string)
+	// federation is Config.Federation, nil without one.
+	federation *federation
 
 	hub     *server
 	api     http.Handler
@@ -144,6 +149,9 @@ func newTailnet(cfg Config, ownerID tailcfg.UserID) (*Tailnet, error) {
 		store: st, devices: &deviceRegistry{m: map[key.NodePublic]deviceInfo{}}, logger: cfg.Logger,
 		routes:     routeState{policy: pol, served: map[key.NodePublic]served{}, vip: newVIPState()},
 		pendingTXT: map[string]string{},
+	}
+	if cfg.Federation != nil {
+		t.federation = &federation{Federation: *cfg.Federation}
 	}
 	t.api = t.apiHandler()
 	return t, nil
