@@ -580,7 +580,8 @@ func TestProxyGroupMemberOperatorKilledAfterCreatingItsService(t *testing.T) {
 	var names []string
 	for name, s := range h.api.Services() {
 		names = append(names, name)
-		if name == "svc:crash" && !strings.Contains(s.Annotations[tsservice.AnnotationOwnerReferences], `"name":"crash"`) {
+		if name == "svc:crash" && (s.Annotations[tsservice.AnnotationOwnerReferences] != `{"ownerRefs":[{"operatorID":"`+operatorNodeID+`"}]}` ||
+			!strings.Contains(s.Annotations[tsservice.AnnotationOwnerResources], `"name":"crash"`)) {
 			t.Fatalf("svc:crash lost its owner: %+v", s)
 		}
 	}

@@ -66,6 +66,9 @@ func newBackend(ctx context.Context, s settings.Settings) (tailnet.Backend, erro
 	if s.HeadscaleURL != "" {
 		backend, err = tailnet.NewHeadscaleFromFile(s.HeadscaleURL, s.HeadscaleAPIKeyFile, s.HeadscaleUser)
 		creds = "the Headscale API key (" + s.HeadscaleAPIKeyFile + ")"
+	} else if s.ClientID != "" {
+		backend, err = tailnet.NewTailscaleFederated(s.LoginServer, s.ClientID, s.IDTokenFile)
+		creds = "the workload identity client " + s.ClientID + " (its identity token " + s.IDTokenFile + ")"
 	} else {
 		backend, err = tailnet.NewTailscaleFromFiles(s.LoginServer, s.ClientIDFile, s.ClientSecretFile)
 		creds = "the OAuth client credentials (" + s.ClientIDFile + ", " + s.ClientSecretFile + ")"

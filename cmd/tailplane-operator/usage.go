@@ -16,6 +16,8 @@ var usage = cmdline.Usage{
 		{Name: settings.EnvNamespace, Doc: "namespace of the proxies' objects (default: the Pod's)"},
 		{Name: settings.EnvLoginServer, Doc: "control server URL (default: Tailscale's)"},
 		{Name: settings.EnvClientIDFile + ", " + settings.EnvClientSecretFile, Doc: "OAuth client credential files (" + settings.DefaultClientIDFile + ", " + settings.DefaultClientSecretFile + ")"},
+		{Name: settings.EnvClientID, Doc: "a workload identity federation client instead of the files: its identity token is the ServiceAccount token projected at " + settings.DefaultIDTokenFile},
+		{Name: settings.EnvServiceAccount, Doc: "the operator's ServiceAccount, whose tokens a Tailnet's Secret with an audience exchanges (" + settings.DefaultServiceAccount + ")"},
 		{Name: settings.EnvHeadscaleURL + ", " + settings.EnvHeadscaleAPIKeyFile + ", " + settings.EnvHeadscaleUser, Doc: "Headscale as the control server"},
 		{Name: settings.EnvProxyImage, Doc: "the proxies' image (" + settings.DefaultProxyImage + ")"},
 		{Name: settings.EnvProxyTags, Doc: "default proxy tags (" + settings.DefaultProxyTags + ")"},

@@ -222,6 +222,44 @@ func TestRenderValues(t *testing.T) {
 	}
 }
 
+// oauth.audience without a client secret: workload identity federation.
+// The operator gets the client ID and its ServiceAccount token projected
+// for the audience at the official path; no client secret is stored
+// anywhere. A client secret, when also set, wins (as in the official
+// chart).
+func TestWorkloadIdentityValues(t *testing.T) {
+	objs := render(t, map[string]any{"oauth": map[string]any{"clientId": "kFED", "audience": "api.tailscale.com/kFED"}})
+	if objs["Secret/operator-oauth"] != nil {
+		t.Error("a client Secret is rendered in workload identity mode")
+	}
+	d := objs.deployment(t)
+	e := env(t, d)
+	if e["CLIENT_ID"].Value != "kFED" || e["CLIENT_ID_FILE"].Name != "" || e["CLIENT_SECRET_FILE"].Name != "" {
+		t.Errorf("env %+v", e)
+	}
+	spec := d.Spec.Template.Spec
+	v := volume(spec.Volumes, "oidc-jwt")
+	if v == nil || v.Projected == nil || len(v.Projected.Sources) != 1 || v.Projected.Sources[0].ServiceAccountToken == nil ||
+		v.Projected.Sources[0].ServiceAccountToken.Audience != "api.tailscale.com/kFED" || v.Projected.Sources[0].ServiceAccountToken.Path != "token" {
+		t.Fatalf("oidc-jwt volume %+v", v)
+	}
+	if volume(spec.Volumes, "oauth") != nil {
+		t.Error("an oauth volume in workload identity mode")
+	}
+	mounted := false
+	for _, m := range spec.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == "oidc-jwt" && m.MountPath == "/var/run/secrets/tailscale/serviceaccount")
+	}
+	if !mounted {
+		t.Errorf("the token is not mounted where the operator reads it: %+v", spec.Containers[0].VolumeMounts)
+	}
+
+	objs = render(t, seedValues(t, "oauth.audience=api.tailscale.com"))
+	if objs["Secret/operator-oauth"] == nil || env(t, objs.deployment(t))["CLIENT_ID"].Name != "" {
+		t.Error("with a client secret too, the secret does not win")
+	}
+}
+
 // proxyConfig.acmeDirectoryURL and acmeCAFile reach the operator as its
 // settings for the proxies, and as the TS_ and SSL_ env its own device
 // reads; unset, none of the four is there. extraEnv still replaces one.
@@ -256,7 +294,7 @@ func TestBadValuesRejected(t *testing.T) {
 		vals map[string]any
 		want string
 	}{
-		{"no OAuth client", map[string]any{}, "at '/oauth': missing properties 'clientId', 'clientSecret'"},
+		{"no OAuth client", map[string]any{}, "at '/oauth': missing property 'clientId'"},
 		{"empty client secret", seedValues(t, "oauth.clientSecret="), "at '/oauth/clientSecret'"},
 		{"installCRDs not a boolean", seedValues(t, "installCRDs=yes"), "at '/installCRDs': got string, want boolean"},
 		{"operator tag without tag:", seedValues(t, "operatorConfig.defaultTags={k8s-operator}"), "at '/operatorConfig/defaultTags/0': 'k8s-operator' does not match pattern"},
@@ -269,7 +307,7 @@ func TestBadValuesRejected(t *testing.T) {
 		{"OAuth client and volume", seedValues(t, "oauthSecretVolume.secret.secretName=mine"), "both oauth.clientId/clientSecret and oauthSecretVolume are set"},
 		{"ACME directory not a URL", seedValues(t, "proxyConfig.acmeDirectoryURL=acme.example.com/dir"), "at '/proxyConfig/acmeDirectoryURL'"},
 		{"ACME CA file not absolute", seedValues(t, "proxyConfig.acmeCAFile=ca.pem"), "at '/proxyConfig/acmeCAFile'"},
-		{"workload identity", seedValues(t, "oauth.audience=api.tailscale.com"), "oauth.audience is set: Tailplane's operator does not support workload identity federation"},
+		{"client ID without secret or audience", map[string]any{"oauth": map[string]any{"clientId": "k1"}}, "at '/oauth'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := chart.Render(context.Background(), chart.Namespace, tc.vals)

@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
@@ -159,7 +161,11 @@ func (m *module) verify(ctx context.Context, tn *v1alpha1.Tailnet) (itailnet.Bac
 	if msg != "" {
 		return nil, ReasonInvalidSecret, msg, nil
 	}
-	be, err := m.newBackend(itailnet.Options{LoginServer: tn.Spec.LoginURL, ClientID: creds.ClientID, ClientSecret: creds.ClientSecret})
+	opts := itailnet.Options{LoginServer: tn.Spec.LoginURL, ClientID: creds.ClientID, ClientSecret: creds.ClientSecret}
+	if creds.Audience != "" {
+		opts.IDToken = m.serviceAccountToken(creds.Audience)
+	}
+	be, err := m.newBackend(opts)
 	if err != nil {
 		return nil, ReasonInvalidOAuth, fmt.Sprintf("invalid spec.loginUrl: %v", err), nil
 	}
@@ -167,6 +173,24 @@ func (m *module) verify(ctx context.Context, tn *v1alpha1.Tailnet) (itailnet.Bac
 		return nil, ReasonInvalidOAuth, msg, nil
 	}
 	return be, ReasonValid, "", nil
+}
+
+// serviceAccountToken returns identity tokens for audience: tokens of the
+// operator's own ServiceAccount that the API server issues (TokenRequest),
+// as the official operator gets them for a Tailnet with an audience.
+func (m *module) serviceAccountToken(audience string) func() (string, error) {
+	return func() (string, error) {
+		// The client library asks without a context.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ns, sa := m.d.Settings.Namespace, m.d.Settings.ServiceAccount
+		tr, err := m.d.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		if err != nil {
+			return "", fmt.Errorf("a token of ServiceAccount %s/%s for audience %q: %w", ns, sa, audience, err)
+		}
+		return tr.Status.Token, nil
+	}
 }
 
 // probe makes the official operator's read-only permission checks: they

@@ -39,9 +39,11 @@ const (
 	KeyAudience     = "audience"
 )
 
-// Credentials are a Tailnet's OAuth client.
+// Credentials are a Tailnet's OAuth client: a client secret, or an
+// audience for workload identity federation (the operator's ServiceAccount
+// tokens for that audience are exchanged for API tokens).
 type Credentials struct {
-	ClientID, ClientSecret string
+	ClientID, ClientSecret, Audience string
 }
 
 // SecretMissing is the message of a Tailnet whose Secret does not exist.
@@ -50,19 +52,18 @@ func SecretMissing(name, namespace string) string {
 }
 
 // ReadSecret returns the OAuth client in s, or why s cannot be used (the
-// official messages; workload identity, the audience key, is not supported
-// by Tailplane).
+// official messages). An audience, as with the official operator, makes it
+// a workload identity federation client and wins over a client secret.
 func ReadSecret(s *corev1.Secret) (Credentials, string) {
 	switch {
 	case len(s.Data) == 0:
 		return Credentials{}, fmt.Sprintf("Secret %q is empty", s.Name)
 	case len(s.Data[KeyClientID]) == 0:
 		return Credentials{}, fmt.Sprintf("Secret %q is missing the client_id field", s.Name)
-	case len(s.Data[KeyClientSecret]) == 0 && len(s.Data[KeyAudience]) > 0:
-		return Credentials{}, fmt.Sprintf("Secret %q has an audience (workload identity), which Tailplane does not support yet; "+
-			"give the OAuth client's client_secret instead", s.Name)
+	case len(s.Data[KeyAudience]) > 0:
+		return Credentials{ClientID: string(s.Data[KeyClientID]), Audience: string(s.Data[KeyAudience])}, ""
 	case len(s.Data[KeyClientSecret]) == 0:
-		return Credentials{}, fmt.Sprintf("Secret %q is missing the client_secret field", s.Name)
+		return Credentials{}, fmt.Sprintf("Secret %q must contain either a client_secret or an audience field", s.Name)
 	}
 	return Credentials{ClientID: string(s.Data[KeyClientID]), ClientSecret: string(s.Data[KeyClientSecret])}, ""
 }

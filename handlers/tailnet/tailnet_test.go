@@ -23,8 +23,7 @@ func TestReadSecret(t *testing.T) {
 	}{
 		{nil, `Secret "creds" is empty`},
 		{map[string]string{"client_secret": "s"}, `Secret "creds" is missing the client_id field`},
-		{map[string]string{"client_id": "i"}, `Secret "creds" is missing the client_secret field`},
-		{map[string]string{"client_id": "i", "audience": "a"}, "workload identity"},
+		{map[string]string{"client_id": "i"}, `Secret "creds" must contain either a client_secret or an audience field`},
 	} {
 		if _, msg := ReadSecret(secret(tc.data)); !strings.Contains(msg, tc.want) {
 			t.Errorf("%v: got %q, want %q", tc.data, msg, tc.want)
@@ -33,6 +32,12 @@ func TestReadSecret(t *testing.T) {
 	creds, msg := ReadSecret(secret(map[string]string{"client_id": "i", "client_secret": "s"}))
 	if msg != "" || creds != (Credentials{ClientID: "i", ClientSecret: "s"}) {
 		t.Fatalf("got %+v %q", creds, msg)
+	}
+	// An audience makes it a workload identity client, as with the
+	// official operator, whatever else the Secret holds.
+	creds, msg = ReadSecret(secret(map[string]string{"client_id": "i", "audience": "a", "client_secret": "s"}))
+	if msg != "" || creds != (Credentials{ClientID: "i", Audience: "a"}) {
+		t.Fatalf("workload identity: got %+v %q", creds, msg)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -155,11 +154,4 @@ func setAPIServerProxyMode(ctx context.Context, mode string) {
 
 // devinstall installs (upgrades) the chart into the suite's cluster as `go
 // tool task dev` does, waiting for the operator.
-func devinstall(ctx context.Context) {
-	GinkgoHelper()
-	cmd := exec.CommandContext(ctx, "go", "run", "./deploy/manifests/devinstall", "--dir", suite.clusterDir())
-	cmd.Dir = suite.root
-	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), string(out))
-	Expect(string(out)).To(ContainSubstring("operator is installed"))
-}
+func devinstall(ctx context.Context) { devinstallWith(ctx) }

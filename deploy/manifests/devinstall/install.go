@@ -41,7 +41,10 @@ const ProxyClassName = "devcluster"
 // pod-security.kubernetes.io/enforce=<podSecurity> (go tool task dev:
 // restricted), so that the API server refuses any operator or proxy pod that
 // does not meet that Pod Security Standard.
-func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) error {
+//
+// With workloadIdentity the operator authenticates as the tailnet's
+// workload identity federation client (oauth.audience, no client secret).
+func Install(ctx context.Context, dir, podSecurity string, workloadIdentity bool, logger *log.Logger) error {
 	env, err := readEnv(filepath.Join(dir, "tailnet.env"))
 	if err != nil {
 		return err
@@ -63,6 +66,13 @@ func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) e
 	if err != nil {
 		return err
 	}
+	values := chartValues(env)
+	if workloadIdentity {
+		if env["TS_API_FEDERATED_CLIENT_ID"] == "" {
+			return fmt.Errorf("--workload-identity: %s names no workload identity client (TS_API_FEDERATED_CLIENT_ID; devcluster's own control server has one)", filepath.Join(dir, "tailnet.env"))
+		}
+		values["oauth"] = map[string]any{"clientId": env["TS_API_FEDERATED_CLIENT_ID"], "audience": env["TS_API_FEDERATED_AUDIENCE"]}
+	}
 	if podSecurity != "" {
 		if err := labelNamespace(ctx, kube, chart.Namespace, map[string]string{
 			"pod-security.kubernetes.io/enforce": podSecurity, "pod-security.kubernetes.io/warn": podSecurity,
@@ -74,7 +84,7 @@ func Install(ctx context.Context, dir, podSecurity string, logger *log.Logger) e
 	helmLog.SetLevel(log.WarnLevel)
 	logger.Info("installing the Helm chart; waiting for the operator", "chart", chart.Name, "release", chart.ReleaseName, "namespace", chart.Namespace)
 	rel, err := chart.Install(ctx, cfg, chart.Namespace, chart.Options{
-		Values: mergeValues(chartValues(env), extra), Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
+		Values: mergeValues(values, extra), Wait: true, Timeout: 3 * time.Minute, Log: helmLog,
 		// A devcluster set up by an older devinstall holds the same objects,
 		// applied without Helm: adopt them.
 		TakeOwnership: true,

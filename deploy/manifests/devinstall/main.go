@@ -60,7 +60,10 @@ type options struct {
 	// namespace (pod-security.kubernetes.io/enforce); "" leaves the
 	// namespace unlabelled.
 	PodSecurity string
-	UpArgs      []string
+	// WorkloadIdentity installs the operator with the tailnet's workload
+	// identity federation client instead of its OAuth client secret.
+	WorkloadIdentity bool
+	UpArgs           []string
 }
 
 func parseArgs(args []string) (options, error) {
@@ -70,6 +73,7 @@ func parseArgs(args []string) (options, error) {
 	fs.StringVar(&o.Up, "up", "", "devcluster binary: start \"devcluster up --dir DIR --bin BIN [options after --]\" first and keep it running")
 	fs.StringVar(&o.Bin, "bin", "bin", "folder with tailplane-operator and tailplane-proxy (for --up)")
 	fs.StringVar(&o.PodSecurity, "pod-security", "restricted", `Pod Security Standard enforced in the operator's namespace (label pod-security.kubernetes.io/enforce): restricted, baseline, privileged, or "" for no label`)
+	fs.BoolVar(&o.WorkloadIdentity, "workload-identity", false, "install with the tailnet's workload identity federation client (oauth.clientId and oauth.audience from tailnet.env's TS_API_FEDERATED_*): the operator exchanges its projected ServiceAccount token for API tokens, and no client secret is stored")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: devinstall [--dir D] [--up DEVCLUSTER [--bin B]] [-- devcluster up options, e.g. --image 'GLOB=BINARY']")
 		fs.PrintDefaults()
@@ -116,7 +120,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 	}
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := Install(ictx, o.Dir, o.PodSecurity, logger); err != nil {
+	if err := Install(ictx, o.Dir, o.PodSecurity, o.WorkloadIdentity, logger); err != nil {
 		if ctx.Err() != nil && wait != nil {
 			return wait()
 		}

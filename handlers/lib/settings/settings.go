@@ -26,6 +26,13 @@ const (
 	EnvLoginServer      = "OPERATOR_LOGIN_SERVER"
 	EnvClientIDFile     = "CLIENT_ID_FILE"
 	EnvClientSecretFile = "CLIENT_SECRET_FILE"
+	// EnvClientID, instead of the files, names a workload identity
+	// federation client (the official chart sets it with oauth.audience).
+	EnvClientID = "CLIENT_ID"
+	// EnvServiceAccount is the operator's own ServiceAccount, whose
+	// tokens a Tailnet's workload identity client exchanges (default
+	// DefaultServiceAccount).
+	EnvServiceAccount   = "OPERATOR_SERVICE_ACCOUNT"
 	EnvProxyImage       = "PROXY_IMAGE"
 	EnvProxyTags        = "PROXY_TAGS"
 	EnvIngressClassName = "OPERATOR_INGRESS_CLASS_NAME"
@@ -63,11 +70,15 @@ const (
 	DefaultLoadBalancerClass = "tailscale"
 	DefaultClientIDFile      = "/oauth/client_id"
 	DefaultClientSecretFile  = "/oauth/client_secret"
-	DefaultLogging           = "info"
-	DefaultOperatorHostname  = "tailscale-operator"
-	DefaultOperatorTags      = "tag:k8s-operator"
-	DefaultHeadscaleKeyFile  = "/headscale/api_key"
-	DefaultHeadscaleUser     = "tailplane"
+	// DefaultIDTokenFile is where the chart projects the operator's
+	// ServiceAccount token for oauth.audience (the official path).
+	DefaultIDTokenFile      = "/var/run/secrets/tailscale/serviceaccount/token"
+	DefaultServiceAccount   = "operator"
+	DefaultLogging          = "info"
+	DefaultOperatorHostname = "tailscale-operator"
+	DefaultOperatorTags     = "tag:k8s-operator"
+	DefaultHeadscaleKeyFile = "/headscale/api_key"
+	DefaultHeadscaleUser    = "tailplane"
 	// namespaceFile is where Kubernetes mounts the Pod's namespace.
 	namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -83,6 +94,15 @@ type Settings struct {
 	// ClientIDFile and ClientSecretFile hold the OAuth client credentials
 	// (CLIENT_ID_FILE, CLIENT_SECRET_FILE).
 	ClientIDFile, ClientSecretFile string
+	// ClientID, when set (CLIENT_ID), is a workload identity federation
+	// client used instead of the files: its API tokens are had for the
+	// operator's ServiceAccount token projected at IDTokenFile
+	// (DefaultIDTokenFile). No client secret is then on disk.
+	ClientID, IDTokenFile string
+	// ServiceAccount is the operator's own ServiceAccount in Namespace
+	// (OPERATOR_SERVICE_ACCOUNT, default operator): a Tailnet whose
+	// Secret has an audience asks the API server for its tokens.
+	ServiceAccount string
 	// HeadscaleURL, when set (HEADSCALE_URL), makes the control server a
 	// Headscale one: the operator uses its REST API with the API key in
 	// HeadscaleAPIKeyFile (HEADSCALE_API_KEY_FILE) instead of the OAuth
@@ -153,6 +173,9 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		LoginServer:       strings.TrimRight(strings.TrimSpace(getenv(EnvLoginServer)), "/"),
 		ClientIDFile:      orDefault(getenv(EnvClientIDFile), DefaultClientIDFile),
 		ClientSecretFile:  orDefault(getenv(EnvClientSecretFile), DefaultClientSecretFile),
+		ClientID:          strings.TrimSpace(getenv(EnvClientID)),
+		IDTokenFile:       DefaultIDTokenFile,
+		ServiceAccount:    orDefault(getenv(EnvServiceAccount), DefaultServiceAccount),
 		ProxyImage:        orDefault(getenv(EnvProxyImage), DefaultProxyImage),
 		IngressClassName:  orDefault(getenv(EnvIngressClassName), DefaultIngressClassName),
 		GatewayClassName:  strings.TrimSpace(getenv(EnvGatewayClassName)),

@@ -16,7 +16,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := settings.Settings{
-		Namespace: "tailscale", ClientIDFile: "/oauth/client_id", ClientSecretFile: "/oauth/client_secret",
+		Namespace: "tailscale", ClientIDFile: "/oauth/client_id", ClientSecretFile: "/oauth/client_secret", IDTokenFile: settings.DefaultIDTokenFile, ServiceAccount: settings.DefaultServiceAccount,
 		ProxyImage: settings.DefaultProxyImage, ProxyTags: []string{"tag:k8s"}, IngressClassName: "tailscale", LoadBalancerClass: "tailscale", Logging: "info",
 		OperatorHostname: "tailscale-operator", OperatorInitialTags: []string{"tag:k8s-operator"},
 	}
@@ -38,7 +38,7 @@ func TestOfficialNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := settings.Settings{
-		Namespace: "ts", LoginServer: "https://hs.example.com", ClientIDFile: "/x/id", ClientSecretFile: "/x/secret",
+		Namespace: "ts", LoginServer: "https://hs.example.com", ClientIDFile: "/x/id", ClientSecretFile: "/x/secret", IDTokenFile: settings.DefaultIDTokenFile, ServiceAccount: settings.DefaultServiceAccount,
 		ProxyImage: "reg/proxy:v1", ProxyTags: []string{"tag:a", "tag:b"}, IngressClassName: "tailnet",
 		LoadBalancerClass: "tailplane", DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
 		OperatorHostname: "ts-op", OperatorInitialTags: []string{"tag:op", "tag:infra"}, OperatorSecret: "operator", OperatorPort: 41641,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tailplane/tailplane/kind-e2e/internal/tailnet"
 	"os"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type tailnetOptions struct {
 	// control is the control server: devcluster's own (controlDevcluster)
 	// or Headscale (controlHeadscale, its binary headscaleBin).
 	control, headscaleBin string
+	// federation is the first tailnet's workload identity federation
+	// client (clusterFederation), nil for none.
+	federation *tailnet.Federation
 }
 
 // policySetter is a control server whose policy can be replaced while it

@@ -185,7 +185,7 @@ func tailnetConfigs(dir string, o tailnetOptions, dns *acme.DNS, logger *log.Log
 	onTXT := func(name, value string) { dns.Set(name, value) }
 	first := tailnet.Config{
 		StateFile: filepath.Join(dir, "tailnet-state.json"), MagicDNSDomain: magicDNSDomain, Policy: o.policy,
-		ClientTags: o.clientTags, Groups: o.groups, OnTXT: onTXT, Logger: logger.WithPrefix("tailnet"),
+		ClientTags: o.clientTags, Groups: o.groups, OnTXT: onTXT, Logger: logger.WithPrefix("tailnet"), Federation: o.federation,
 	}
 	serve(&first)
 	cfgs := []tailnet.Config{first}
@@ -211,6 +211,14 @@ func envLines(s *tailnetStack, header string) []string {
 		"TS_API_CLIENT_ID=" + tn.ClientID,
 		"TS_API_CLIENT_SECRET=" + tn.ClientSecret,
 		"TS_MAGICDNS_DOMAIN=" + tn.MagicDNSDomain,
+	}
+	if id, aud := tn.FederatedClient(); id != "" {
+		lines = append(lines,
+			"# A workload identity federation client of the same tailnet: API tokens for the",
+			"# cluster's own ServiceAccount tokens of the operator (tailscale/operator) with",
+			"# this audience (the chart's oauth.clientId and oauth.audience; devinstall --workload-identity).",
+			"TS_API_FEDERATED_CLIENT_ID="+id,
+			"TS_API_FEDERATED_AUDIENCE="+aud)
 	}
 	if s.second != nil {
 		lines = append(lines,

@@ -163,6 +163,7 @@ func runUp(args []string) error {
 			return fmt.Errorf("up: %w", err)
 		}
 	} else {
+		tnOpts.federation = clusterFederation(cp)
 		tn, err := startTailnet(ctx, abs, tailnetHost(*nodeKind), controlplane.PodCAFile, tnOpts, cp.LocalCA, logger)
 		if err != nil {
 			return fmt.Errorf("tailnet: %w", err)

@@ -63,6 +63,10 @@ type Cluster struct {
 	kcm       *child
 }
 
+// ServiceAccountIssuer is the iss of the cluster's ServiceAccount tokens,
+// as its OIDC discovery document (/.well-known/openid-configuration) says.
+const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
+
 // Layout of a cluster directory.
 func pkiDir(dir string) string  { return filepath.Join(dir, "pki") }
 func logsDir(dir string) string { return filepath.Join(dir, "logs") }
@@ -156,7 +160,7 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 		"--token-auth-file=" + filepath.Join(pkiDir(c.Dir), "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=" + c.ServiceCIDR,
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-issuer=" + ServiceAccountIssuer,
 		"--service-account-key-file=" + saKey,
 		"--service-account-signing-key-file=" + saKey,
 		"--allow-privileged=true",

@@ -117,8 +117,15 @@ func (t *Tailnet) serveTokenExchange(w http.ResponseWriter, r *http.Request) {
 // federatedClientID is the client ID of a tailnet's federated client, ""
 // without one.
 func (t *Tailnet) federatedClientID() string {
+	id, _ := t.FederatedClient()
+	return id
+}
+
+// FederatedClient is the client ID and audience of the tailnet's workload
+// identity federation client (Config.Federation); "" without one.
+func (t *Tailnet) FederatedClient() (clientID, audience string) {
 	if t.federation == nil {
-		return ""
+		return "", ""
 	}
-	return t.federation.ClientID
+	return t.federation.ClientID, t.federation.Audience
 }

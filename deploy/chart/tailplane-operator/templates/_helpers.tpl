@@ -40,9 +40,6 @@ each with a message naming the value and what to do instead.
 {{- fail (printf "loginServer (%s) and headscale.url (%s) differ: with Headscale, proxies log in to headscale.url; leave loginServer empty" .Values.loginServer .Values.headscale.url) -}}
 {{- end -}}
 {{- end -}}
-{{- if (.Values.oauth).audience -}}
-{{- fail "oauth.audience is set: Tailplane's operator does not support workload identity federation; set oauth.clientId and oauth.clientSecret, or oauthSecretVolume" -}}
-{{- end -}}
 {{- end -}}
 
 {{/*
@@ -51,7 +48,20 @@ client: always, unless headscale.url is set (then only when oauth values or
 oauthSecretVolume are given anyway).
 */}}
 {{- define "tailplane.oauth" -}}
+{{- if not (include "tailplane.federated" .) -}}
 {{- if or (not .Values.headscale.url) .Values.oauthSecretVolume (.Values.oauth).clientId (.Values.oauth).clientSecret -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+tailplane.federated is "true" when the OAuth client is a workload identity
+federation client: oauth.audience without oauth.clientSecret (which wins, as
+in the official chart) or oauthSecretVolume. No client secret is then
+stored: the operator's ServiceAccount token, projected for the audience,
+is exchanged for API tokens.
+*/}}
+{{- define "tailplane.federated" -}}
+{{- if and (.Values.oauth).audience (not (.Values.oauth).clientSecret) (not .Values.oauthSecretVolume) -}}true{{- end -}}
 {{- end -}}
 
 {{/*
@@ -71,10 +81,15 @@ operatorConfig.extraEnv is merged in.
   valueFrom:
     fieldRef:
       fieldPath: status.podIP
+{{- if include "tailplane.federated" . }}
+- name: CLIENT_ID
+  value: {{ .Values.oauth.clientId | quote }}
+{{- else }}
 - name: CLIENT_ID_FILE
   value: /oauth/client_id
 - name: CLIENT_SECRET_FILE
   value: /oauth/client_secret
+{{- end }}
 - name: OPERATOR_HOSTNAME
   value: {{ .Values.operatorConfig.hostname | quote }}
 - name: OPERATOR_INITIAL_TAGS
