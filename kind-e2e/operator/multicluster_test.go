@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -217,21 +216,8 @@ func startSecondCluster(ctx context.Context, dir, from string) (stop func()) {
 		"--", "--tailnet-from", from)
 	cmd.Dir = suite.root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	Expect(err).NotTo(HaveOccurred())
-	Expect(cmd.Start()).To(Succeed())
-	installed, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			_, _ = logFile.WriteString(lines.Text() + "\n")
-			if strings.Contains(lines.Text(), "operator is installed") {
-				close(installed)
-			}
-		}
-	}()
-	go func() { _ = cmd.Wait(); close(exited) }()
+	var exitErr error
+	installed, exited := startInstalling(cmd, logFile, &exitErr)
 	stop = func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 		select {
@@ -241,7 +227,6 @@ func startSecondCluster(ctx context.Context, dir, from string) (stop func()) {
 			<-exited
 		}
 		_ = exec.Command(suite.devcluster, "down", "--dir", dir).Run()
-		logFile.Close()
 		_ = os.RemoveAll(dir)
 		if !CurrentSpecReport().Failed() {
 			_ = os.Remove(logPath)

@@ -143,13 +143,27 @@ func (sc *suiteState) startDev(ctx context.Context) {
 	// Its own process group: SIGINT reaches task, devinstall and
 	// devcluster alike, as Ctrl-C in a terminal would.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	installed, exited := startInstalling(cmd, logFile, &sc.exitErr)
+	sc.cmd, sc.exited = cmd, exited
+	select {
+	case <-installed:
+	case <-exited:
+		Fail("`go tool task dev` exited before the operator was installed; see " + sc.dir + ".log")
+	case <-ctx.Done():
+		Fail("`go tool task dev` did not install the operator in time; see " + sc.dir + ".log")
+	}
+}
+
+// startInstalling starts cmd, a devinstall (or go tool task dev), with its
+// output appended to logFile: installed closes once it says the operator is
+// installed, exited once it ended (with *exitErr set and logFile closed).
+func startInstalling(cmd *exec.Cmd, logFile *os.File, exitErr *error) (installed, exited chan struct{}) {
+	GinkgoHelper()
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(cmd.Start()).To(Succeed())
-	exited := make(chan struct{})
-	sc.cmd, sc.exited, sc.exitErr = cmd, exited, nil
-	installed := make(chan struct{})
+	installed, exited = make(chan struct{}), make(chan struct{})
 	go func() {
 		lines := bufio.NewScanner(stdout)
 		for lines.Scan() {
@@ -159,14 +173,8 @@ func (sc *suiteState) startDev(ctx context.Context) {
 			}
 		}
 	}()
-	go func() { sc.exitErr = cmd.Wait(); logFile.Close(); close(exited) }()
-	select {
-	case <-installed:
-	case <-exited:
-		Fail("`go tool task dev` exited before the operator was installed; see " + sc.dir + ".log")
-	case <-ctx.Done():
-		Fail("`go tool task dev` did not install the operator in time; see " + sc.dir + ".log")
-	}
+	go func() { *exitErr = cmd.Wait(); logFile.Close(); close(exited) }()
+	return installed, exited
 }
 
 // stopDev is Ctrl-C: SIGINT to the process group of `go tool task dev`. It
