@@ -29,7 +29,7 @@ func borrowTailnet(abs, from string) (string, error) {
 	if src == abs {
 		return "", errors.New("--tailnet-from names this cluster's own folder")
 	}
-	if !running(src) {
+	if livePID(src) == 0 {
 		return "", fmt.Errorf("--tailnet-from %s: no devcluster runs there (start it first: devcluster up --dir %s)", from, from)
 	}
 	env, err := os.ReadFile(filepath.Join(src, "tailnet.env"))
@@ -61,13 +61,16 @@ func borrowTailnet(abs, from string) (string, error) {
 	return path, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 }
 
-// running reports whether a devcluster runs for the folder dir (its
-// devcluster.pid names a live process).
-func running(dir string) bool {
+// livePID is the process of the devcluster that runs for the folder dir
+// (its devcluster.pid, if that process lives), 0 for none.
+func livePID(dir string) int {
 	b, err := os.ReadFile(filepath.Join(dir, "devcluster.pid"))
 	if err != nil {
-		return false
+		return 0
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid > 0 && syscall.Kill(pid, 0) == nil
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	return pid
 }

@@ -295,10 +295,8 @@ func claimDir(abs, dir, command string) (release func(), err error) {
 		return nil, err
 	}
 	pidFile := filepath.Join(abs, "devcluster.pid")
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
-			return nil, fmt.Errorf("%s: devcluster (pid %d) is already running for %s; run devcluster down --dir %s first", command, pid, abs, dir)
-		}
+	if pid := livePID(abs); pid != 0 {
+		return nil, fmt.Errorf("%s: devcluster (pid %d) is already running for %s; run devcluster down --dir %s first", command, pid, abs, dir)
 	}
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, err
