@@ -127,7 +127,7 @@ func TestTailnetStatusReasons(t *testing.T) {
 	}
 
 	f.setSecret(map[string]string{tailnet.KeyClientID: tailnettest.ClientID})
-	f.wantReady("False", tailnet.ReasonInvalidSecret, "is missing the client_secret field")
+	f.wantReady("False", tailnet.ReasonInvalidSecret, "must contain either a client_secret or an audience field")
 
 	f.setSecret(map[string]string{tailnet.KeyClientID: tailnettest.ClientID, tailnet.KeyClientSecret: "wrong"})
 	f.wantReady("False", tailnet.ReasonInvalidOAuth, "failed to list devices")
