@@ -246,6 +246,7 @@ func (e *Engine) onConfig(ctx context.Context, doc []byte) (retry bool) {
 	}
 	if err == nil {
 		err = e.rename(ctx, cfg.Hostname)
+		e.setStaticEndpoints(e.node, cfg)
 	}
 	if err == nil {
 		err = e.advertise(ctx, e.node, cfg)

@@ -38,6 +38,7 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		AuthKey:       cfg.AuthKey,
 		AdvertiseTags: cfg.Tags,
 		Ephemeral:     e.opts.Ephemeral,
+		Port:          uint16(cfg.ListenPort),
 	}
 	tl := tslog.NewTsnet(e.log, e.opts.TsnetDebug)
 	node.Logf, node.UserLogf = tl.Logf, tl.UserLogf
@@ -54,6 +55,7 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 		node.Close()
 		return fmt.Errorf("start tailnet node %q: %w", cfg.Hostname, err)
 	}
+	e.setStaticEndpoints(node, cfg)
 	// Before login, so that the node's first map request already carries
 	// its routes.
 	if err := e.advertise(ctx, node, cfg); err != nil {
@@ -90,6 +92,20 @@ func (e *Engine) ensureNode(ctx context.Context, cfg *config.Config) error {
 	go func() { defer e.wg.Done(); e.watchVIPs(node) }()
 	go func() { defer e.wg.Done(); e.watchPeers(lc) }()
 	return nil
+}
+
+// setStaticEndpoints gives the node cfg's static endpoints, which it
+// reports to control with those it finds itself.
+func (e *Engine) setStaticEndpoints(node *tsnet.Server, cfg *config.Config) {
+	var eps []netip.AddrPort // nil, not empty: an unchanged value costs nothing
+	for _, s := range cfg.StaticEndpoints {
+		if ap, err := netip.ParseAddrPort(s); err == nil { // validated with the config
+			eps = append(eps, ap)
+		}
+	}
+	if ms, ok := node.Sys().MagicSock.GetOK(); ok {
+		ms.SetStaticEndpoints(views.SliceOf(eps))
+	}
 }
 
 // runningKeys describe the node once it runs: name and tailnet IPs.

@@ -53,6 +53,15 @@ type Config struct {
 	AuthKey string `json:"authKey,omitempty"`
 	// Role selects the section below that is served.
 	Role Role `json:"role"`
+	// ListenPort, when not 0, is the UDP port the node's WireGuard and
+	// peer-to-peer traffic uses (a NodePort Service's target for static
+	// endpoints); 0 picks any. Read when the node starts.
+	ListenPort int `json:"listenPort,omitempty"`
+	// StaticEndpoints are addresses ("ip:port") where peers can reach the
+	// node directly besides those it finds itself, such as a node's
+	// external IP and a NodePort forwarded to ListenPort (ProxyClass
+	// spec.staticEndpoints). Applied live.
+	StaticEndpoints []string `json:"staticEndpoints,omitempty"`
 	// AllowedSourceRanges, when set, limits which tailnet source addresses
 	// (CIDRs) may connect to the node's listeners. Empty allows all.
 	AllowedSourceRanges []string `json:"allowedSourceRanges,omitempty"`

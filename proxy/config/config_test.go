@@ -47,6 +47,8 @@ func TestParseRejects(t *testing.T) {
 		{"bad hostname", `{"version":"v1alpha1","hostname":"Bad_Name","role":"egress","egress":{"targets":[{"ip":"100.64.0.1","ports":[{"port":1}]}]}}`, "hostname: \"Bad_Name\" is not a DNS label"},
 		{"bad tag", `{"version":"v1alpha1","hostname":"a","tags":["k8s"],"role":"egress","egress":{"targets":[{"ip":"100.64.0.1","ports":[{"port":1}]}]}}`, "tags[0]: \"k8s\" is not a tag"},
 		{"bad cidr", `{"version":"v1alpha1","hostname":"a","allowedSourceRanges":["10.0.0.0/33"],"role":"egress","egress":{"targets":[{"ip":"100.64.0.1","ports":[{"port":1}]}]}}`, `allowedSourceRanges[0]: bad CIDR "10.0.0.0/33"`},
+		{"bad listen port", `{"version":"v1alpha1","hostname":"a","listenPort":70000,"role":"egress","egress":{"targets":[{"ip":"100.64.0.1","ports":[{"port":1}]}]}}`, `listenPort: 70000 is not a UDP port`},
+		{"bad static endpoint", `{"version":"v1alpha1","hostname":"a","staticEndpoints":["192.0.2.1"],"role":"egress","egress":{"targets":[{"ip":"100.64.0.1","ports":[{"port":1}]}]}}`, `staticEndpoints[0]: "192.0.2.1" is not an ip:port address`},
 		{"unknown role", `{"version":"v1alpha1","hostname":"a","role":"router"}`, `role: unknown role "router"`},
 		{"missing section", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4"}`, `l4: is required for role "ingress-l4"`},
 		{"extra section", `{"version":"v1alpha1","hostname":"a","role":"ingress-l4","l4":{"ports":[{"port":1,"target":"10.0.0.1:1"}]},"egress":{"targets":[]}}`, `egress: must be empty for role "ingress-l4"`},

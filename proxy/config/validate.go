@@ -40,6 +40,14 @@ func (c *Config) Validate() error {
 			add("loginServer", "%q is not an http(s) URL", c.LoginServer)
 		}
 	}
+	if c.ListenPort < 0 || c.ListenPort > 65535 {
+		add("listenPort", "%d is not a UDP port", c.ListenPort)
+	}
+	for i, ep := range c.StaticEndpoints {
+		if ap, err := netip.ParseAddrPort(ep); err != nil || ap.Port() == 0 {
+			add(fmt.Sprintf("staticEndpoints[%d]", i), "%q is not an ip:port address", ep)
+		}
+	}
 	for i, r := range c.AllowedSourceRanges {
 		if _, err := netip.ParsePrefix(r); err != nil {
 			add(fmt.Sprintf("allowedSourceRanges[%d]", i), "bad CIDR %q: %v", r, err)
