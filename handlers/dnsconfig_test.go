@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/dnsconfig"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/nameserver"
+	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -241,14 +241,7 @@ func serveRecords(t *testing.T, data string) string {
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := testenv.ListenUDPAndTCP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- (&nameserver.Server{Path: path}).Serve(ctx, pc, ln) }()

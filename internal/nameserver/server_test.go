@@ -2,7 +2,6 @@ package nameserver_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/tailplane/tailplane/internal/nameserver"
+	"github.com/tailplane/tailplane/internal/testenv"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -18,7 +18,7 @@ import (
 // the address.
 func start(t *testing.T, path string) string {
 	t.Helper()
-	pc, ln := listenBoth(t)
+	pc, ln := testenv.ListenUDPAndTCP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	s := &nameserver.Server{Path: path, Reload: 50 * time.Millisecond}
@@ -30,28 +30,6 @@ func start(t *testing.T, path string) string {
 		}
 	})
 	return pc.LocalAddr().String()
-}
-
-// listenBoth opens UDP and TCP on one loopback port, as a nameserver serves.
-// The kernel picks a free UDP port; another process may hold the same TCP
-// port, so a few ports are tried before giving up.
-func listenBoth(t *testing.T) (net.PacketConn, net.Listener) {
-	t.Helper()
-	var lastErr error
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			return pc, ln
-		}
-		lastErr = err
-		pc.Close()
-	}
-	t.Fatalf("no loopback port free for both UDP and TCP: %v", lastErr)
-	return nil, nil
 }
 
 func query(t *testing.T, network, addr, name string, qtype uint16) (*dns.Msg, error) {
