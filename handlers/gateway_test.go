@@ -104,13 +104,8 @@ func decodeJSON(u *unstructured.Unstructured, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-// routeParents are an HTTPRoute's status.parents of our controller, as
-// "<gateway>: <Accepted reason>/<ResolvedRefs reason>".
-func (h *harness) routeParents(ns, name string) ([]string, error) {
-	return h.routeParentsOf(resources.HTTPRoutes, ns, name)
-}
-
-// routeParentsOf is routeParents for a route of any kind (res).
+// routeParentsOf are a route's status.parents of our controller (res is the
+// route's resource), as "<gateway>: <Accepted reason>/<ResolvedRefs reason>".
 func (h *harness) routeParentsOf(res schema.GroupVersionResource, ns, name string) ([]string, error) {
 	u, err := h.dyn.Resource(res).Namespace(ns).Get(h.ctx(), name, metav1.GetOptions{})
 	if err != nil {
