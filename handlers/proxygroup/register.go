@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,14 +31,20 @@ type groups struct {
 	p *pipeline.Pipeline
 	// members are the kinds of members, registered by their own modules.
 	members *groupmember.Registry
+
+	mu sync.Mutex
+	// endpoints are each group's replicas' static endpoints by hostname,
+	// as last configured (planStaticEndpoints), for the group's status.
+	endpoints map[string]map[string][]string
 }
 
 // Register adds ProxyGroups to the pipeline: a group's replicas host what
 // its members (the kinds in members, which their modules register) ask
 // for; a change of a group re-handles its members.
 func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, members *groupmember.Registry) {
-	g := &groups{d: d, p: p, members: members}
+	g := &groups{d: d, p: p, members: members, endpoints: map[string]map[string][]string{}}
 	registerEgress(op, g)
+	registerStaticEndpoints(op, g)
 	p.Register(op, pipeline.Module{
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
 		ParentType: groupmember.ParentType, Role: cluster.RoleProxyGroup, ProxyKind: proxyclassrules.L7, ClusterScoped: true,
@@ -56,12 +63,25 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, membe
 	})
 }
 
-// plan is the group's replicas, each hosting every member's service.
+// plan is the group's replicas, each hosting every member's service (or
+// egress target, or the API server), reachable at their static endpoints.
 func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pipeline.Plan, error) {
 	pg, err := groupmember.Decode(obj)
 	if err != nil {
 		return nil, err
 	}
+	plan, err := g.planOfType(ctx, pg)
+	if err != nil || plan == nil || plan.Invalid != "" {
+		return plan, err
+	}
+	if plan.Failed, err = g.planStaticEndpoints(ctx, pg, plan); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// planOfType is the plan of the group's type.
+func (g *groups) planOfType(ctx context.Context, pg *v1alpha1.ProxyGroup) (*pipeline.Plan, error) {
 	if err := validate(pg, g.d.Settings.ProxyTags); err != nil {
 		return &pipeline.Plan{Invalid: err.Error()}, nil
 	}
@@ -148,6 +168,7 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 			g.d.Post(pg, corev1.EventTypeWarning, ready.Reason, out.Message)
 		}
 	}
+	withStaticEndpoints(st.Devices, g.endpointsOf(pg.Name))
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
 		apiServerStatus(pg, out, &st)
 	}

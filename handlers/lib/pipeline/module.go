@@ -60,6 +60,11 @@ type Plan struct {
 	// Invalid, when set, is why the parent's input is refused: the
 	// outcome is Invalid and nothing is applied.
 	Invalid string
+	// Failed, when set, is why the cluster cannot give the parent what it
+	// asks for now (no free node port, say): the outcome is Failed
+	// (CausePlan), nothing is applied, and the parent is handled again
+	// after FailedRetry.
+	Failed string
 	// Hostnames are the replicas' tailnet hostnames, one per replica: their
 	// number is the number of replicas (none: a StatefulSet of zero
 	// replicas, every device deleted).
@@ -121,6 +126,8 @@ const (
 	CauseRenaming
 	// CauseTailnet: the parent's Tailnet does not exist or is not ready.
 	CauseTailnet
+	// CausePlan: the module's plan cannot be met (Plan.Failed).
+	CausePlan
 )
 
 // Outcome is what the pipeline tells a module's Report.

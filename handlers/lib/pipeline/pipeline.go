@@ -26,6 +26,10 @@ const UncheckedRetry = 2 * time.Second
 // (sooner when the other parent lets the name go).
 const HostnameRetry = 30 * time.Second
 
+// FailedRetry is how often a parent whose plan failed (Plan.Failed) tries
+// again, for causes no watch sees (another parent freeing a node port).
+const FailedRetry = 30 * time.Second
+
 // Pipeline runs the proxies of every registered module. One Pipeline is
 // shared by all modules, so that hostname claims see each other.
 type Pipeline struct {
@@ -119,6 +123,17 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 	}
 	if waiting != "" {
 		return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseProxyClass, Message: waiting})
+	}
+	if plan.Failed != "" {
+		// Nothing is applied; the replicas that run keep serving, and the
+		// outcome says so.
+		proxy, err := p.dev.Read(ctx, m.parent(obj), len(plan.Hostnames), p.cachedStates(m.parent(obj)))
+		if err != nil {
+			return err
+		}
+		now := outcome(proxy, plan.Hostnames)
+		p.d.Op.Enqueue(m.Resource, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), FailedRetry)
+		return m.Report(ctx, obj, Outcome{Stage: Failed, Cause: CausePlan, Message: plan.Failed, Devices: now.Devices, Serving: now.Serving})
 	}
 	if err := p.moveTailnet(ctx, m, obj, m.tailnetOf(obj)); err != nil {
 		return err

@@ -23,6 +23,7 @@ var (
 	Ingresses       = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
 	IngressClasses  = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"}
 	Pods            = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	Nodes           = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	// ClusterRoleBindings bind kube-apiserver ProxyGroups' impersonation.
 	ClusterRoleBindings = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
 	EndpointSlices      = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
