@@ -155,6 +155,9 @@ func writeKubeletFiles(dir, name string, api APIServer, localCA *pki.CA, socket 
 		"--cert-dir=" + filepath.Join(kdir, "pki"),
 		"--hostname-override=" + name,
 		"--node-ip=" + NodeIP,
+		// Its addresses past the first registration, and its ExternalIP,
+		// come from devcluster as from a cloud provider (initializeNode).
+		"--cloud-provider=external",
 		"--v=" + strconv.Itoa(1),
 	}, ports, nil
 }

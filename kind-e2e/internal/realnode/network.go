@@ -23,6 +23,11 @@ const (
 	NodeIP = "198.19.0.1"
 	// podRangeEnd is the last address host-local hands to a pod.
 	podRangeEnd = "198.19.0.250"
+	// ExternalIP is the node's ExternalIP address, as a cloud provider
+	// gives its nodes one (initializeNode): a second address of the
+	// bridge, outside the pod range, where NodePort Services answer
+	// (ProxyClass staticEndpoints advertise it to the tailnet).
+	ExternalIP = "198.19.1.1"
 )
 
 // PrepareNetwork creates the bridge with NodeIP, before the kube-apiserver
@@ -50,6 +55,10 @@ func ensureBridge() error {
 		return err
 	}
 	if err := ipCmd("addr", "add", NodeIP+"/24", "dev", Bridge); err != nil &&
+		!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
+		return err
+	}
+	if err := ipCmd("addr", "add", ExternalIP+"/32", "dev", Bridge); err != nil &&
 		!strings.Contains(err.Error(), "File exists") && !strings.Contains(err.Error(), "already assigned") {
 		return err
 	}

@@ -193,7 +193,8 @@ func pickSnapshotter(dir string) string {
 	return "overlayfs"
 }
 
-// waitReady waits for the kubelet to register the Node and report it Ready.
+// waitReady waits for the kubelet to register the Node, sets the Node up
+// as a cloud provider would (initializeNode), and waits for it to be Ready.
 func (n *Node) waitReady(ctx context.Context, k *proc) error {
 	// Heartbeat times have whole seconds.
 	started := time.Now().Truncate(time.Second)
@@ -201,6 +202,9 @@ func (n *Node) waitReady(ctx context.Context, k *proc) error {
 	var last error
 	for time.Now().Before(deadline) {
 		node, err := n.cfg.Client.CoreV1().Nodes().Get(ctx, n.cfg.Name, metav1.GetOptions{})
+		if err == nil {
+			err = initializeNode(ctx, n.cfg.Client, node)
+		}
 		if err == nil {
 			last = errors.New("not Ready yet")
 			for _, c := range node.Status.Conditions {

@@ -1,0 +1,121 @@
+package operator
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"tailscale.com/tailcfg"
+)
+
+// ProxyClass staticEndpoints on the real node, whose ExternalIP devcluster
+// sets as a cloud provider would: each replica of a ProxyGroup gets a
+// NodePort Service to its WireGuard port, advertises "<ExternalIP>:<node
+// port>" to the tailnet, and a tailnet peer's disco pings to that endpoint
+// come back through kube-proxy's NodePort rules from the replica itself.
+var _ = Describe("ProxyClass staticEndpoints", Ordered, Label(realNodeOnly), func() {
+	const (
+		class      = "static-endpoints"
+		group      = "static-proxies"
+		externalIP = "198.19.1.1" // realnode.ExternalIP
+	)
+	var endpoints []string // replica ordinal -> its static endpoint
+
+	BeforeAll(func(ctx SpecContext) {
+		manifest := `apiVersion: tailscale.com/v1alpha1
+kind: ProxyClass
+metadata:
+  name: ` + class + `
+spec:
+  staticEndpoints:
+    nodePort:
+      ports:
+        - {port: 30850, endPort: 30851}
+---
+apiVersion: tailscale.com/v1alpha1
+kind: ProxyGroup
+metadata:
+  name: ` + group + `
+spec:
+  type: egress
+  replicas: 2
+  proxyClass: ` + class + `
+`
+		out, err := devclusterStdin(manifest, "kubectl", "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func() {
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "proxygroup", group)
+			_, _ = devcluster("kubectl", "delete", "--ignore-not-found", "proxyclass", class)
+		})
+	}, NodeTimeout(time.Minute))
+
+	It("advertises each replica's NodePort on the node's ExternalIP", func(ctx SpecContext) {
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "get", "proxygroup", group, "-o", `jsonpath={.status.conditions[?(@.type=="ProxyGroupReady")].reason}`)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal("ProxyGroupReady"))
+		Eventually(func() (string, error) {
+			return devcluster("kubectl", "get", "proxygroup", group, "-o", `jsonpath={range .status.devices[*]}{.hostname}={.staticEndpoints[*]} {end}`)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(
+			Equal(fmt.Sprintf("%[1]s-0=%[2]s:30850 %[1]s-1=%[2]s:30851 ", group, externalIP)))
+		endpoints = []string{externalIP + ":30850", externalIP + ":30851"}
+		// Each Service forwards its node port to its own replica's Pod.
+		out, err := devcluster("kubectl", "get", "svc", "-n", "tailscale", "-l", "tailscale.com/parent-resource="+group, "-o",
+			`jsonpath={range .items[?(@.spec.type=="NodePort")]}{.spec.ports[0].protocol} {.spec.ports[0].nodePort} {.spec.ports[0].targetPort} {.spec.selector.statefulset\.kubernetes\.io/pod-name}{"\n"}{end}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		Expect(lines).To(HaveLen(2), out)
+		for i, l := range lines {
+			Expect(l).To(MatchRegexp(`^UDP 3085%d \d+ ts-%s-[0-9a-f]{8}-%d$`, i, group, i))
+		}
+	}, SpecTimeout(5*time.Minute))
+
+	It("answers a tailnet peer's disco pings at the static endpoints", func(ctx SpecContext) {
+		c := newTailnetClient(ctx, "e2e-static-peer")
+		DeferCleanup(c.close)
+		lc, err := c.node.LocalClient()
+		Expect(err).NotTo(HaveOccurred())
+		// The "got pong" lines name the address each pong came from.
+		Expect(lc.SetComponentDebugLogging(ctx, "magicsock", 5*time.Minute)).To(Succeed())
+		start := time.Now()
+		for i, ep := range endpoints {
+			host := fmt.Sprintf("%s-%d", group, i)
+			var ip netip.Addr
+			Eventually(func() ([]string, error) {
+				st, err := lc.Status(ctx)
+				if err != nil {
+					return nil, err
+				}
+				for _, p := range st.Peer {
+					if strings.HasPrefix(p.DNSName, host+".") && len(p.TailscaleIPs) > 0 {
+						ip = p.TailscaleIPs[0]
+						return p.Addrs, nil
+					}
+				}
+				return nil, fmt.Errorf("no peer %s", host)
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainElement(ep), "the endpoints control gave for "+host)
+			Eventually(func() ([]string, error) {
+				if _, err := lc.Ping(ctx, ip, tailcfg.PingDisco); err != nil {
+					return nil, err
+				}
+				return slices.DeleteFunc(c.log.since(start), func(l string) bool { return !strings.Contains(l, ", "+ep+")  got pong") }), nil
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2*time.Second).ShouldNot(BeEmpty(), "a pong from "+ep)
+		}
+	}, SpecTimeout(4*time.Minute))
+
+	It("deletes a replica's Service when the group scales down, and all with the group", func(ctx SpecContext) {
+		nodePorts := func() (string, error) {
+			return devcluster("kubectl", "get", "svc", "-n", "tailscale", "-l", "tailscale.com/parent-resource="+group, "-o",
+				`jsonpath={range .items[?(@.spec.type=="NodePort")]}{.spec.ports[0].nodePort} {end}`)
+		}
+		out, err := devcluster("kubectl", "patch", "proxygroup", group, "--type=merge", "-p", `{"spec":{"replicas":1}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(nodePorts).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal("30850 "))
+		out, err = devcluster("kubectl", "delete", "proxygroup", group)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(nodePorts).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeEmpty())
+	}, SpecTimeout(3*time.Minute))
+})
