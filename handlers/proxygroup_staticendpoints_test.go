@@ -185,3 +185,35 @@ func TestProxyGroupStaticEndpoints(t *testing.T) {
 		return nil
 	})
 }
+
+func TestProxyClassStaticEndpointPorts(t *testing.T) {
+	h := newHarnessOpts(t, true, nil)
+	wantReady := func(class, status, msg string) {
+		t.Helper()
+		testpoll.Until(t, settle, "ProxyClassReady of "+class, func() error {
+			if s, m := h.proxyClassReady(class); s != status || !strings.Contains(m, msg) {
+				return fmt.Errorf("%s %s", s, m)
+			}
+			return nil
+		})
+	}
+	outside, first, second := "se-out-"+h.ns, "se-1-"+h.ns, "se-2-"+h.ns
+	// The cluster's range, learned from the API server (30000-32767 here).
+	h.createClusterCR(resources.ProxyClasses, "ProxyClass", outside, `{"staticEndpoints":{"nodePort":{"ports":[{"port":32760,"endPort":32768}]}}}`)
+	wantReady(outside, "False", `ProxyClass is not valid: spec.staticEndpoints.nodePort.ports: Invalid value: "32760-32768": range "32760-32768" is not within Cluster configured range "30000-32767"`)
+
+	// Two classes may not share a node port; when the first goes, the
+	// second is valid.
+	h.createClusterCR(resources.ProxyClasses, "ProxyClass", first, `{"staticEndpoints":{"nodePort":{"ports":[{"port":32720,"endPort":32725}]}}}`)
+	wantReady(first, "True", "")
+	h.createClusterCR(resources.ProxyClasses, "ProxyClass", second, `{"staticEndpoints":{"nodePort":{"ports":[{"port":32725,"endPort":32729}]}}}`)
+	wantReady(second, "False", fmt.Sprintf("port ranges for ProxyClass %q clash with existing ProxyClass %q", second, first))
+	h.wantEvent("", second, corev1.EventTypeWarning, v1alpha1.ReasonProxyClassInvalid, "clash with existing ProxyClass")
+	if err := h.dyn.Resource(resources.ProxyClasses).Delete(h.ctx(), first, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(second, "True", "")
+	if _, err := h.kube.CoreV1().Services(h.opNS).Get(h.ctx(), "tailplane-nodeport-range-probe", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the probe Service exists: %v", err)
+	}
+}

@@ -6,19 +6,22 @@
 // every proxy and a library must not import a module.
 //
 // It imports runtime/, crds/, handlers/lib/cluster, handlers/lib/conditions,
-// handlers/lib/proxyclassrules and handlers/lib/resources.
+// handlers/lib/proxyclassrules, handlers/lib/resources and internal/proxystate.
 package proxyclass
 
 import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
@@ -33,7 +36,14 @@ const serviceMonitorCRD = "servicemonitors.monitoring.coreos.com"
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-type module struct{ d *cluster.Deps }
+type module struct {
+	d *cluster.Deps
+
+	mu sync.Mutex
+	// nodePortRange is the cluster's NodePort range once learned
+	// (clusterNodePortRange).
+	nodePortRange *v1alpha1.PortRange
+}
 
 // Register adds the ProxyClass handlers: each ProxyClass gets ProxyClassReady
 // (and Events for invalid classes and TS_ env vars); then every Service and
@@ -45,10 +55,18 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	op.OnCreate(resources.ProxyClasses, "proxyclass-create", m.handle)
 	op.OnUpdate(resources.ProxyClasses, "proxyclass-update", m.handle)
 	op.OnResume(resources.ProxyClasses, "proxyclass-resume", m.handle)
+	// Enqueued when a class it clashed with changed or went away.
+	op.On(resources.ProxyClasses, "proxyclass-revalidate", m.handle, runtime.Causes(runtime.CauseEnqueue))
 	op.OnDelete(resources.ProxyClasses, "proxyclass-users", func(_ context.Context, ev *runtime.Event) (any, error) {
 		m.resyncUsers(ev.Object.GetName())
 		return nil, nil
 	}, runtime.Optional())
+	op.OnEvent(resources.ProxyClasses, "proxyclass-ports-freed", func(ctx context.Context, typ watch.EventType, obj *unstructured.Unstructured) error {
+		if typ != watch.Deleted {
+			return nil
+		}
+		return m.revalidateClashing(ctx, obj.GetName())
+	})
 }
 
 func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
@@ -68,6 +86,11 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		}
 	}
 	errs := proxyclassrules.Validate(pc, smCRD)
+	nodePortErrs, err := m.validateNodePorts(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, nodePortErrs...)
 	cond := proxyclassrules.Condition(pc, errs, time.Now().Truncate(time.Second))
 	// Warned about once per generation (the condition records the one
 	// validated), not again at each restart.
@@ -77,6 +100,9 @@ func (m *module) handle(ctx context.Context, ev *runtime.Event) (any, error) {
 		}
 		if len(errs) > 0 {
 			m.d.Post(pc, corev1.EventTypeWarning, v1alpha1.ReasonProxyClassInvalid, cond.Message)
+		}
+		if err := m.revalidateClashing(ctx, pc.Name); err != nil {
+			return nil, err
 		}
 	}
 	conds := conditions.Set(pc.Status.Conditions, cond)

@@ -21,7 +21,6 @@ import (
 
 // Event reasons and messages, the official ones.
 const (
-	reasonCreationFailed = "ProxyGroupCreationFailed"
 	// ReasonInvalid is posted with the condition's ProxyGroupInvalid.
 	ReasonInvalid = v1alpha1.ReasonProxyGroupInvalid
 	// messageAvailable is ProxyGroupAvailable's message.

@@ -385,3 +385,20 @@ func TestOperatorACMEEnv(t *testing.T) {
 		t.Fatalf("env without ACME settings: %v", got)
 	}
 }
+
+func TestValidateNodePorts(t *testing.T) {
+	pc := &v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1alpha1.ProxyClassSpec{StaticEndpoints: &v1alpha1.StaticEndpointsConfig{
+		NodePort: &v1alpha1.NodePortConfig{Ports: []v1alpha1.PortRange{{Port: 30000, EndPort: 30010}, {Port: 30020}}}}}}
+	cluster := &v1alpha1.PortRange{Port: 30000, EndPort: 32767}
+	if errs := proxyclassrules.ValidateNodePorts(pc, cluster, map[string][]v1alpha1.PortRange{"a": {{Port: 30000}}, "b": {{Port: 30011, EndPort: 30019}}}); len(errs) != 0 {
+		t.Fatalf("valid: %v", errs)
+	}
+	errs := proxyclassrules.ValidateNodePorts(pc, &v1alpha1.PortRange{Port: 30005, EndPort: 32767}, nil)
+	if want := `spec.staticEndpoints.nodePort.ports: Invalid value: "30000-30010, 30020": range "30000-30010" is not within Cluster configured range "30005-32767"`; errs.ToAggregate().Error() != want {
+		t.Fatalf("out of the cluster's range: %v\nwant %s", errs.ToAggregate(), want)
+	}
+	errs = proxyclassrules.ValidateNodePorts(pc, nil, map[string][]v1alpha1.PortRange{"c": {{Port: 30100}}, "b": {{Port: 30020, EndPort: 30030}}})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `port ranges for ProxyClass "a" clash with existing ProxyClass "b"`) || !proxyclassrules.ClashesWith(errs[0].Error(), "b") {
+		t.Fatalf("clash: %v", errs)
+	}
+}
