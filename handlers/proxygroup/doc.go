@@ -14,7 +14,8 @@
 //   - a change of the group's status has every member (Registry.Keys)
 //     handled again.
 //
-// A kube-apiserver group owns its own Tailscale Service
+// Static endpoints (ProxyClass spec.staticEndpoints) are
+// handlers/lib/staticendpoints's. A kube-apiserver group owns its own Tailscale Service
 // (apiserver.go, apiserver_apply.go).
 //
 // proxygroup.go and apiserver.go are pure (rendering, validation and
@@ -22,7 +23,7 @@
 // apiserver_apply.go are the thin apply side. It exports only what other
 // packages' tests read (conditions, reasons, names). It may import
 // handlers/lib/cluster, conditions, groupmember, opmetrics, pipeline, proxyclassrules,
-// proxyset, resources, settings, tsservice, crds/, proxy/config,
+// proxyset, resources, settings, staticendpoints, tsservice, crds/, proxy/config,
 // internal/tailnet, internal/proxystate and runtime; never another module
 // (`go list -deps ./handlers/proxygroup | grep handlers/` lists only
 // handlers/lib).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +20,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/staticendpoints"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 	"github.com/tailplane/tailplane/runtime"
@@ -31,20 +31,16 @@ type groups struct {
 	p *pipeline.Pipeline
 	// members are the kinds of members, registered by their own modules.
 	members *groupmember.Registry
-
-	mu sync.Mutex
-	// endpoints are each group's replicas' static endpoints by hostname,
-	// as last configured (planStaticEndpoints), for the group's status.
-	endpoints map[string]map[string][]string
+	// static are the groups' static endpoints.
+	static *staticendpoints.Groups
 }
 
 // Register adds ProxyGroups to the pipeline: a group's replicas host what
 // its members (the kinds in members, which their modules register) ask
 // for; a change of a group re-handles its members.
 func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline, members *groupmember.Registry) {
-	g := &groups{d: d, p: p, members: members, endpoints: map[string]map[string][]string{}}
+	g := &groups{d: d, p: p, members: members, static: staticendpoints.Register(op, d)}
 	registerEgress(op, g)
-	registerStaticEndpoints(op, g)
 	p.Register(op, pipeline.Module{
 		ID: "proxygroup", Resource: resources.ProxyGroups, Kind: "ProxyGroup",
 		ParentType: groupmember.ParentType, Role: cluster.RoleProxyGroup, ProxyKind: proxyclassrules.L7, ClusterScoped: true,
@@ -74,7 +70,7 @@ func (g *groups) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil || plan == nil || plan.Invalid != "" {
 		return plan, err
 	}
-	if plan.Failed, err = g.planStaticEndpoints(ctx, pg, plan); err != nil {
+	if plan.Failed, err = g.static.Plan(ctx, pg, plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -168,7 +164,7 @@ func (g *groups) report(ctx context.Context, obj *unstructured.Unstructured, out
 			g.d.Post(pg, corev1.EventTypeWarning, ready.Reason, out.Message)
 		}
 	}
-	withStaticEndpoints(st.Devices, g.endpointsOf(pg.Name))
+	g.static.SetStatus(pg.Name, st.Devices)
 	if pg.Spec.Type == v1alpha1.ProxyGroupTypeKubeAPIServer {
 		apiServerStatus(pg, out, &st)
 	}

@@ -1,4 +1,4 @@
-package proxygroup
+package staticendpoints
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,10 +36,23 @@ type staticClass struct {
 	selector labels.Selector
 }
 
-// registerStaticEndpoints has a change of a Node's addresses or labels
-// handle again the groups whose ProxyClass selects the Node (their
-// advertised endpoints follow the nodes' ExternalIPs).
-func registerStaticEndpoints(op *runtime.Operator, g *groups) {
+// Groups sets up the static endpoints of ProxyGroups, and remembers each
+// group's for its status.
+type Groups struct {
+	d *cluster.Deps
+
+	mu sync.Mutex
+	// endpoints are each group's replicas' static endpoints by hostname,
+	// as last configured (Plan).
+	endpoints map[string]map[string][]string
+}
+
+// Register returns the Groups of the operator, and has a change of a
+// Node's addresses or labels handle again the groups whose ProxyClass
+// selects the Node (their advertised endpoints follow the nodes'
+// ExternalIPs).
+func Register(op *runtime.Operator, d *cluster.Deps) *Groups {
+	g := &Groups{d: d, endpoints: map[string]map[string][]string{}}
 	op.Index(resources.ProxyClasses, indexStaticEndpointClasses, func(obj *unstructured.Unstructured) map[string]any {
 		if _, found, _ := unstructured.NestedMap(obj.Object, "spec", "staticEndpoints", "nodePort"); !found {
 			return nil
@@ -66,6 +80,7 @@ func registerStaticEndpoints(op *runtime.Operator, g *groups) {
 		}
 		return keys
 	})
+	return g
 }
 
 func nodeAddresses(obj *unstructured.Unstructured) []any {
@@ -73,14 +88,14 @@ func nodeAddresses(obj *unstructured.Unstructured) []any {
 	return a
 }
 
-// planStaticEndpoints adds the group's static endpoints to plan: the
+// Plan adds the group's static endpoints to plan: the
 // replicas' NodePort Services (applied with the proxy), their listenPort
 // and staticEndpoints, and the deletion of the Services of replicas the
 // group no longer has (or of all, when its ProxyClass has no static
 // endpoints). It returns a message when the endpoints cannot be set up
 // (out of ports, no node or no ExternalIP): the group then fails, and
 // nothing is applied.
-func (g *groups) planStaticEndpoints(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (string, error) {
+func (g *Groups) Plan(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeline.Plan) (string, error) {
 	ns := g.d.Settings.Namespace
 	replicas := len(plan.Hostnames)
 	pc, waiting, err := g.d.ProxyClassFor(ctx, plan.ProxyClass)
@@ -199,7 +214,7 @@ func chain(first, then func(context.Context, *proxyset.Objects) error) func(cont
 
 // setEndpoints records the endpoints the group's replicas were configured
 // with (by hostname), which the group's status reports.
-func (g *groups) setEndpoints(group string, eps map[string][]string) {
+func (g *Groups) setEndpoints(group string, eps map[string][]string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if eps == nil {
@@ -209,7 +224,17 @@ func (g *groups) setEndpoints(group string, eps map[string][]string) {
 	g.endpoints[group] = eps
 }
 
-func (g *groups) endpointsOf(group string) map[string][]string {
+// SetStatus sets the staticEndpoints of the group's status devices
+// (by hostname) to what its replicas were last configured with, as the
+// official reports its replicas' input.
+func (g *Groups) SetStatus(group string, devices []v1alpha1.TailnetDevice) {
+	eps := g.endpointsOf(group)
+	for i := range devices {
+		devices[i].StaticEndpoints = eps[devices[i].Hostname]
+	}
+}
+
+func (g *Groups) endpointsOf(group string) map[string][]string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.endpoints[group]

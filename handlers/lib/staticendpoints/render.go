@@ -1,4 +1,17 @@
-package proxygroup
+// Package staticendpoints serves ProxyClass spec.staticEndpoints for
+// ProxyGroups, as the official operator does: every replica of a group gets
+// a NodePort Service "<statefulset>-<ordinal>-nodeport" whose UDP node port,
+// from the class's ranges, forwards to the replica's WireGuard port
+// (listenPort, one for the whole group); the replica advertises up to two
+// "<node ExternalIP>:<node port>" endpoints of the nodes the class selects.
+// handlers/proxygroup calls Plan for each group's plan and SetStatus for its
+// status.
+//
+// render.go is pure (names, port allocation, endpoint choice, the Service);
+// apply.go reads the cluster and changes the plan. It may import crds/,
+// handlers/lib/cluster, groupmember, pipeline, proxyset, resources,
+// internal/proxystate, proxy/config and runtime.
+package staticendpoints
 
 import (
 	"fmt"
@@ -17,12 +30,6 @@ import (
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 )
 
-// Static endpoints (ProxyClass spec.staticEndpoints.nodePort), as the
-// official operator serves them: every replica of a group gets a NodePort
-// Service "<group>-<ordinal>-nodeport" whose UDP node port, from the class's
-// ranges, forwards to the replica's WireGuard port (listenPort, one for the
-// whole group); the replica advertises up to two "<node ExternalIP>:<node
-// port>" endpoints of the nodes the class selects.
 const (
 	// staticEndpointPortName is the NodePort Services' one port's name.
 	staticEndpointPortName = "static-endpoint-port"
@@ -193,13 +200,5 @@ func nodePortService(namespace, base string, ordinal int, labels map[string]stri
 				Port: listenPort, TargetPort: intstr.FromInt32(listenPort), NodePort: int32(nodePort),
 			}},
 		},
-	}
-}
-
-// withStaticEndpoints adds the device's endpoints (by hostname) to the
-// group's status devices, as the official reports its replicas' input.
-func withStaticEndpoints(devices []v1alpha1.TailnetDevice, endpoints map[string][]string) {
-	for i := range devices {
-		devices[i].StaticEndpoints = endpoints[devices[i].Hostname]
 	}
 }

@@ -1,4 +1,4 @@
-package proxygroup
+package staticendpoints
 
 import (
 	"fmt"
