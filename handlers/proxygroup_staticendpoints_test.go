@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -76,6 +77,22 @@ func (g *groupFixture) wantEndpoints(listenPort *int, want ...[]string) {
 	})
 }
 
+// wantListenPortAnnotation waits for the group's Pod template to name the
+// replicas' WireGuard port (its change restarts them; "" for none).
+func (g *groupFixture) wantListenPortAnnotation(want string) {
+	g.t.Helper()
+	testpoll.Until(g.t, settle, "listen port annotation "+want, func() error {
+		sts, err := g.kube.AppsV1().StatefulSets(g.opNS).Get(g.ctx(), g.replica(0).Base, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := sts.Spec.Template.Annotations[proxyset.AnnotationListenPort]; got != want {
+			return fmt.Errorf("annotation %q", got)
+		}
+		return nil
+	})
+}
+
 func TestProxyGroupStaticEndpoints(t *testing.T) {
 	h := newHarnessOpts(t, true, nil)
 	label := h.ns
@@ -108,6 +125,7 @@ func TestProxyGroupStaticEndpoints(t *testing.T) {
 		}
 		return nil
 	})
+	g.wantListenPortAnnotation(fmt.Sprint(listen))
 	g.login(0)
 	g.login(1)
 	testpoll.Until(t, settle, "status.devices[].staticEndpoints", func() error {
@@ -157,6 +175,7 @@ func TestProxyGroupStaticEndpoints(t *testing.T) {
 	h.patchSpec(resources.ProxyClasses, class, `{"staticEndpoints":null}`)
 	none := 0
 	g.wantEndpoints(&none, nil)
+	g.wantListenPortAnnotation("")
 	testpoll.Until(t, settle, "no NodePort Service", func() error {
 		if got, err := g.nodePorts(); err != nil || len(got) != 0 {
 			return fmt.Errorf("got %v %v", got, err)

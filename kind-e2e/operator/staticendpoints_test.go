@@ -30,11 +30,7 @@ var _ = Describe("ProxyClass staticEndpoints", Ordered, Label(realNodeOnly), fun
 kind: ProxyClass
 metadata:
   name: ` + class + `
-spec:
-  staticEndpoints:
-    nodePort:
-      ports:
-        - {port: 30850, endPort: 30851}
+spec: {}
 ---
 apiVersion: tailscale.com/v1alpha1
 kind: ProxyGroup
@@ -53,17 +49,22 @@ spec:
 		})
 	}, NodeTimeout(time.Minute))
 
-	It("advertises each replica's NodePort on the node's ExternalIP", func(ctx SpecContext) {
+	It("advertises each replica's NodePort on the node's ExternalIP once its ProxyClass asks", func(ctx SpecContext) {
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "proxygroup", group, "-o", `jsonpath={.status.conditions[?(@.type=="ProxyGroupReady")].reason}`)
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal("ProxyGroupReady"))
+		// Turned on for a running group: its replicas restart on their new
+		// WireGuard port.
+		out, err := devcluster("kubectl", "patch", "proxyclass", class, "--type=merge", "-p",
+			`{"spec":{"staticEndpoints":{"nodePort":{"ports":[{"port":30850,"endPort":30851}]}}}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() (string, error) {
 			return devcluster("kubectl", "get", "proxygroup", group, "-o", `jsonpath={range .status.devices[*]}{.hostname}={.staticEndpoints[*]} {end}`)
-		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(
 			Equal(fmt.Sprintf("%[1]s-0=%[2]s:30850 %[1]s-1=%[2]s:30851 ", group, externalIP)))
 		endpoints = []string{externalIP + ":30850", externalIP + ":30851"}
 		// Each Service forwards its node port to its own replica's Pod.
-		out, err := devcluster("kubectl", "get", "svc", "-n", "tailscale", "-l", "tailscale.com/parent-resource="+group, "-o",
+		out, err = devcluster("kubectl", "get", "svc", "-n", "tailscale", "-l", "tailscale.com/parent-resource="+group, "-o",
 			`jsonpath={range .items[?(@.spec.type=="NodePort")]}{.spec.ports[0].protocol} {.spec.ports[0].nodePort} {.spec.ports[0].targetPort} {.spec.selector.statefulset\.kubernetes\.io/pod-name}{"\n"}{end}`)
 		Expect(err).NotTo(HaveOccurred(), out)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -105,7 +106,7 @@ spec:
 					return nil, err
 				}
 				return slices.DeleteFunc(c.log.since(start), func(l string) bool { return !strings.Contains(l, ", "+ep+")  got pong") }), nil
-			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2*time.Second).ShouldNot(BeEmpty(), "a pong from "+ep)
+			}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).ShouldNot(BeEmpty(), "a pong from "+ep)
 		}
 	}, SpecTimeout(4*time.Minute))
 

@@ -43,11 +43,12 @@ const (
 )
 
 // protectedLabels are the keys a ProxyClass cannot replace: the official
-// ones, and the proxy's role, by which the pipeline tells the modules'
-// proxies apart and DNSConfig finds an egress or Ingress proxy's Pods.
+// ones, the proxy's role, by which the pipeline tells the modules'
+// proxies apart and DNSConfig finds an egress or Ingress proxy's Pods, and
+// the Pods' WireGuard port annotation.
 var protectedLabels = []string{
 	proxystate.LabelManaged, proxystate.LabelParentType, proxystate.LabelParentName, proxystate.LabelParentNamespace, proxystate.LabelApp,
-	proxyset.LabelProxyRole,
+	proxyset.LabelProxyRole, proxyset.AnnotationListenPort,
 }
 
 // merge returns custom plus the protected keys of current: the ProxyClass's

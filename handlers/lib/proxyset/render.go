@@ -109,6 +109,11 @@ func (p Parent) Labels() map[string]string {
 // cover every other object of the proxy.
 const LabelProxyRole = "tailplane.dev/proxy-role"
 
+// AnnotationListenPort is on the Pod template of a proxy whose replicas
+// use a fixed WireGuard port (ProxyGroup static endpoints): the port. tsnet
+// binds it when it starts, so a change of it restarts the replicas.
+const AnnotationListenPort = "tailplane.dev/listen-port"
+
 // Spec is everything needed to render one proxy.
 type Spec struct {
 	Parent Parent

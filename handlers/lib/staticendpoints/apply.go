@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -194,6 +195,13 @@ func (g *Groups) Plan(ctx context.Context, pg *v1alpha1.ProxyGroup, plan *pipeli
 		for i := range replicas {
 			out = append(out, nodePortService(ns, base, i, maps.Clone(objs.StatefulSet.Labels), listenPort, ports[services[i]]))
 		}
+		// tsnet binds its port when it starts: the replicas restart when it
+		// changes (as the official's, whose port is in the Pods' env).
+		tmpl := &objs.StatefulSet.Spec.Template
+		if tmpl.Annotations == nil {
+			tmpl.Annotations = map[string]string{}
+		}
+		tmpl.Annotations[proxyset.AnnotationListenPort] = strconv.Itoa(int(listenPort))
 		return out
 	}
 	g.setEndpoints(pg.Name, endpoints)
