@@ -26,8 +26,13 @@
 // handled again and a change of a group its members, all through the
 // runtime's one queue.
 //
-// It may import handlers/lib/cluster, handlers/lib/device,
-// handlers/lib/proxyset, handlers/lib/proxyclassrules, handlers/lib/settings,
-// the shared internal packages and runtime; modules import it, never the
-// other way round.
+// A parent the official operator left a proxy for takes its devices over
+// (adopt.go, on handlers/lib/adoption's decisions) before its own proxy is
+// applied, so that a cluster switched from the official operator keeps its
+// devices.
+//
+// It may import handlers/lib/adoption, handlers/lib/cluster,
+// handlers/lib/device, handlers/lib/proxyset, handlers/lib/proxyclassrules,
+// handlers/lib/resources, handlers/lib/settings, the shared internal
+// packages and runtime; modules import it, never the other way round.
 package pipeline

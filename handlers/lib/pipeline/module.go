@@ -98,7 +98,8 @@ const (
 	// Invalid: the parent's input is refused (Plan.Invalid, or a hostname
 	// another parent uses).
 	Invalid Stage = iota
-	// Waiting: the ProxyClass is missing or not Ready.
+	// Waiting: the ProxyClass is missing or not Ready, or the official
+	// operator's proxy is being taken over (CauseAdoption).
 	Waiting
 	// Failed: the tailnet API, the API server or the proxy refused
 	// something; Cause says which.
@@ -128,6 +129,9 @@ const (
 	CauseTailnet
 	// CausePlan: the module's plan cannot be met (Plan.Failed).
 	CausePlan
+	// CauseAdoption: the official operator's proxy of the parent is being
+	// taken over, or left alone by a dry run (adopt.go).
+	CauseAdoption
 )
 
 // Outcome is what the pipeline tells a module's Report.

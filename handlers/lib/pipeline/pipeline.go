@@ -39,6 +39,8 @@ type Pipeline struct {
 	modules map[string]*Module // by role
 	dev     *device.Devices
 	claims  *device.Claims
+	// official are the parents the official operator left proxies for.
+	official officialIndex
 }
 
 // New returns the pipeline of the modules that share d, and starts watching
@@ -152,6 +154,12 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 			return err
 		}
 	}
+	if waiting, err := p.adoptOfficial(ctx, m, obj, parent, be); err != nil || waiting != "" {
+		if waiting != "" {
+			return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseAdoption, Message: waiting})
+		}
+		return err
+	}
 	// The index serves the replicas while every one has a device; one
 	// about to be handed a key is read from the API server, since the key
 	// decision must see the latest config (device.Devices.Read).
@@ -264,6 +272,12 @@ func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Uns
 		if err := p.adoptLegacy(ctx, m, obj); err != nil {
 			return err
 		}
+	}
+	if waiting, err := p.adoptOfficial(ctx, m, obj, parent, be); err != nil || waiting != "" {
+		if waiting != "" {
+			return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseAdoption, Message: waiting})
+		}
+		return err
 	}
 	return p.waitProxyGone(ctx, m, parent)
 }

@@ -59,6 +59,24 @@ const (
 	// ACME server). The official operator has only per-ProxyClass TS_ env.
 	EnvProxyACMEDirectoryURL = "PROXY_ACME_DIRECTORY_URL"
 	EnvProxyACMECAFile       = "PROXY_ACME_CA_FILE"
+	// EnvAdoptOfficial is Tailplane's own: what the operator does with a
+	// proxy the official operator left for a parent it serves (AdoptOn,
+	// AdoptDryRun or AdoptOff; default AdoptOn).
+	EnvAdoptOfficial = "OPERATOR_ADOPT_OFFICIAL"
+)
+
+// Values of EnvAdoptOfficial (docs/migration.md).
+const (
+	// AdoptOn takes the official proxy's device over: its state moves to
+	// Tailplane's proxy, whose device keeps the node ID, addresses, name
+	// and certificate; the official objects are deleted.
+	AdoptOn = "on"
+	// AdoptDryRun changes nothing: the parent waits, its official proxy
+	// keeps serving, and its status and Events say what adoption would do.
+	AdoptDryRun = "dry-run"
+	// AdoptOff ignores official proxies: Tailplane's proxy gets a new
+	// device beside the official one (for running both operators).
+	AdoptOff = "off"
 )
 
 // Defaults.
@@ -152,6 +170,9 @@ type Settings struct {
 	// certificates (PROXY_ACME_DIRECTORY_URL, PROXY_ACME_CA_FILE); the zero
 	// value leaves Let's Encrypt and the image's roots.
 	ProxyACME ACME
+	// AdoptOfficial is AdoptOn, AdoptDryRun or AdoptOff
+	// (OPERATOR_ADOPT_OFFICIAL, default AdoptOn).
+	AdoptOfficial string
 }
 
 // ACME points devices at an ACME server other than Let's Encrypt's.
@@ -184,6 +205,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		Logging:           orDefault(getenv(EnvLogging), DefaultLogging),
 		OperatorHostname:  orDefault(getenv(EnvOperatorHostname), DefaultOperatorHostname),
 		OperatorSecret:    strings.TrimSpace(getenv(EnvOperatorSecret)),
+		AdoptOfficial:     orDefault(getenv(EnvAdoptOfficial), AdoptOn),
 	}
 	var errs []error
 	if err := s.readHeadscale(getenv); err != nil {
@@ -224,6 +246,11 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 			errs = append(errs, fmt.Errorf("%s: %q is not a boolean", EnvDefaultLoadBalancer, v))
 		}
 		s.DefaultLoadBalancer = b
+	}
+	switch s.AdoptOfficial {
+	case AdoptOn, AdoptDryRun, AdoptOff:
+	default:
+		errs = append(errs, fmt.Errorf("%s: %q is not one of on, dry-run, off", EnvAdoptOfficial, s.AdoptOfficial))
 	}
 	switch s.Logging {
 	case "info", "debug", "dev":

@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 	want := settings.Settings{
 		Namespace: "tailscale", ClientIDFile: "/oauth/client_id", ClientSecretFile: "/oauth/client_secret", IDTokenFile: settings.DefaultIDTokenFile, ServiceAccount: settings.DefaultServiceAccount,
 		ProxyImage: settings.DefaultProxyImage, ProxyTags: []string{"tag:k8s"}, IngressClassName: "tailscale", LoadBalancerClass: "tailscale", Logging: "info",
-		OperatorHostname: "tailscale-operator", OperatorInitialTags: []string{"tag:k8s-operator"},
+		OperatorHostname: "tailscale-operator", OperatorInitialTags: []string{"tag:k8s-operator"}, AdoptOfficial: settings.AdoptOn,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -31,8 +31,8 @@ func TestOfficialNames(t *testing.T) {
 		"PROXY_TAGS": "tag:a, tag:b,", "OPERATOR_INGRESS_CLASS_NAME": "tailnet", "PROXY_DEFAULT_CLASS": "default",
 		"OPERATOR_DEFAULT_LOAD_BALANCER": "true", "CLIENT_ID_FILE": "/x/id", "CLIENT_SECRET_FILE": "/x/secret", "OPERATOR_LOGGING": "debug",
 		"OPERATOR_HOSTNAME": "ts-op", "OPERATOR_INITIAL_TAGS": "tag:op,tag:infra", "OPERATOR_SECRET": "operator", "TS_PORT": "41641",
-		"OPERATOR_LOAD_BALANCER_CLASS": "tailplane",
-		"PROXY_ACME_DIRECTORY_URL":     " https://acme.example.com:14000/dir ", "PROXY_ACME_CA_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+		"OPERATOR_LOAD_BALANCER_CLASS": "tailplane", "OPERATOR_ADOPT_OFFICIAL": "dry-run",
+		"PROXY_ACME_DIRECTORY_URL": " https://acme.example.com:14000/dir ", "PROXY_ACME_CA_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,8 @@ func TestOfficialNames(t *testing.T) {
 		ProxyImage: "reg/proxy:v1", ProxyTags: []string{"tag:a", "tag:b"}, IngressClassName: "tailnet",
 		LoadBalancerClass: "tailplane", DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
 		OperatorHostname: "ts-op", OperatorInitialTags: []string{"tag:op", "tag:infra"}, OperatorSecret: "operator", OperatorPort: 41641,
-		ProxyACME: settings.ACME{DirectoryURL: "https://acme.example.com:14000/dir", CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"},
+		ProxyACME:     settings.ACME{DirectoryURL: "https://acme.example.com:14000/dir", CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"},
+		AdoptOfficial: settings.AdoptDryRun,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -53,7 +54,7 @@ func TestBadValuesAreAllReported(t *testing.T) {
 	_, err := settings.FromEnv(env(map[string]string{
 		"OPERATOR_NAMESPACE": "ts", "PROXY_TAGS": "k8s,tag:1x", "OPERATOR_DEFAULT_LOAD_BALANCER": "maybe", "OPERATOR_LOGGING": "loud",
 		"OPERATOR_HOSTNAME": "tailscale_operator", "OPERATOR_INITIAL_TAGS": "k8s-operator", "TS_PORT": "70000",
-		"PROXY_ACME_DIRECTORY_URL": "acme.example.com/dir", "PROXY_ACME_CA_FILE": "certs/ca.pem",
+		"PROXY_ACME_DIRECTORY_URL": "acme.example.com/dir", "PROXY_ACME_CA_FILE": "certs/ca.pem", "OPERATOR_ADOPT_OFFICIAL": "yes",
 	}))
 	if err == nil {
 		t.Fatal("accepted")
@@ -68,6 +69,7 @@ func TestBadValuesAreAllReported(t *testing.T) {
 		`TS_PORT: "70000" is not a UDP port number`,
 		`PROXY_ACME_DIRECTORY_URL: "acme.example.com/dir" is not an http(s) URL of an ACME directory`,
 		`PROXY_ACME_CA_FILE: "certs/ca.pem" is not an absolute path`,
+		`OPERATOR_ADOPT_OFFICIAL: "yes" is not one of on, dry-run, off`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)

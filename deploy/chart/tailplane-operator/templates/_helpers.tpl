@@ -108,6 +108,8 @@ operatorConfig.extraEnv is merged in.
 {{- end }}
 - name: OPERATOR_LOGGING
   value: {{ .Values.operatorConfig.logging | quote }}
+- name: OPERATOR_ADOPT_OFFICIAL
+  value: {{ .Values.operatorConfig.adoptOfficial | default "on" | quote }}
 - name: PROXY_IMAGE
   value: {{ include "tailplane.image" (list .Values.proxyConfig.image .Chart) | quote }}
 - name: PROXY_TAGS
