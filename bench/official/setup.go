@@ -96,6 +96,11 @@ func Build(ctx context.Context, cfg Config, logger *log.Logger) error {
 // classes), the official chart with the Helm SDK and its ProxyClass, and
 // joins the tailnet for the probes. Stop undoes it.
 func Up(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error) {
+	return up(ctx, cfg, logger, (*Env).install)
+}
+
+// up starts devcluster's real node, runs install, and joins the tailnet.
+func up(ctx context.Context, cfg Config, logger *log.Logger, install func(*Env, context.Context, *log.Logger) error) (*Env, error) {
 	dir := cfg.clusterDir()
 	_ = exec.Command(filepath.Join(cfg.Assets, "devcluster"), "down", "--dir", dir).Run()
 	if err := os.RemoveAll(dir); err != nil {
@@ -114,7 +119,7 @@ func Up(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error) {
 		return nil, fmt.Errorf("devcluster up --node real: %w", err)
 	}
 	logger.Info("devcluster's real node is up", "dir", dir)
-	if err := e.install(ctx, logger); err != nil {
+	if err := install(e, ctx, logger); err != nil {
 		return e, err
 	}
 	// Joined and serving the proxy before anything is timed.

@@ -55,16 +55,9 @@ func Install(ctx context.Context, cfg *rest.Config, namespace string, opts Optio
 // InstallChart is Install for any chart c, as release releaseName
 // (bench/official installs the official operator's chart with it).
 func InstallChart(ctx context.Context, cfg *rest.Config, c *helmchart.Chart, releaseName, namespace string, opts Options) (*release.Release, error) {
-	logs := opts.Log
-	if logs == nil {
-		logs = slog.NewTextHandler(io.Discard, nil)
-	}
-	logger := slog.New(logs)
-	ac := new(action.Configuration)
-	if err := ac.Init(&restGetter{cfg: cfg, namespace: namespace}, namespace, "secret", func(format string, v ...any) {
-		logger.Debug(fmt.Sprintf(format, v...))
-	}); err != nil {
-		return nil, fmt.Errorf("helm: %w", err)
+	ac, err := actionConfig(cfg, namespace, opts.Log)
+	if err != nil {
+		return nil, err
 	}
 	timeout := opts.Timeout
 	if timeout == 0 {
@@ -94,6 +87,53 @@ func InstallChart(ctx context.Context, cfg *rest.Config, c *helmchart.Chart, rel
 		}
 	}
 	return r, nil
+}
+
+// Uninstall is `helm uninstall RELEASE -n NAMESPACE --wait`: it deletes the
+// release's objects, running its hooks, and waits until they are gone
+// (opts.Timeout, default 5 minutes). Objects annotated
+// helm.sh/resource-policy: keep stay. Only opts.Timeout and opts.Log are
+// used.
+func Uninstall(ctx context.Context, cfg *rest.Config, releaseName, namespace string, opts Options) error {
+	ac, err := actionConfig(cfg, namespace, opts.Log)
+	if err != nil {
+		return err
+	}
+	un := action.NewUninstall(ac)
+	un.Wait, un.Timeout = true, opts.Timeout
+	if un.Timeout == 0 {
+		un.Timeout = 5 * time.Minute
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := un.Run(releaseName)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("helm uninstall %s: %w", releaseName, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// actionConfig is Helm's configuration for releases in namespace of the
+// cluster of cfg, with its messages as debug lines of logs (nil: dropped).
+func actionConfig(cfg *rest.Config, namespace string, logs slog.Handler) (*action.Configuration, error) {
+	if logs == nil {
+		logs = slog.NewTextHandler(io.Discard, nil)
+	}
+	logger := slog.New(logs)
+	ac := new(action.Configuration)
+	if err := ac.Init(&restGetter{cfg: cfg, namespace: namespace}, namespace, "secret", func(format string, v ...any) {
+		logger.Debug(fmt.Sprintf(format, v...))
+	}); err != nil {
+		return nil, fmt.Errorf("helm: %w", err)
+	}
+	return ac, nil
 }
 
 // restGetter gives Helm a cluster from a rest.Config (Helm's own getter

@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	out := fs.String("out", "", "also write the report to this file (default WORK/report.md)")
 	skipBuild := fs.Bool("skip-build", false, "use the images of the last run")
 	buildOnly := fs.Bool("build-only", false, "build the images, then stop")
+	migrate := fs.Bool("migrate", false, "instead of the side-by-side cases: switch the official operator's objects to Tailplane in place, under load (docs/migration.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +73,9 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	}
 	if *out == "" {
 		*out = filepath.Join(cfg.Work, "report.md")
+		if *migrate {
+			*out = filepath.Join(cfg.Work, "report-migrate.md")
+		}
 	}
 	if cfg.Runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
@@ -86,6 +90,9 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	}
 	if *buildOnly {
 		return nil
+	}
+	if *migrate {
+		return runMigrate(ctx, cfg, *out, logger)
 	}
 	env, err := official.Up(ctx, cfg, logger)
 	defer env.Stop(logger)
@@ -106,5 +113,29 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 		return err
 	}
 	logger.Info("report written", "file", *out)
+	return runErr
+}
+
+// runMigrate is -migrate: the official operator alone, then Tailplane in
+// its place, under load; the report goes to stdout and to out.
+func runMigrate(ctx context.Context, cfg official.Config, out string, logger *log.Logger) error {
+	env, err := official.UpMigrate(ctx, cfg, logger)
+	defer env.Stop(logger)
+	if err != nil {
+		return err
+	}
+	report, runErr := official.RunMigrate(ctx, env, logger)
+	if err := report.Write(os.Stdout); err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := report.Write(f); err != nil {
+		return err
+	}
+	logger.Info("report written", "file", out)
 	return runErr
 }

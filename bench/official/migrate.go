@@ -1,0 +1,348 @@
+package official
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/log"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tailplane/tailplane/deploy/chart"
+)
+
+// The migration (-migrate, issue 37): the official operator alone, installed
+// as its users install it (namespace tailscale, release tailscale-operator,
+// hostname tailscale-operator, classes tailscale), serves the seed's objects;
+// then its release is uninstalled and Tailplane installed in its place
+// (devinstall, every default: the same namespace, names and classes), while
+// a client sends each object MigrateRate requests a second through the
+// tailnet.
+const (
+	MigrateNamespace = "tailscale"
+	// MigrateRate is the requests per second each object gets.
+	MigrateRate = 20
+	// migrateTimeout bounds one request: a request that takes longer
+	// counts as failed.
+	migrateTimeout = 3 * time.Second
+)
+
+// migrateTarget is one object of the migration.
+type migrateTarget struct {
+	name, file, host string
+	url              func(domain string) string
+}
+
+func migrateTargets() []migrateTarget {
+	return []migrateTarget{
+		{name: "exposed Service", file: "examples/seed/01-service-expose.yaml", host: "default-postgres",
+			url: func(d string) string { return "http://default-postgres." + d + ":5432/" }},
+		{name: "LoadBalancer Service", file: "examples/seed/02-service-loadbalancer.yaml", host: "default-postgres-lb",
+			url: func(d string) string { return "http://default-postgres-lb." + d + ":5432/" }},
+		{name: "Ingress", file: "examples/seed/03-ingress.yaml", host: "my-app",
+			url: func(d string) string { return "https://my-app." + d + "/" }},
+	}
+}
+
+// UpMigrate starts devcluster's real node and installs the official operator
+// alone, as MigrateNamespace's users have it: the tailscale.com CRDs
+// (Tailplane's, of the same names and schemas: the module's chart carries
+// none), the official chart, and its default ProxyClass. Stop undoes it.
+func UpMigrate(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error) {
+	return up(ctx, cfg, logger, (*Env).installOfficialAlone)
+}
+
+func (e *Env) installOfficialAlone(ctx context.Context, logger *log.Logger) error {
+	var err error
+	if e.Tailnet, err = ReadTailnetEnv(filepath.Join(e.dir, "tailnet.env")); err != nil {
+		return err
+	}
+	if e.Cluster, err = NewCluster(filepath.Join(e.dir, "kubeconfig")); err != nil {
+		return err
+	}
+	crds, err := ReadManifests(filepath.Join(e.Cfg.Root, "deploy", "manifests", "01-crds.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, c := range crds {
+		if _, err := e.Cluster.Apply(ctx, c); err != nil {
+			return fmt.Errorf("CRD %s: %w", c.GetName(), err)
+		}
+	}
+	chartDir, err := ChartDir(ctx, filepath.Join(e.Cfg.Root, "bench", "official", "tools"))
+	if err != nil {
+		return err
+	}
+	values := OfficialValues(e.Tailnet)
+	values["operatorConfig"].(map[string]any)["hostname"] = "tailscale-operator"
+	start := time.Now()
+	helmLog := logger.WithPrefix("helm")
+	helmLog.SetLevel(log.WarnLevel)
+	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, MigrateNamespace, OfficialRelease, values, 5*time.Minute, helmLog); err != nil {
+		return fmt.Errorf("install the official chart: %w (its pods: %s)", err, e.podSummary(ctx, MigrateNamespace))
+	}
+	if _, err := e.Cluster.Apply(ctx, toUnstructured(ProxyClass(e.Tailnet))); err != nil {
+		return err
+	}
+	logger.Info("official operator installed alone", "namespace", MigrateNamespace, "took", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// MigrateRow is what the migration measured of one object.
+type MigrateRow struct {
+	Object         string
+	Before, After  Device
+	Requests, Fail int
+	// Gap is the longest time without a successful request, from the
+	// uninstall to the end of the load.
+	Gap time.Duration
+	// Extra are devices of the object's name made beside its own
+	// ("<host>-1"): a device not taken over.
+	Extra []string
+}
+
+// SameDevice reports whether the object kept its device: node ID and
+// addresses.
+func (r MigrateRow) SameDevice() bool {
+	return r.Before.ID != "" && r.Before.ID == r.After.ID && strings.Join(r.Before.Addresses, ",") == strings.Join(r.After.Addresses, ",") && len(r.Extra) == 0
+}
+
+// MigrateReport is what -migrate measured.
+type MigrateReport struct {
+	Rows []MigrateRow
+	// Uninstall and Install are how long the official release's uninstall
+	// and Tailplane's install (until its operator was ready) took.
+	Uninstall, Install time.Duration
+	Notes              []string
+}
+
+// RunMigrate serves the seed's objects with the official operator, starts the
+// clients, replaces the operator, waits until Tailplane's proxies serve every
+// object, keeps the load for 10 s more, then deletes the objects and checks
+// that nothing is left.
+func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport, error) {
+	var r MigrateReport
+	if err := e.backends(ctx); err != nil {
+		return r, err
+	}
+	domain := e.Tailnet["TS_MAGICDNS_DOMAIN"]
+	targets := migrateTargets()
+	for _, t := range targets {
+		obj, err := e.seedObject(t.file, nil)
+		if err != nil {
+			return r, err
+		}
+		d, err := e.Cluster.FirstSuccess(ctx, obj, HTTPProbe(e.Probe, t.url(domain), 200), 4*time.Minute)
+		if err != nil {
+			return r, fmt.Errorf("the official operator never served the %s: %w (pods: %s)", t.name, err, e.podSummary(ctx, MigrateNamespace))
+		}
+		logger.Info("served by the official operator", "object", t.name, "apply to first success", d.Round(time.Millisecond))
+	}
+	before, err := e.devicesByHost(ctx)
+	if err != nil {
+		return r, err
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	clients := make([]*rateClient, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		clients[i] = &rateClient{probe: HTTPProbe(e.Probe, t.url(domain), 200)}
+		wg.Add(1)
+		go func() { defer wg.Done(); clients[i].run(loadCtx, MigrateRate) }()
+	}
+	warm := time.NewTimer(5 * time.Second) // a baseline before the switch
+	select {
+	case <-warm.C:
+	case <-ctx.Done():
+		return r, ctx.Err()
+	}
+	switchStart := time.Now()
+	if err := e.replaceOfficial(ctx, logger, &r); err != nil {
+		return r, err
+	}
+	if err := e.waitTailplaneServes(ctx, targets, domain); err != nil {
+		r.Notes = append(r.Notes, err.Error())
+	}
+	tail := time.NewTimer(10 * time.Second) // the load goes on after the switch
+	select {
+	case <-tail.C:
+	case <-ctx.Done():
+	}
+	stopLoad()
+	wg.Wait()
+	after, err := e.devicesByHost(ctx)
+	if err != nil {
+		return r, err
+	}
+	for i, t := range targets {
+		reqs, fails, gap := clients[i].stats(switchStart)
+		row := MigrateRow{Object: t.name, Before: before[t.host], After: after[t.host], Requests: reqs, Fail: fails, Gap: gap}
+		for host, d := range after {
+			if strings.HasPrefix(host, t.host+"-") && strings.TrimLeft(host[len(t.host)+1:], "0123456789") == "" {
+				row.Extra = append(row.Extra, d.Name)
+			}
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	r.Notes = append(r.Notes, e.migrateLeftovers(ctx, targets, logger)...)
+	return r, nil
+}
+
+// replaceOfficial uninstalls the official release and installs Tailplane in
+// its place with devinstall and every default.
+func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *MigrateReport) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := chart.Uninstall(ctx, cfg, OfficialRelease, MigrateNamespace, chart.Options{Timeout: 3 * time.Minute}); err != nil {
+		return err
+	}
+	r.Uninstall = time.Since(start)
+	logger.Info("official release uninstalled", "took", r.Uninstall.Round(time.Millisecond))
+	values, err := yaml.Marshal(map[string]any{"operatorConfig": map[string]any{"logging": "dev"}})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "values.yaml"), values, 0o644); err != nil {
+		return err
+	}
+	start = time.Now()
+	if err := goCommand(ctx, e.Cfg.Root, nil, "run", "./deploy/manifests/devinstall", "--dir", e.dir); err != nil {
+		return fmt.Errorf("install Tailplane: %w", err)
+	}
+	r.Install = time.Since(start)
+	logger.Info("Tailplane installed in the official operator's place", "namespace", MigrateNamespace, "took", r.Install.Round(time.Millisecond))
+	return nil
+}
+
+// waitTailplaneServes waits until no official proxy Pod is left and every
+// object answers.
+func (e *Env) waitTailplaneServes(ctx context.Context, targets []migrateTarget, domain string) error {
+	return Poll(ctx, 5*time.Minute, 500*time.Millisecond, func() (bool, error) {
+		pods, err := e.Cluster.Kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector})
+		if err != nil || len(pods.Items) > 0 {
+			return false, fmt.Errorf("official proxy pods left: %d (%v)", len(pods.Items), err)
+		}
+		for _, t := range targets {
+			if err := HTTPProbe(e.Probe, t.url(domain), 200)(ctx); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}, "Tailplane serving every object in the official operator's place")
+}
+
+// officialSelector selects the official operator's objects: its labels
+// without Tailplane's role label.
+const officialSelector = "tailscale.com/managed=true,!tailplane.dev/proxy-role"
+
+// devicesByHost lists the tailnet's devices by the first label of their
+// MagicDNS name.
+func (e *Env) devicesByHost(ctx context.Context) (map[string]Device, error) {
+	devs, err := e.Tailnet.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Device{}
+	for _, d := range devs {
+		host, _, _ := strings.Cut(d.Name, ".")
+		out[host] = d
+	}
+	return out, nil
+}
+
+// migrateLeftovers deletes the objects and says what is left: objects of
+// the official operator, devices, proxy Secrets.
+func (e *Env) migrateLeftovers(ctx context.Context, targets []migrateTarget, logger *log.Logger) []string {
+	var notes []string
+	kube := e.Cluster.Kube
+	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
+		notes = append(notes, fmt.Sprintf("official Secrets left after the switch: %d (%v)", len(l.Items), err))
+	}
+	if l, err := kube.AppsV1().StatefulSets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
+		notes = append(notes, fmt.Sprintf("official StatefulSets left after the switch: %d (%v)", len(l.Items), err))
+	}
+	var hosts []string
+	start := time.Now()
+	for _, t := range targets {
+		hosts = append(hosts, t.host)
+		obj, err := e.seedObject(t.file, nil)
+		if err == nil {
+			err = e.Cluster.Delete(ctx, obj, 2*time.Minute)
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: delete: %v", t.name, err))
+		}
+	}
+	if d, err := DevicesGone(ctx, e.Tailnet, hosts, start, 3*time.Minute); err != nil {
+		notes = append(notes, "devices after the delete: "+err.Error())
+	} else {
+		logger.Info("every device left the tailnet", "after", d.Round(time.Millisecond))
+	}
+	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "tailscale.com/parent-resource"}); err != nil || len(l.Items) > 0 {
+		var names []string
+		if l != nil {
+			for _, s := range l.Items {
+				names = append(names, s.Name)
+			}
+		}
+		notes = append(notes, fmt.Sprintf("proxy Secrets left after the delete: %v (%v)", names, err))
+	}
+	return notes
+}
+
+// rateClient sends requests at a fixed rate, each in its own goroutine (a
+// request that hangs does not hold the next back), and keeps every
+// result.
+type rateClient struct {
+	probe func(context.Context) error
+
+	mu      sync.Mutex
+	results []probeResult
+}
+
+type probeResult struct {
+	at time.Time
+	ok bool
+}
+
+func (c *rateClient) run(ctx context.Context, perSecond int) {
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case at := <-tick.C:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), migrateTimeout)
+				defer cancel()
+				err := c.probe(rctx)
+				c.mu.Lock()
+				c.results = append(c.results, probeResult{at: at, ok: err == nil})
+				c.mu.Unlock()
+			}()
+		}
+	}
+}
+
+// stats are the requests sent, those that failed, and the longest gap
+// between successful requests from since on.
+func (c *rateClient) stats(since time.Time) (requests, failed int, gap time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return gapStats(c.results, since)
+}
