@@ -205,3 +205,72 @@ func TestAdoptionCutOffIsFinished(t *testing.T) {
 		t.Errorf("devices deleted while finishing an adoption: %v", gone)
 	}
 }
+
+// A ProxyGroup's replicas are adopted one by one: the official group's
+// StatefulSet is named after the group, its replicas' state Secrets
+// "<group>-<ordinal>" (secret type state) and config Secrets
+// "<group>-<ordinal>-config" (cmd/k8s-operator/proxygroup_specs.go).
+func TestAdoptOfficialProxyGroup(t *testing.T) {
+	h := newHarness(t, nil)
+	name := "pg-" + h.ns
+	l := func(typ string) map[string]string {
+		return map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": name,
+			"tailscale.com/parent-resource-type": "proxygroup", "tailscale.com/secret-type": typ}
+	}
+	ctx := h.ctx()
+	two := int32(2)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l("")}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &two, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"no-such-node": "true"},
+			Containers:   []corev1.Container{{Name: "tailscale", Image: "tailscale/tailscale:v1.102.5"}}}}}}
+	if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 2 {
+		id, host := fmt.Sprintf("nOfficialPG%d", i), fmt.Sprintf("%s-%d", name, i)
+		ids = append(ids, id)
+		state := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: host, Labels: l("state")}, StringData: map[string]string{
+			"_machinekey": fmt.Sprintf("privkey:%d", i), "_current-profile": "profile-ab12", "profile-ab12": "{}",
+			"device_id": id, "device_fqdn": host + ".tail1.ts.net.", "device_ips": fmt.Sprintf(`["100.64.8.%d"]`, i+1)}}
+		config := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: host + "-config", Labels: l("config")},
+			StringData: map[string]string{"cap-107.hujson": "{}"}}
+		for _, s := range []*corev1.Secret{state, config} {
+			if _, err := h.kube.CoreV1().Secrets(h.opNS).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.api.AddDevice(tailnettest.Device{ID: id, Name: host + ".tail1.ts.net", Addresses: []string{fmt.Sprintf("100.64.8.%d", i+1)}})
+	}
+	g := h.proxyGroup(`{"type":"ingress","replicas":2}`)
+
+	testpoll.Until(t, settle, "official ProxyGroup adopted", func() error {
+		var errs []error
+		for i := range 2 {
+			s, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, g.replica(i).StateSecret, metav1.GetOptions{})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if got := string(s.Data["device_id"]); got != ids[i] || string(s.Data["_machinekey"]) != fmt.Sprintf("privkey:%d", i) {
+				errs = append(errs, fmt.Errorf("replica %d: device %q, machine key %q", i, got, s.Data["_machinekey"]))
+			}
+		}
+		for _, n := range []string{name + "-0", name + "-1", name + "-0-config", name + "-1-config"} {
+			if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("official Secret %s still there (%v)", n, err))
+			}
+		}
+		if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("official StatefulSet still there (%v)", err))
+		}
+		return errors.Join(errs...)
+	})
+	if keys := h.api.Keys(); len(keys) != 0 {
+		t.Errorf("auth keys minted for adopted replicas: %+v", keys)
+	}
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted during adoption: %v", gone)
+	}
+}
