@@ -3,7 +3,6 @@ package official
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/charmbracelet/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/tailplane/tailplane/deploy/chart"
 )
@@ -59,13 +57,6 @@ func UpMigrate(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error
 }
 
 func (e *Env) installOfficialAlone(ctx context.Context, logger *log.Logger) error {
-	var err error
-	if e.Tailnet, err = ReadTailnetEnv(filepath.Join(e.dir, "tailnet.env")); err != nil {
-		return err
-	}
-	if e.Cluster, err = NewCluster(filepath.Join(e.dir, "kubeconfig")); err != nil {
-		return err
-	}
 	crds, err := ReadManifests(filepath.Join(e.Cfg.Root, "deploy", "manifests", "01-crds.yaml"))
 	if err != nil {
 		return err
@@ -208,18 +199,9 @@ func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *Migrat
 	}
 	r.Uninstall = time.Since(start)
 	logger.Info("official release uninstalled", "took", r.Uninstall.Round(time.Millisecond))
-	values, err := yaml.Marshal(map[string]any{"operatorConfig": map[string]any{"logging": "dev"}})
-	if err != nil {
+	if r.Install, err = e.installTailplane(ctx, map[string]any{"operatorConfig": map[string]any{"logging": "dev"}}); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "values.yaml"), values, 0o644); err != nil {
-		return err
-	}
-	start = time.Now()
-	if err := goCommand(ctx, e.Cfg.Root, nil, "run", "./deploy/manifests/devinstall", "--dir", e.dir); err != nil {
-		return fmt.Errorf("install Tailplane: %w", err)
-	}
-	r.Install = time.Since(start)
 	logger.Info("Tailplane installed in the official operator's place", "namespace", MigrateNamespace, "took", r.Install.Round(time.Millisecond))
 	return nil
 }

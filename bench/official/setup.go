@@ -119,6 +119,12 @@ func up(ctx context.Context, cfg Config, logger *log.Logger, install func(*Env, 
 		return nil, fmt.Errorf("devcluster up --node real: %w", err)
 	}
 	logger.Info("devcluster's real node is up", "dir", dir)
+	if e.Tailnet, err = ReadTailnetEnv(filepath.Join(dir, "tailnet.env")); err != nil {
+		return e, err
+	}
+	if e.Cluster, err = NewCluster(filepath.Join(dir, "kubeconfig")); err != nil {
+		return e, err
+	}
 	if err := install(e, ctx, logger); err != nil {
 		return e, err
 	}
@@ -139,31 +145,16 @@ func up(ctx context.Context, cfg Config, logger *log.Logger, install func(*Env, 
 }
 
 func (e *Env) install(ctx context.Context, logger *log.Logger) error {
-	var err error
-	if e.Tailnet, err = ReadTailnetEnv(filepath.Join(e.dir, "tailnet.env")); err != nil {
-		return err
-	}
-	if e.Cluster, err = NewCluster(filepath.Join(e.dir, "kubeconfig")); err != nil {
-		return err
-	}
-	values, err := yaml.Marshal(TailplaneValues())
+	took, err := e.installTailplane(ctx, TailplaneValues())
 	if err != nil {
 		return err
 	}
-	// devinstall adds the folder's values.yaml to its own values.
-	if err := os.WriteFile(filepath.Join(e.dir, "values.yaml"), values, 0o644); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := goCommand(ctx, e.Cfg.Root, nil, "run", "./deploy/manifests/devinstall", "--dir", e.dir); err != nil {
-		return fmt.Errorf("install Tailplane: %w", err)
-	}
-	logger.Info("Tailplane installed", "namespace", TailplaneNamespace, "classes", TailplaneClass, "took", time.Since(start).Round(time.Second))
+	logger.Info("Tailplane installed", "namespace", TailplaneNamespace, "classes", TailplaneClass, "took", took.Round(time.Second))
 	chartDir, err := ChartDir(ctx, filepath.Join(e.Cfg.Root, "bench", "official", "tools"))
 	if err != nil {
 		return err
 	}
-	start = time.Now()
+	start := time.Now()
 	helmLog := logger.WithPrefix("helm")
 	helmLog.SetLevel(log.WarnLevel)
 	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, OfficialNamespace, OfficialRelease,
@@ -175,6 +166,24 @@ func (e *Env) install(ctx context.Context, logger *log.Logger) error {
 	}
 	logger.Info("official operator installed", "namespace", OfficialNamespace, "chart", chartDir, "took", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// installTailplane installs Tailplane as `go tool task dev` does (devinstall,
+// which adds the folder's values.yaml to its own values) with values, and
+// says how long it took.
+func (e *Env) installTailplane(ctx context.Context, values map[string]any) (time.Duration, error) {
+	b, err := yaml.Marshal(values)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "values.yaml"), b, 0o644); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := goCommand(ctx, e.Cfg.Root, nil, "run", "./deploy/manifests/devinstall", "--dir", e.dir); err != nil {
+		return 0, fmt.Errorf("install Tailplane: %w", err)
+	}
+	return time.Since(start), nil
 }
 
 // podSummary names each pod of ns with its phase, for error messages.
