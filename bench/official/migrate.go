@@ -10,6 +10,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tailplane/tailplane/deploy/chart"
@@ -78,7 +79,7 @@ func (e *Env) installOfficialAlone(ctx context.Context, logger *log.Logger) erro
 	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, MigrateNamespace, OfficialRelease, values, 5*time.Minute, helmLog); err != nil {
 		return fmt.Errorf("install the official chart: %w (its pods: %s)", err, e.podSummary(ctx, MigrateNamespace))
 	}
-	if _, err := e.Cluster.Apply(ctx, toUnstructured(ProxyClass(e.Tailnet))); err != nil {
+	if _, err := e.Cluster.Apply(ctx, &unstructured.Unstructured{Object: ProxyClass(e.Tailnet)}); err != nil {
 		return err
 	}
 	logger.Info("official operator installed alone", "namespace", MigrateNamespace, "took", time.Since(start).Round(time.Second))
