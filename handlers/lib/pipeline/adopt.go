@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,8 +39,9 @@ const LabelAdoptedFrom = "tailplane.dev/adopted-from"
 const ReasonAdopted = "AdoptedOfficialProxy"
 
 // adoptRetry is how often a parent checks whether the official proxy's Pods
-// have stopped.
-const adoptRetry = 2 * time.Second
+// have stopped: the official device is off the tailnet meanwhile, so this is
+// part of the parent's outage.
+const adoptRetry = 250 * time.Millisecond
 
 // officialIndex remembers, from one listing at the operator's start, the
 // parents the official operator left a proxy for (or whose adoption was
@@ -314,7 +316,34 @@ func (p *Pipeline) stopOfficialPods(ctx context.Context, parent proxyset.Parent)
 		return false, err
 	}
 	pods, err := p.listOfficial(ctx, resources.Pods, parent)
-	return len(pods) > 0, err
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(pods, func(pod unstructured.Unstructured) bool { return !processesStopped(pod) }), nil
+}
+
+// processesStopped reports whether none of pod's containers runs any more:
+// the Pod has ended, or every container's last state is terminated. That
+// is a second sooner than the Pod leaving the API server (after the kubelet
+// tore its volumes down), and is all that matters: no process holds the
+// node key any more.
+func processesStopped(pod unstructured.Unstructured) bool {
+	if phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
+		return true
+	}
+	statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
+	inits, _, _ := unstructured.NestedSlice(pod.Object, "status", "initContainerStatuses")
+	if len(statuses) == 0 {
+		// Never started (not scheduled, say): no process to wait for.
+		return len(inits) == 0
+	}
+	for _, c := range append(statuses, inits...) {
+		cs, _ := c.(map[string]any)
+		if _, terminated, _ := unstructured.NestedMap(cs, "state", "terminated"); !terminated {
+			return false
+		}
+	}
+	return true
 }
 
 // deleteOfficial deletes every object of parent's official proxy, then the
