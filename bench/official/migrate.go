@@ -11,6 +11,8 @@ import (
 	"github.com/charmbracelet/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tailplane/tailplane/deploy/chart"
@@ -50,40 +52,52 @@ func migrateTargets() []migrateTarget {
 }
 
 // UpMigrate starts devcluster's real node and installs the official operator
-// alone, as MigrateNamespace's users have it: the tailscale.com CRDs
-// (Tailplane's, of the same names and schemas: the module's chart carries
-// none), the official chart, and its default ProxyClass. Stop undoes it.
+// alone, as MigrateNamespace's users have it: the official chart as it is
+// released (its CRDs in the release, ReleaseChart) and its default
+// ProxyClass. Stop undoes it.
 func UpMigrate(ctx context.Context, cfg Config, logger *log.Logger) (*Env, error) {
 	return up(ctx, cfg, logger, (*Env).installOfficialAlone)
 }
 
 func (e *Env) installOfficialAlone(ctx context.Context, logger *log.Logger) error {
-	crds, err := ReadManifests(filepath.Join(e.Cfg.Root, "deploy", "manifests", "01-crds.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, c := range crds {
-		if _, err := e.Cluster.Apply(ctx, c); err != nil {
-			return fmt.Errorf("CRD %s: %w", c.GetName(), err)
-		}
-	}
 	chartDir, err := ChartDir(ctx, filepath.Join(e.Cfg.Root, "bench", "official", "tools"))
 	if err != nil {
 		return err
 	}
+	if chartDir, err = e.releaseChart(chartDir); err != nil {
+		return err
+	}
 	values := OfficialValues(e.Tailnet)
 	values["operatorConfig"].(map[string]any)["hostname"] = "tailscale-operator"
+	values["installCRDs"] = true
 	start := time.Now()
 	helmLog := logger.WithPrefix("helm")
 	helmLog.SetLevel(log.WarnLevel)
 	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, MigrateNamespace, OfficialRelease, values, 5*time.Minute, helmLog); err != nil {
 		return fmt.Errorf("install the official chart: %w (its pods: %s)", err, e.podSummary(ctx, MigrateNamespace))
 	}
-	if _, err := e.Cluster.Apply(ctx, &unstructured.Unstructured{Object: ProxyClass(e.Tailnet)}); err != nil {
+	// The release's CRDs may not be served yet.
+	err = Poll(ctx, time.Minute, 500*time.Millisecond, func() (bool, error) {
+		_, err := e.Cluster.Apply(ctx, &unstructured.Unstructured{Object: ProxyClass(e.Tailnet)})
+		return err == nil, err
+	}, "ProxyClass "+OfficialProxyClass+" applied")
+	if err != nil {
 		return err
 	}
 	logger.Info("official operator installed alone", "namespace", MigrateNamespace, "took", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// releaseChart assembles the official chart with its CRDs in the run's
+// folder and remembers the CRDs' names.
+func (e *Env) releaseChart(dir string) (string, error) {
+	out := filepath.Join(e.Cfg.Work, "official-chart")
+	names, err := ReleaseChart(dir, out)
+	if err != nil {
+		return "", err
+	}
+	e.officialCRDs = names
+	return out, nil
 }
 
 // MigrateRow is what the migration measured of one object.
@@ -194,6 +208,15 @@ func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *Migrat
 	if err != nil {
 		return err
 	}
+	// docs/migration.md, "Switching, with Helm": the CRDs stay with the
+	// users' objects, the official release goes, Tailplane's takes the CRDs
+	// over (devinstall installs with --take-ownership).
+	keep := []byte(`{"metadata":{"annotations":{"helm.sh/resource-policy":"keep"}}}`)
+	for _, name := range e.officialCRDs {
+		if _, err := e.Cluster.Dyn.Resource(crdResource).Patch(ctx, name, types.MergePatchType, keep, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("keep CRD %s: %w", name, err)
+		}
+	}
 	start := time.Now()
 	if err := chart.Uninstall(ctx, cfg, OfficialRelease, MigrateNamespace, chart.Options{Timeout: 3 * time.Minute}); err != nil {
 		return err
@@ -204,6 +227,10 @@ func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *Migrat
 		return err
 	}
 	logger.Info("Tailplane installed in the official operator's place", "namespace", MigrateNamespace, "took", r.Install.Round(time.Millisecond))
+	// The users' custom resources outlived the switch.
+	if _, err := e.Cluster.Dyn.Resource(proxyClassResource).Get(ctx, OfficialProxyClass, metav1.GetOptions{}); err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("ProxyClass %s did not survive the switch: %v", OfficialProxyClass, err))
+	}
 	return nil
 }
 
@@ -223,6 +250,11 @@ func (e *Env) waitTailplaneServes(ctx context.Context, targets []migrateTarget, 
 		return true, nil
 	}, "Tailplane serving every object in the official operator's place")
 }
+
+var (
+	crdResource        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	proxyClassResource = schema.GroupVersionResource{Group: "tailscale.com", Version: "v1alpha1", Resource: "proxyclasses"}
+)
 
 // officialSelector selects the official operator's objects: its labels
 // without Tailplane's role label.

@@ -72,6 +72,8 @@ type Env struct {
 	KeepDials atomic.Int64
 	dev, join *Background
 	dir       string
+	// officialCRDs are the CRDs of the official release (-migrate).
+	officialCRDs []string
 }
 
 func (c Config) clusterDir() string { return filepath.Join(c.Work, "cluster") }
