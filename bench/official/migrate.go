@@ -67,13 +67,10 @@ func (e *Env) installOfficialAlone(ctx context.Context, logger *log.Logger) erro
 	if chartDir, err = e.releaseChart(chartDir); err != nil {
 		return err
 	}
-	values := OfficialValues(e.Tailnet)
-	values["operatorConfig"].(map[string]any)["hostname"] = "tailscale-operator"
-	values["installCRDs"] = true
 	start := time.Now()
 	helmLog := logger.WithPrefix("helm")
 	helmLog.SetLevel(log.WarnLevel)
-	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, MigrateNamespace, OfficialRelease, values, 5*time.Minute, helmLog); err != nil {
+	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), chartDir, MigrateNamespace, OfficialRelease, e.officialValues(), 5*time.Minute, helmLog); err != nil {
 		return fmt.Errorf("install the official chart: %w (its pods: %s)", err, e.podSummary(ctx, MigrateNamespace))
 	}
 	// The release's CRDs may not be served yet.
@@ -86,6 +83,15 @@ func (e *Env) installOfficialAlone(ctx context.Context, logger *log.Logger) erro
 	}
 	logger.Info("official operator installed alone", "namespace", MigrateNamespace, "took", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// officialValues are the official chart's values as its users have them:
+// the operator's default hostname, the CRDs in the release.
+func (e *Env) officialValues() map[string]any {
+	values := OfficialValues(e.Tailnet)
+	values["operatorConfig"].(map[string]any)["hostname"] = "tailscale-operator"
+	values["installCRDs"] = true
+	return values
 }
 
 // releaseChart assembles the official chart with its CRDs in the run's
@@ -208,14 +214,21 @@ func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *Migrat
 	if err != nil {
 		return err
 	}
-	// docs/migration.md, "Switching, with Helm": the CRDs stay with the
-	// users' objects, the official release goes, Tailplane's takes the CRDs
-	// over (devinstall installs with --take-ownership).
+	// docs/migration.md, "Switching, with Helm": the CRDs leave the
+	// official release but stay (helm upgrade honours the live keep
+	// annotation of what it removes; helm uninstall would not), the release
+	// goes, Tailplane's takes the CRDs over (devinstall installs with
+	// --take-ownership).
 	keep := []byte(`{"metadata":{"annotations":{"helm.sh/resource-policy":"keep"}}}`)
 	for _, name := range e.officialCRDs {
 		if _, err := e.Cluster.Dyn.Resource(crdResource).Patch(ctx, name, types.MergePatchType, keep, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("keep CRD %s: %w", name, err)
 		}
+	}
+	values := e.officialValues()
+	values["installCRDs"] = false
+	if _, err := InstallChart(ctx, filepath.Join(e.dir, "kubeconfig"), filepath.Join(e.Cfg.Work, "official-chart"), MigrateNamespace, OfficialRelease, values, 3*time.Minute, nil); err != nil {
+		return fmt.Errorf("helm upgrade --set installCRDs=false: %w", err)
 	}
 	start := time.Now()
 	if err := chart.Uninstall(ctx, cfg, OfficialRelease, MigrateNamespace, chart.Options{Timeout: 3 * time.Minute}); err != nil {
