@@ -299,6 +299,9 @@ func (e *Env) migrateLeftovers(ctx context.Context, targets []migrateTarget, log
 	if l, err := kube.AppsV1().StatefulSets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
 		notes = append(notes, fmt.Sprintf("official StatefulSets left after the switch: %d (%v)", len(l.Items), err))
 	}
+	if l, err := kube.CoreV1().Services(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
+		notes = append(notes, fmt.Sprintf("official Services left after the switch: %d (%v)", len(l.Items), err))
+	}
 	var hosts []string
 	start := time.Now()
 	for _, t := range targets {
