@@ -206,7 +206,8 @@ func TestAdoptionCutOffIsFinished(t *testing.T) {
 	}
 }
 
-// A ProxyGroup's replicas are adopted one by one: the official group's
+// A ProxyGroup's replicas are adopted one by one, the next once
+// Tailplane's replica before it is Ready: the official group's
 // StatefulSet is named after the group, its replicas' state Secrets
 // "<group>-<ordinal>" (secret type state) and config Secrets
 // "<group>-<ordinal>-config" (cmd/k8s-operator/proxygroup_specs.go).
@@ -244,6 +245,31 @@ func TestAdoptOfficialProxyGroup(t *testing.T) {
 		h.api.AddDevice(tailnettest.Device{ID: id, Name: host + ".tail1.ts.net", Addresses: []string{fmt.Sprintf("100.64.8.%d", i+1)}})
 	}
 	g := h.proxyGroup(`{"type":"ingress","replicas":2}`)
+
+	// One replica at a time: Tailplane's replica 0 runs alone while the
+	// official replica 1 still serves.
+	testpoll.Until(t, settle, "official replica 0 adopted, replica 1 left serving", func() error {
+		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, g.replica(0).StateSecret, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := string(s.Data["device_id"]); got != ids[0] {
+			return fmt.Errorf("replica 0: device %q", got)
+		}
+		sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, g.replica(0).Base, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 1 {
+			return fmt.Errorf("Tailplane's StatefulSet has %d replicas, want 1 while the official replica 1 serves", *sts.Spec.Replicas)
+		}
+		_, err = h.kube.CoreV1().Secrets(h.opNS).Get(ctx, name+"-1", metav1.GetOptions{})
+		return err
+	})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, g.replica(1).StateSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("replica 1 taken over before replica 0 was Ready (%v)", err)
+	}
+	g.pod(0, "10.1.0.10", true)
 
 	testpoll.Until(t, settle, "official ProxyGroup adopted", func() error {
 		var errs []error

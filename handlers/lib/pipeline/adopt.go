@@ -2,12 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/lib/adoption"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
@@ -115,72 +108,146 @@ func (p *Pipeline) listOfficialParents(ctx context.Context) (map[string]bool, er
 	return out, nil
 }
 
+// adoptStep is what adoptOfficial decided for a parent's cycle.
+type adoptStep struct {
+	// waiting, when set, makes the parent wait: nothing is applied.
+	waiting string
+	// replicas, when positive, is how many replicas the cycle applies: the
+	// official replicas of the ordinals from there on still serve.
+	replicas int
+}
+
 // adoptOfficial takes over the proxy the official operator left for obj, if
-// any (settings.AdoptOn): it stops the official Pods, moves each replica's
-// device state into the state Secret of Tailplane's replica of the same
-// ordinal (adoption.Carried), then deletes the official objects. A message
-// means the parent waits: its official Pods are still stopping, or this is a
-// dry run (settings.AdoptDryRun), which changes nothing.
-func (p *Pipeline) adoptOfficial(ctx context.Context, m *Module, obj *unstructured.Unstructured, parent proxyset.Parent, be tailnet.Backend) (string, error) {
+// any (settings.AdoptOn), one replica at a time from ordinal 0: it stops
+// the official replica's Pod, moves its device state into the state Secret
+// of Tailplane's replica of the same ordinal (adoption.Carried) and deletes
+// the official replica's Secrets; the cycle then applies Tailplane's
+// replicas up to that one, and the next official replica is stopped only
+// once Tailplane's replica before it is Ready, so that a group always has a
+// replica serving. A single proxy's Pod is stopped at once (grace
+// removedProxyGrace); a group's drains with its own grace period (the
+// official ingress replicas unadvertise their Tailscale Services first).
+// When the last replica moved, the official objects left are deleted. A
+// dry run (settings.AdoptDryRun) changes nothing and makes the parent wait.
+func (p *Pipeline) adoptOfficial(ctx context.Context, m *Module, obj *unstructured.Unstructured, parent proxyset.Parent, be tailnet.Backend) (adoptStep, error) {
 	mode := p.d.Settings.AdoptOfficial
 	if mode == settings.AdoptOff {
-		return "", nil
+		return adoptStep{}, nil
 	}
 	if has, err := p.hasOfficial(ctx, parent); err != nil || !has {
-		return "", err
+		return adoptStep{}, err
 	}
-	ns := p.d.Settings.Namespace
-	sel := adoption.Selector(parent).String()
-	list, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: adoption.Selector(parent).String()})
 	if err != nil {
-		return "", fmt.Errorf("list the official operator's Secrets of %s: %w", p.describe(parent.Key()), err)
+		return adoptStep{}, fmt.Errorf("list the official operator's Secrets of %s: %w", p.describe(parent.Key()), err)
 	}
 	replicas := adoption.Find(parent, list.Items)
-	leftovers, err := p.officialObjects(ctx, parent)
-	if err != nil {
-		return "", err
-	}
 	if mode == settings.AdoptDryRun {
-		if len(replicas) == 0 && len(leftovers) == 0 {
-			return "", nil
-		}
-		var names []string
-		for _, o := range leftovers {
-			names = append(names, o.kind+" "+o.name)
-		}
-		return adoption.DryRun(replicas, names), nil
+		return p.dryRun(ctx, parent, replicas)
 	}
-	if stopping, err := p.stopOfficialPods(ctx, parent); err != nil || stopping {
-		if stopping {
-			p.d.Op.Enqueue(m.Resource, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), adoptRetry)
-			return "taking over the official operator's proxy: waiting for its Pods to stop", nil
+	key := runtime.ObjectKey(obj.GetNamespace(), obj.GetName())
+	if len(replicas) == 0 {
+		if stopping, err := p.stopOfficialPods(ctx, parent); err != nil || stopping {
+			p.d.Op.Enqueue(m.Resource, key, adoptRetry)
+			return adoptStep{waiting: waitingForOfficialPods}, err
 		}
-		return "", err
-	}
-	// Read again: the stopped Pods may have written their state last.
-	if list, err = p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}); err != nil {
-		return "", fmt.Errorf("list the official operator's Secrets of %s: %w", p.describe(parent.Key()), err)
-	}
-	var adopted []string
-	for _, r := range adoption.Find(parent, list.Items) {
-		took, err := p.takeOver(ctx, parent, r, be)
-		if err != nil {
-			return "", err
+		if err := p.deleteOfficial(ctx, parent); err != nil {
+			return adoptStep{}, err
 		}
-		if took {
-			adopted = append(adopted, r.Describe())
+		p.forgetOfficial(parent)
+		return adoptStep{}, nil
+	}
+	if err := p.orphanOfficialSets(ctx, parent); err != nil {
+		return adoptStep{}, err
+	}
+	r := replicas[0]
+	if r.Ordinal > 0 {
+		ready, err := p.replicaReady(ctx, parent, r.Ordinal-1)
+		if err != nil || !ready {
+			p.d.Op.Enqueue(m.Resource, key, time.Second)
+			return adoptStep{replicas: r.Ordinal}, err
 		}
 	}
-	if err := p.deleteOfficial(ctx, parent); err != nil {
-		return "", err
+	var grace *int64
+	if r.Ordinal == 0 && len(replicas) == 1 {
+		g := removedProxyGrace
+		grace = &g
 	}
-	p.forgetOfficial(parent)
-	if len(adopted) > 0 {
-		msg := fmt.Sprintf("took over device %s from the official operator's proxy", strings.Join(adopted, "; "))
-		p.d.Log.Info("adopted the official operator's proxy", "parent", runtime.ObjectKey(parent.Namespace, parent.Name), "kind", m.Kind, "devices", strings.Join(adopted, "; "))
+	stopped, err := p.stopOfficialPod(ctx, r.State.Name, grace)
+	if err != nil || !stopped {
+		p.d.Op.Enqueue(m.Resource, key, adoptRetry)
+		if r.Ordinal == 0 {
+			return adoptStep{waiting: waitingForOfficialPods}, err
+		}
+		return adoptStep{replicas: r.Ordinal}, err
+	}
+	// Read again: the stopped process may have written its state last.
+	state, err := secrets.Get(ctx, r.State.Name, metav1.GetOptions{})
+	if err != nil {
+		return adoptStep{}, fmt.Errorf("read the official operator's state Secret %s: %w", r.State.Name, err)
+	}
+	r.State = state
+	took, err := p.takeOver(ctx, parent, r, be)
+	if err != nil {
+		return adoptStep{}, err
+	}
+	for _, name := range []string{r.State.Name, r.State.Name + "-config"} {
+		if err := p.deleteOfficialObject(ctx, officialObject{"Secret", resources.Secrets, name}); err != nil {
+			return adoptStep{}, err
+		}
+	}
+	if took {
+		msg := fmt.Sprintf("took over device %s from the official operator's proxy", r.Describe())
+		p.d.Log.Info("adopted a replica of the official operator's proxy", "parent", key, "kind", m.Kind, "ordinal", r.Ordinal, "device", r.Describe())
 		p.d.Post(obj, corev1.EventTypeNormal, ReasonAdopted, msg)
 	}
-	return "", nil
+	if len(replicas) > 1 {
+		p.d.Op.Enqueue(m.Resource, key, adoptRetry)
+		return adoptStep{replicas: r.Ordinal + 1}, nil
+	}
+	if err := p.deleteOfficial(ctx, parent); err != nil {
+		return adoptStep{}, err
+	}
+	p.forgetOfficial(parent)
+	return adoptStep{}, nil
+}
+
+// waitingForOfficialPods is the message of a parent whose first official
+// replica is stopping.
+const waitingForOfficialPods = "taking over the official operator's proxy: waiting for its Pods to stop"
+
+// dryRun is the step of a dry run: the parent waits with what adoption
+// would do, or goes on when there is nothing official.
+func (p *Pipeline) dryRun(ctx context.Context, parent proxyset.Parent, replicas []adoption.Replica) (adoptStep, error) {
+	leftovers, err := p.officialObjects(ctx, parent)
+	if err != nil || len(replicas) == 0 && len(leftovers) == 0 {
+		return adoptStep{}, err
+	}
+	var names []string
+	for _, o := range leftovers {
+		names = append(names, o.kind+" "+o.name)
+	}
+	return adoptStep{waiting: adoption.DryRun(replicas, names)}, nil
+}
+
+// replicaReady reports whether the Pod of Tailplane's replica ordinal of
+// parent's proxy is Ready.
+func (p *Pipeline) replicaReady(ctx context.Context, parent proxyset.Parent, ordinal int) (bool, error) {
+	name := parent.Names().Replica(ordinal).StateSecret // named like the Pod
+	pod, err := p.d.Kube.CoreV1().Pods(p.d.Settings.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read Pod %s: %w", name, err)
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue, nil
+		}
+	}
+	return false, nil
 }
 
 // takeOver moves r's device state into Tailplane's state Secret of the same
@@ -236,149 +303,3 @@ func (p *Pipeline) takeOver(ctx context.Context, parent proxyset.Parent, r adopt
 
 // adoptionManager is the field manager of the state adoption writes.
 const adoptionManager = "tailplane-adoption"
-
-// officialObject is one object of an official proxy.
-type officialObject struct {
-	kind string
-	gvr  schema.GroupVersionResource
-	name string
-}
-
-// officialKinds are the kinds of the official proxies' objects in the
-// operator namespace, in deletion order (StatefulSets first, so that no
-// Pod is restarted with state that is about to go).
-var officialKinds = []struct {
-	kind string
-	gvr  schema.GroupVersionResource
-}{
-	{"StatefulSet", resources.StatefulSets}, {"Service", resources.Services}, {"Secret", resources.Secrets},
-	{"ConfigMap", resources.ConfigMaps}, {"ServiceAccount", resources.ServiceAccounts},
-	{"Role", resources.Roles}, {"RoleBinding", resources.RoleBindings},
-}
-
-// officialObjects lists every object of parent's official proxy, in
-// deletion order (StatefulSets first). Of the Secrets only the replicas'
-// config and state ones: the official ProxyGroups' certificate Secrets are
-// left (docs/migration.md).
-func (p *Pipeline) officialObjects(ctx context.Context, parent proxyset.Parent) ([]officialObject, error) {
-	var out []officialObject
-	for _, k := range officialKinds {
-		found, err := p.listOfficial(ctx, k.gvr, parent)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range found {
-			if t := o.GetLabels()[proxystate.LabelSecretType]; k.kind == "Secret" && t != "" && t != proxyset.SecretTypeState && t != proxyset.SecretTypeConfig {
-				continue
-			}
-			out = append(out, officialObject{kind: k.kind, gvr: k.gvr, name: o.GetName()})
-		}
-	}
-	return out, nil
-}
-
-// listOfficial lists the objects of resource gvr of parent's official
-// proxy in the operator namespace.
-func (p *Pipeline) listOfficial(ctx context.Context, gvr schema.GroupVersionResource, parent proxyset.Parent) ([]unstructured.Unstructured, error) {
-	list, err := p.d.Dyn.Resource(gvr).Namespace(p.d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: adoption.Selector(parent).String()})
-	if err != nil {
-		return nil, fmt.Errorf("list the official operator's %s of %s: %w", gvr.Resource, p.describe(parent.Key()), err)
-	}
-	var out []unstructured.Unstructured
-	for _, o := range list.Items {
-		if adoption.Belongs(o.GetLabels(), parent) {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
-// stopOfficialPods deletes the official StatefulSets of parent and their
-// Pods; it reports whether Pods are still stopping.
-func (p *Pipeline) stopOfficialPods(ctx context.Context, parent proxyset.Parent) (bool, error) {
-	sets, err := p.listOfficial(ctx, resources.StatefulSets, parent)
-	if err != nil {
-		return false, err
-	}
-	official := map[string]bool{}
-	for _, s := range sets {
-		official[s.GetName()] = true
-		if err := p.deleteOfficialObject(ctx, officialObject{"StatefulSet", resources.StatefulSets, s.GetName()}); err != nil {
-			return false, err
-		}
-	}
-	sel := adoption.Selector(parent).String()
-	ofOfficialSet := func(name string) bool {
-		i := strings.LastIndexByte(name, '-')
-		return i > 0 && official[name[:i]]
-	}
-	if err := p.stopPods(ctx, sel, ofOfficialSet); err != nil {
-		return false, err
-	}
-	pods, err := p.listOfficial(ctx, resources.Pods, parent)
-	if err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(pods, func(pod unstructured.Unstructured) bool { return !processesStopped(pod) }), nil
-}
-
-// processesStopped reports whether none of pod's containers runs any more:
-// the Pod has ended, or every container's last state is terminated. That
-// is a second sooner than the Pod leaving the API server (after the kubelet
-// tore its volumes down), and is all that matters: no process holds the
-// node key any more.
-func processesStopped(pod unstructured.Unstructured) bool {
-	if phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
-		return true
-	}
-	statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
-	inits, _, _ := unstructured.NestedSlice(pod.Object, "status", "initContainerStatuses")
-	if len(statuses) == 0 {
-		// Never started (not scheduled, say): no process to wait for.
-		return len(inits) == 0
-	}
-	for _, c := range append(statuses, inits...) {
-		cs, _ := c.(map[string]any)
-		if _, terminated, _ := unstructured.NestedMap(cs, "state", "terminated"); !terminated {
-			return false
-		}
-	}
-	return true
-}
-
-// deleteOfficial deletes every object of parent's official proxy, then the
-// LabelAdoptedFrom mark of Tailplane's state Secrets.
-func (p *Pipeline) deleteOfficial(ctx context.Context, parent proxyset.Parent) error {
-	objs, err := p.officialObjects(ctx, parent)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, o := range objs {
-		errs = append(errs, p.deleteOfficialObject(ctx, o))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
-	marked, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(parent.Labels()).String() + "," + LabelAdoptedFrom})
-	if err != nil {
-		return fmt.Errorf("list the adopted state Secrets of %s: %w", p.describe(parent.Key()), err)
-	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelAdoptedFrom: nil}}})
-	for _, s := range marked.Items {
-		if _, err := secrets.Patch(ctx, s.Name, types.MergePatchType, body, metav1.PatchOptions{}); ignoreNotFound(err) != nil {
-			return fmt.Errorf("unmark the adopted state Secret %s: %w", s.Name, err)
-		}
-	}
-	return nil
-}
-
-func (p *Pipeline) deleteOfficialObject(ctx context.Context, o officialObject) error {
-	bg := metav1.DeletePropagationBackground
-	err := p.d.Dyn.Resource(o.gvr).Namespace(p.d.Settings.Namespace).Delete(ctx, o.name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	if ignoreNotFound(err) != nil {
-		return fmt.Errorf("delete the official operator's %s %s/%s: %w", o.kind, p.d.Settings.Namespace, o.name, err)
-	}
-	return nil
-}

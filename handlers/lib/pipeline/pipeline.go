@@ -154,11 +154,16 @@ func (p *Pipeline) sync(ctx context.Context, m *Module, obj *unstructured.Unstru
 			return err
 		}
 	}
-	if waiting, err := p.adoptOfficial(ctx, m, obj, parent, be); err != nil || waiting != "" {
-		if waiting != "" {
-			return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseAdoption, Message: waiting})
-		}
+	step, err := p.adoptOfficial(ctx, m, obj, parent, be)
+	if err != nil {
 		return err
+	}
+	if step.waiting != "" {
+		return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseAdoption, Message: step.waiting})
+	}
+	if step.replicas > 0 && step.replicas < len(plan.Hostnames) {
+		// The official replicas above still serve (adopt.go).
+		plan.Hostnames = plan.Hostnames[:step.replicas]
 	}
 	// The index serves the replicas while every one has a device; one
 	// about to be handed a key is read from the API server, since the key
@@ -272,12 +277,6 @@ func (p *Pipeline) release(ctx context.Context, m *Module, obj *unstructured.Uns
 		if err := p.adoptLegacy(ctx, m, obj); err != nil {
 			return err
 		}
-	}
-	if waiting, err := p.adoptOfficial(ctx, m, obj, parent, be); err != nil || waiting != "" {
-		if waiting != "" {
-			return m.Report(ctx, obj, Outcome{Stage: Waiting, Cause: CauseAdoption, Message: waiting})
-		}
-		return err
 	}
 	return p.waitProxyGone(ctx, m, parent)
 }
