@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,20 +35,47 @@ const (
 	migrateTimeout = 3 * time.Second
 )
 
-// migrateTarget is one object of the migration.
+// migrateTarget is one object of the migration, with what it needs.
 type migrateTarget struct {
-	name, file, host string
-	url              func(domain string) string
+	name string
+	// objects are applied in order (the last one is probed) and deleted in
+	// the reverse order.
+	objects func(e *Env) ([]*unstructured.Unstructured, error)
+	// hosts are the devices that must stay the same.
+	hosts []string
+	url   func(domain string) string
+}
+
+// seedTarget is a target of one seed object with one device.
+func seedTarget(name, file, host string, url func(string) string) migrateTarget {
+	return migrateTarget{name: name, hosts: []string{host}, url: url, objects: func(e *Env) ([]*unstructured.Unstructured, error) {
+		o, err := e.seedObject(file, nil)
+		return []*unstructured.Unstructured{o}, err
+	}}
 }
 
 func migrateTargets() []migrateTarget {
 	return []migrateTarget{
-		{name: "exposed Service", file: "examples/seed/01-service-expose.yaml", host: "default-postgres",
-			url: func(d string) string { return "http://default-postgres." + d + ":5432/" }},
-		{name: "LoadBalancer Service", file: "examples/seed/02-service-loadbalancer.yaml", host: "default-postgres-lb",
-			url: func(d string) string { return "http://default-postgres-lb." + d + ":5432/" }},
-		{name: "Ingress", file: "examples/seed/03-ingress.yaml", host: "my-app",
-			url: func(d string) string { return "https://my-app." + d + "/" }},
+		seedTarget("exposed Service", "examples/seed/01-service-expose.yaml", "default-postgres",
+			func(d string) string { return "http://default-postgres." + d + ":5432/" }),
+		seedTarget("LoadBalancer Service", "examples/seed/02-service-loadbalancer.yaml", "default-postgres-lb",
+			func(d string) string { return "http://default-postgres-lb." + d + ":5432/" }),
+		seedTarget("Ingress", "examples/seed/03-ingress.yaml", "my-app",
+			func(d string) string { return "https://my-app." + d + "/" }),
+		{name: "ProxyGroup (ingress, 2 replicas): Ingress member", hosts: []string{"ingress-proxies-0", "ingress-proxies-1"},
+			url: func(d string) string { return "https://" + pgIngressHost + "." + d + "/" },
+			objects: func(e *Env) ([]*unstructured.Unstructured, error) {
+				pg, err := e.seedObject(pgSeed, nil)
+				if err != nil {
+					return nil, err
+				}
+				pg.SetNamespace("")
+				members, err := e.pgMembers(pg.GetName())
+				if err != nil {
+					return nil, err
+				}
+				return []*unstructured.Unstructured{pg, members[1]}, nil
+			}},
 	}
 }
 
@@ -109,7 +137,7 @@ func (e *Env) releaseChart(dir string) (string, error) {
 // MigrateRow is what the migration measured of one object.
 type MigrateRow struct {
 	Object         string
-	Before, After  Device
+	Before, After  []Device
 	Requests, Fail int
 	// Gap is the longest time without a successful request, from the
 	// uninstall to the end of the load.
@@ -119,10 +147,19 @@ type MigrateRow struct {
 	Extra []string
 }
 
-// SameDevice reports whether the object kept its device: node ID and
-// addresses.
+// SameDevice reports whether the object kept its devices: node IDs and
+// addresses, and no device of the same name made beside them.
 func (r MigrateRow) SameDevice() bool {
-	return r.Before.ID != "" && r.Before.ID == r.After.ID && strings.Join(r.Before.Addresses, ",") == strings.Join(r.After.Addresses, ",") && len(r.Extra) == 0
+	if len(r.Before) != len(r.After) || len(r.Extra) > 0 {
+		return false
+	}
+	for i, b := range r.Before {
+		a := r.After[i]
+		if b.ID == "" || b.ID != a.ID || !slices.Equal(b.Addresses, a.Addresses) {
+			return false
+		}
+	}
+	return true
 }
 
 // MigrateReport is what -migrate measured.
@@ -146,11 +183,16 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport,
 	domain := e.Tailnet["TS_MAGICDNS_DOMAIN"]
 	targets := migrateTargets()
 	for _, t := range targets {
-		obj, err := e.seedObject(t.file, nil)
+		objs, err := t.objects(e)
 		if err != nil {
 			return r, err
 		}
-		d, err := e.Cluster.FirstSuccess(ctx, obj, HTTPProbe(e.Probe, t.url(domain), 200), 4*time.Minute)
+		for _, o := range objs[:len(objs)-1] {
+			if _, err := e.Cluster.Apply(ctx, o); err != nil {
+				return r, err
+			}
+		}
+		d, err := e.Cluster.FirstSuccess(ctx, objs[len(objs)-1], HTTPProbe(e.Probe, t.url(domain), 200), 4*time.Minute)
 		if err != nil {
 			return r, fmt.Errorf("the official operator never served the %s: %w (pods: %s)", t.name, err, e.podSummary(ctx, MigrateNamespace))
 		}
@@ -195,10 +237,13 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport,
 	}
 	for i, t := range targets {
 		reqs, fails, gap := clients[i].stats(switchStart)
-		row := MigrateRow{Object: t.name, Before: before[t.host], After: after[t.host], Requests: reqs, Fail: fails, Gap: gap}
-		for host, d := range after {
-			if strings.HasPrefix(host, t.host+"-") && strings.TrimLeft(host[len(t.host)+1:], "0123456789") == "" {
-				row.Extra = append(row.Extra, d.Name)
+		row := MigrateRow{Object: t.name, Requests: reqs, Fail: fails, Gap: gap}
+		for _, h := range t.hosts {
+			row.Before, row.After = append(row.Before, before[h]), append(row.After, after[h])
+			for host, d := range after {
+				if strings.HasPrefix(host, h+"-") && strings.TrimLeft(host[len(h)+1:], "0123456789") == "" && !slices.Contains(t.hosts, host) {
+					row.Extra = append(row.Extra, d.Name)
+				}
 			}
 		}
 		r.Rows = append(r.Rows, row)
@@ -305,10 +350,10 @@ func (e *Env) migrateLeftovers(ctx context.Context, targets []migrateTarget, log
 	var hosts []string
 	start := time.Now()
 	for _, t := range targets {
-		hosts = append(hosts, t.host)
-		obj, err := e.seedObject(t.file, nil)
-		if err == nil {
-			err = e.Cluster.Delete(ctx, obj, 2*time.Minute)
+		hosts = append(hosts, t.hosts...)
+		objs, err := t.objects(e)
+		for i := len(objs) - 1; err == nil && i >= 0; i-- {
+			err = e.Cluster.Delete(ctx, objs[i], 2*time.Minute)
 		}
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: delete: %v", t.name, err))

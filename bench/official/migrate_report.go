@@ -53,7 +53,7 @@ func (r MigrateReport) Write(w io.Writer) error {
 				same += " (also " + strings.Join(row.Extra, ", ") + ")"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s |\n", row.Object, describeDevice(row.Before), describeDevice(row.After), same,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s |\n", row.Object, describeDevices(row.Before), describeDevices(row.After), same,
 			row.Requests, row.Fail, row.Gap.Round(10*time.Millisecond))
 	}
 	if len(r.Notes) > 0 {
@@ -66,6 +66,14 @@ func (r MigrateReport) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func describeDevices(ds []Device) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, describeDevice(d))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func describeDevice(d Device) string {

@@ -29,8 +29,8 @@ func TestGapStats(t *testing.T) {
 func TestMigrateReport(t *testing.T) {
 	dev := Device{ID: "n1", Name: "my-app.tail.ts.net", Addresses: []string{"100.64.0.3"}}
 	r := MigrateReport{Rows: []MigrateRow{
-		{Object: "Ingress", Before: dev, After: dev, Requests: 600, Fail: 2, Gap: 1234 * time.Millisecond},
-		{Object: "exposed Service", Before: dev, After: Device{ID: "n2", Name: "x"}, Extra: []string{"default-postgres-1.tail.ts.net"}},
+		{Object: "Ingress", Before: []Device{dev}, After: []Device{dev}, Requests: 600, Fail: 2, Gap: 1234 * time.Millisecond},
+		{Object: "exposed Service", Before: []Device{dev}, After: []Device{{ID: "n2", Name: "x"}}, Extra: []string{"default-postgres-1.tail.ts.net"}},
 	}}
 	var b strings.Builder
 	if err := r.Write(&b); err != nil {
