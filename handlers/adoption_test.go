@@ -2,18 +2,21 @@ package handlers_test
 
 import (
 	"errors"
+	"maps"
 	"fmt"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -244,6 +247,30 @@ func TestAdoptOfficialProxyGroup(t *testing.T) {
 		}
 		h.api.AddDevice(tailnettest.Device{ID: id, Name: host + ".tail1.ts.net", Addresses: []string{fmt.Sprintf("100.64.8.%d", i+1)}})
 	}
+	// The certificate of a member's Tailscale Service, as the official
+	// group leaves it: a TLS Secret, Role and RoleBinding named after the
+	// service's DNS name.
+	certLabels := map[string]string{"tailscale.com/managed": "true", "tailscale.com/proxy-group": name,
+		"tailscale.com/domain": "app-" + h.ns + ".tail1.ts.net"}
+	cert := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-" + h.ns + ".tail1.ts.net", Labels: withLabel(certLabels, "tailscale.com/secret-type", "certs")},
+		Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: []byte("CERT"), corev1.TLSPrivateKeyKey: []byte("KEY")}}
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Create(ctx, cert, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: cert.Name, Labels: certLabels}}
+	if _, err := h.kube.RbacV1().Roles(h.opNS).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Tailplane's shared certificate Secret of that service starts with it.
+	owner := tsservice.Owner{Kind: "Ingress", Namespace: h.ns, Name: "app"}
+	if err := tsservice.EnsureCertSecret(ctx, h.kube, h.opNS, tsservice.CertSecretName("app-"+h.ns), owner); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, tsservice.CertSecretName("app-"+h.ns), metav1.GetOptions{})
+	if err != nil || string(shared.Data[corev1.TLSCertKey]) != "CERT" || string(shared.Data[corev1.TLSPrivateKeyKey]) != "KEY" {
+		t.Fatalf("shared certificate Secret %v (%v), want the official certificate", shared.Data, err)
+	}
+
 	g := h.proxyGroup(`{"type":"ingress","replicas":2}`)
 
 	// One replica at a time: Tailplane's replica 0 runs alone while the
@@ -291,6 +318,12 @@ func TestAdoptOfficialProxyGroup(t *testing.T) {
 		if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("official StatefulSet still there (%v)", err))
 		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, cert.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("official certificate Secret still there (%v)", err))
+		}
+		if _, err := h.kube.RbacV1().Roles(h.opNS).Get(ctx, role.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("official certificate Role still there (%v)", err))
+		}
 		return errors.Join(errs...)
 	})
 	if keys := h.api.Keys(); len(keys) != 0 {
@@ -299,4 +332,11 @@ func TestAdoptOfficialProxyGroup(t *testing.T) {
 	if gone := h.api.Deleted(); len(gone) != 0 {
 		t.Errorf("devices deleted during adoption: %v", gone)
 	}
+}
+
+// withLabel returns l with k=v added (l is not changed).
+func withLabel(l map[string]string, k, v string) map[string]string {
+	out := maps.Clone(l)
+	out[k] = v
+	return out
 }

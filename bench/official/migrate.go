@@ -338,8 +338,14 @@ func (e *Env) devicesByHost(ctx context.Context) (map[string]Device, error) {
 func (e *Env) migrateLeftovers(ctx context.Context, targets []migrateTarget, logger *log.Logger) []string {
 	var notes []string
 	kube := e.Cluster.Kube
-	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
-		notes = append(notes, fmt.Sprintf("official Secrets left after the switch: %d (%v)", len(l.Items), err))
+	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector + ",!tailplane.dev/member-kind"}); err != nil || len(l.Items) > 0 {
+		var names []string
+		if l != nil {
+			for _, s := range l.Items {
+				names = append(names, s.Name)
+			}
+		}
+		notes = append(notes, fmt.Sprintf("official Secrets left after the switch: %v (%v)", names, err))
 	}
 	if l, err := kube.AppsV1().StatefulSets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
 		notes = append(notes, fmt.Sprintf("official StatefulSets left after the switch: %d (%v)", len(l.Items), err))

@@ -19,6 +19,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/adoption"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/internal/proxystate"
 )
 
@@ -59,6 +60,27 @@ func (p *Pipeline) officialObjects(ctx context.Context, parent proxyset.Parent) 
 			if t := o.GetLabels()[proxystate.LabelSecretType]; k.kind == "Secret" && t != "" && t != proxyset.SecretTypeState && t != proxyset.SecretTypeConfig {
 				continue
 			}
+			out = append(out, officialObject{kind: k.kind, gvr: k.gvr, name: o.GetName()})
+		}
+	}
+	return out, nil
+}
+
+// officialCertObjects lists the certificate Secrets, Roles and
+// RoleBindings the official operator made for group parent's Tailscale
+// Services (tsservice.OfficialCertSelector).
+func (p *Pipeline) officialCertObjects(ctx context.Context, parent proxyset.Parent) ([]officialObject, error) {
+	sel := tsservice.OfficialCertSelector + ",tailscale.com/proxy-group=" + parent.Name
+	var out []officialObject
+	for _, k := range []struct {
+		kind string
+		gvr  schema.GroupVersionResource
+	}{{"Secret", resources.Secrets}, {"Role", resources.Roles}, {"RoleBinding", resources.RoleBindings}} {
+		list, err := p.d.Dyn.Resource(k.gvr).Namespace(p.d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("list the official operator's certificate %ss of %s: %w", k.kind, p.describe(parent.Key()), err)
+		}
+		for _, o := range list.Items {
 			out = append(out, officialObject{kind: k.kind, gvr: k.gvr, name: o.GetName()})
 		}
 	}
@@ -177,12 +199,22 @@ func processesStopped(pod unstructured.Unstructured) bool {
 	return true
 }
 
-// deleteOfficial deletes every object of parent's official proxy, then the
-// LabelAdoptedFrom mark of Tailplane's state Secrets.
+// deleteOfficial deletes every object of parent's official proxy (of a
+// group, also its Tailscale Services' certificate Secrets, Roles and
+// RoleBindings, whose certificates Tailplane's shared certificate Secrets
+// started with), then the LabelAdoptedFrom mark of Tailplane's state
+// Secrets.
 func (p *Pipeline) deleteOfficial(ctx context.Context, parent proxyset.Parent) error {
 	objs, err := p.officialObjects(ctx, parent)
 	if err != nil {
 		return err
+	}
+	if parent.Namespace == "" {
+		certs, err := p.officialCertObjects(ctx, parent)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, certs...)
 	}
 	var errs []error
 	for _, o := range objs {

@@ -33,6 +33,7 @@
 //
 // It may import handlers/lib/adoption, handlers/lib/cluster,
 // handlers/lib/device, handlers/lib/proxyset, handlers/lib/proxyclassrules,
-// handlers/lib/resources, handlers/lib/settings, the shared internal
-// packages and runtime; modules import it, never the other way round.
+// handlers/lib/resources, handlers/lib/settings, handlers/lib/tsservice, the
+// shared internal packages and runtime; modules import it, never the other
+// way round.
 package pipeline

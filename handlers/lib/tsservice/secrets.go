@@ -34,9 +34,12 @@ func certLabels(o Owner) map[string]string {
 		proxystate.LabelParentName: proxyset.TruncateLabelValue(o.Name)}
 }
 
-// EnsureCertSecret creates o's empty kubernetes.io/tls Secret name in
-// namespace, which the group's issuing replica fills; an existing one is
-// left alone (it holds the certificate).
+// EnsureCertSecret creates o's kubernetes.io/tls Secret name in namespace,
+// which the group's issuing replica fills; an existing one is left alone (it
+// holds the certificate). A new one starts with the certificate of the same
+// Tailscale Service that the official operator's group left
+// (OfficialCertSelector), so that replicas taking over from the official
+// ones serve TLS at once instead of after a new issuance.
 func EnsureCertSecret(ctx context.Context, kube kubernetes.Interface, namespace, name string, o Owner) error {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: certLabels(o)},
@@ -51,6 +54,15 @@ func EnsureCertSecret(ctx context.Context, kube kubernetes.Interface, namespace,
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read shared certificate Secret %s: %w", name, err)
+	}
+	if hostname, ok := strings.CutPrefix(strings.TrimSuffix(name, "-tls"), "ts-svc-"); ok {
+		official, err := officialCert(ctx, kube, namespace, hostname)
+		if err != nil {
+			return err
+		}
+		if official != nil {
+			s.Data = official
+		}
 	}
 	_, err = kube.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -73,4 +85,27 @@ func DeleteCertSecrets(ctx context.Context, kube kubernetes.Interface, namespace
 		}
 	}
 	return nil
+}
+
+// OfficialCertSelector selects what the official operator made for its
+// groups' Tailscale Service certificates in the operator namespace: a
+// kubernetes.io/tls Secret named after the service's DNS name, and a Role
+// and RoleBinding of the same name (cmd/k8s-operator/ingress-for-pg.go);
+// they carry the DNS name in tailscale.com/domain and the group in
+// tailscale.com/proxy-group, and none of Tailplane's labels.
+const OfficialCertSelector = "tailscale.com/managed=true,tailscale.com/domain,tailscale.com/proxy-group,!" + LabelMemberKind + ",!" + proxyset.LabelProxyRole
+
+// officialCert returns the certificate and key of hostname's Tailscale
+// Service that the official operator's group left, or nil.
+func officialCert(ctx context.Context, kube kubernetes.Interface, namespace, hostname string) (map[string][]byte, error) {
+	list, err := kube.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: OfficialCertSelector})
+	if err != nil {
+		return nil, fmt.Errorf("list the official operator's certificate Secrets: %w", err)
+	}
+	for _, s := range list.Items {
+		if first, _, _ := strings.Cut(s.Name, "."); first == hostname && len(s.Data[corev1.TLSCertKey]) > 0 && len(s.Data[corev1.TLSPrivateKeyKey]) > 0 {
+			return map[string][]byte{corev1.TLSCertKey: s.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: s.Data[corev1.TLSPrivateKeyKey]}, nil
+		}
+	}
+	return nil, nil
 }
