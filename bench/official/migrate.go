@@ -247,6 +247,9 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport,
 			}
 		}
 		r.Rows = append(r.Rows, row)
+		for _, f := range clients[i].failures(switchStart) {
+			logger.Info("failed requests", "object", t.name, "reason", f)
+		}
 	}
 	r.Notes = append(r.Notes, e.migrateLeftovers(ctx, targets, logger)...)
 	return r, nil
@@ -393,8 +396,9 @@ type rateClient struct {
 }
 
 type probeResult struct {
-	at time.Time
-	ok bool
+	at  time.Time
+	ok  bool
+	err string // why it failed
 }
 
 func (c *rateClient) run(ctx context.Context, perSecond int) {
@@ -413,12 +417,41 @@ func (c *rateClient) run(ctx context.Context, perSecond int) {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), migrateTimeout)
 				defer cancel()
 				err := c.probe(rctx)
+				r := probeResult{at: at, ok: err == nil}
+				if err != nil {
+					r.err = err.Error()
+				}
 				c.mu.Lock()
-				c.results = append(c.results, probeResult{at: at, ok: err == nil})
+				c.results = append(c.results, r)
 				c.mu.Unlock()
 			}()
 		}
 	}
+}
+
+// failures are the distinct reasons of failed requests, with how many failed
+// for each, when the first did.
+func (c *rateClient) failures(since time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	count := map[string]int{}
+	first := map[string]time.Time{}
+	var order []string
+	for _, r := range c.results {
+		if r.ok {
+			continue
+		}
+		if _, seen := count[r.err]; !seen {
+			order = append(order, r.err)
+			first[r.err] = r.at
+		}
+		count[r.err]++
+	}
+	var out []string
+	for _, e := range order {
+		out = append(out, fmt.Sprintf("%d× from %+.2fs: %s", count[e], first[e].Sub(since).Seconds(), e))
+	}
+	return out
 }
 
 // stats are the requests sent, those that failed, and the longest gap

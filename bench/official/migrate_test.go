@@ -10,7 +10,7 @@ func TestGapStats(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	results := []probeResult{
-		{at(-100), true}, {at(0), true}, {at(50), false}, {at(100), false}, {at(1600), true}, {at(1650), true}, {at(1700), false},
+		{at: at(-100), ok: true}, {at: at(0), ok: true}, {at: at(50), ok: false}, {at: at(100), ok: false}, {at: at(1600), ok: true}, {at: at(1650), ok: true}, {at: at(1700), ok: false},
 	}
 	reqs, failed, gap := gapStats(results, at(10))
 	if reqs != 7 || failed != 3 {
@@ -21,7 +21,7 @@ func TestGapStats(t *testing.T) {
 		t.Errorf("gap %s, want 1.59s", gap)
 	}
 	// Failures to the end count as a gap too.
-	if _, _, gap := gapStats([]probeResult{{at(0), true}, {at(500), false}, {at(900), false}}, at(0)); gap != 900*time.Millisecond {
+	if _, _, gap := gapStats([]probeResult{{at: at(0), ok: true}, {at: at(500), ok: false}, {at: at(900), ok: false}}, at(0)); gap != 900*time.Millisecond {
 		t.Errorf("trailing gap %s, want 900ms", gap)
 	}
 }
