@@ -282,8 +282,17 @@ func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *Migrat
 	if err := chart.Uninstall(ctx, cfg, OfficialRelease, MigrateNamespace, chart.Options{Timeout: 3 * time.Minute}); err != nil {
 		return err
 	}
+	// Its operator's Pod goes before Tailplane's operator starts: both would
+	// run the operator's device (the Secret operator) at once.
+	err = Poll(ctx, 2*time.Minute, 250*time.Millisecond, func() (bool, error) {
+		pods, err := e.Cluster.Kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=operator"})
+		return err == nil && len(pods.Items) == 0, err
+	}, "the official operator's Pod gone")
+	if err != nil {
+		return err
+	}
 	r.Uninstall = time.Since(start)
-	logger.Info("official release uninstalled", "took", r.Uninstall.Round(time.Millisecond))
+	logger.Info("official release uninstalled, its operator's Pod gone", "took", r.Uninstall.Round(time.Millisecond))
 	if r.Install, err = e.installTailplane(ctx, map[string]any{"operatorConfig": map[string]any{"logging": "dev"}}); err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func (r MigrateReport) Write(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## From the official operator (%s) to Tailplane, in place\n\n", OfficialVersion)
 	fmt.Fprintf(&b, "`%s -- -migrate`, devcluster's real node; %d requests/s per object through the tailnet (a fresh connection each, %s timeout). "+
-		"Official release uninstalled in %s; Tailplane installed (until its operator was ready) in %s.\n\n",
+		"Official release uninstalled (until its operator's Pod was gone) in %s; Tailplane installed (until its operator was ready) in %s.\n\n",
 		Command, MigrateRate, migrateTimeout, r.Uninstall.Round(time.Millisecond), r.Install.Round(time.Millisecond))
 	b.WriteString("| object | device before (node ID, addresses) | after | same device | requests | failed | longest gap |\n")
 	b.WriteString("|---|---|---|---|---:|---:|---:|\n")
