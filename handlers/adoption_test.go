@@ -2,8 +2,8 @@ package handlers_test
 
 import (
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
