@@ -340,3 +340,63 @@ func withLabel(l map[string]string, k, v string) map[string]string {
 	out[k] = v
 	return out
 }
+
+// A Connector is cluster-scoped: the official operator labels its proxy's
+// objects with an empty parent namespace (childResourceLabels(name, "",
+// "connector")).
+func TestAdoptOfficialConnector(t *testing.T) {
+	h := newHarness(t, nil)
+	name := "cn-" + h.ns
+	l := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": name,
+		"tailscale.com/parent-resource-ns": "", "tailscale.com/parent-resource-type": "connector"}
+	ctx := h.ctx()
+	base := "ts-" + name + "-q8w2z"
+	one := int32(1)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: base, Labels: l}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &one, ServiceName: base, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"no-such-node": "true"},
+			Containers:   []corev1.Container{{Name: "tailscale", Image: "tailscale/tailscale:v1.102.5"}}}}}}
+	if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	state := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: base + "-0", Labels: l}, StringData: map[string]string{
+		"_machinekey": "privkey:cn", "_current-profile": "profile-ab12", "profile-ab12": "{}", "cap-107.hujson": "{}",
+		"device_id": "nOfficialCN", "device_fqdn": name + "-connector.tail1.ts.net.", "device_ips": `["100.64.7.7"]`}}
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Create(ctx, state, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.api.AddDevice(tailnettest.Device{ID: "nOfficialCN", Name: name + "-connector.tail1.ts.net", Addresses: []string{"100.64.7.7"}})
+	c := h.connector(`{"subnetRouter":{"advertiseRoutes":["10.40.0.0/16"]}}`)
+
+	testpoll.Until(t, settle, "official Connector adopted", func() error {
+		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, c.replica(0).StateSecret, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(s.Data["device_id"]) != "nOfficialCN" || string(s.Data["_machinekey"]) != "privkey:cn" {
+			return fmt.Errorf("state Secret %s: device %q, machine key %q", s.Name, s.Data["device_id"], s.Data["_machinekey"])
+		}
+		if _, ok := s.Data["cap-107.hujson"]; ok {
+			return fmt.Errorf("state Secret %s carries the official tailscaled config", s.Name)
+		}
+		for what, err := range map[string]error{
+			"StatefulSet": func() error {
+				_, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, base, metav1.GetOptions{})
+				return err
+			}(),
+			"Secret": func() error {
+				_, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, base+"-0", metav1.GetOptions{})
+				return err
+			}(),
+		} {
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("official %s still there (%v)", what, err)
+			}
+		}
+		return nil
+	})
+	if keys := h.api.Keys(); len(keys) != 0 {
+		t.Errorf("auth keys minted for an adopted Connector: %+v", keys)
+	}
+}
