@@ -48,15 +48,7 @@ func (h *harness) leaveOfficialProxy(name string) officialProxy {
 		podLabels[k] = v
 	}
 	ctx := h.ctx()
-	one := int32(1)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: o.base, Labels: l}, Spec: appsv1.StatefulSetSpec{
-		Replicas: &one, ServiceName: o.base, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "uid-of-" + name}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"no-such-node": "true"},
-			Containers:   []corev1.Container{{Name: "tailscale", Image: "tailscale/tailscale:v1.102.5"}}}}}}
-	if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		h.t.Fatal(err)
-	}
+	h.createOfficialStatefulSet(o.base, l, podLabels, 1)
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: o.base, Labels: l},
 		Spec: corev1.ServiceSpec{ClusterIP: "None", Selector: map[string]string{"app": "uid-of-" + name}}}
 	if _, err := h.kube.CoreV1().Services(h.opNS).Create(ctx, headless, metav1.CreateOptions{}); err != nil {
@@ -77,6 +69,22 @@ func (h *harness) leaveOfficialProxy(name string) officialProxy {
 	svc.Finalizers = []string{"tailscale.com/finalizer"}
 	h.createService(svc)
 	return o
+}
+
+// createOfficialStatefulSet creates an official proxy's StatefulSet of
+// replicas Pods labelled podLabels (and "app", its selector), which no node
+// can run: no node runs the official image here.
+func (h *harness) createOfficialStatefulSet(name string, labels, podLabels map[string]string, replicas int32) {
+	h.t.Helper()
+	sel := map[string]string{"app": podLabels["app"]}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &replicas, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: sel},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"no-such-node": "true"},
+			Containers:   []corev1.Container{{Name: "tailscale", Image: "tailscale/tailscale:v1.102.5"}}}}}}
+	if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Create(h.ctx(), sts, metav1.CreateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // officialGone checks that nothing of the official proxy is left.
@@ -222,15 +230,7 @@ func TestAdoptOfficialProxyGroup(t *testing.T) {
 			"tailscale.com/parent-resource-type": "proxygroup", "tailscale.com/secret-type": typ}
 	}
 	ctx := h.ctx()
-	two := int32(2)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l("")}, Spec: appsv1.StatefulSetSpec{
-		Replicas: &two, ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"no-such-node": "true"},
-			Containers:   []corev1.Container{{Name: "tailscale", Image: "tailscale/tailscale:v1.102.5"}}}}}}
-	if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.createOfficialStatefulSet(name, l(""), map[string]string{"app": name}, 2)
 	var ids []string
 	for i := range 2 {
 		id, host := fmt.Sprintf("nOfficialPG%d", i), fmt.Sprintf("%s-%d", name, i)
@@ -351,15 +351,7 @@ func TestAdoptOfficialConnector(t *testing.T) {
 		"tailscale.com/parent-resource-ns": "", "tailscale.com/parent-resource-type": "connector"}
 	ctx := h.ctx()
 	base := "ts-" + name + "-q8w2z"
-	one := int32(1)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: base, Labels: l}, Spec: appsv1.StatefulSetSpec{
-		Replicas: &one, ServiceName: base, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"no-such-node": "true"},
-			Containers:   []corev1.Container{{Name: "tailscale", Image: "tailscale/tailscale:v1.102.5"}}}}}}
-	if _, err := h.kube.AppsV1().StatefulSets(h.opNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.createOfficialStatefulSet(base, l, map[string]string{"app": name}, 1)
 	state := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: base + "-0", Labels: l}, StringData: map[string]string{
 		"_machinekey": "privkey:cn", "_current-profile": "profile-ab12", "profile-ab12": "{}", "cap-107.hujson": "{}",
 		"device_id": "nOfficialCN", "device_fqdn": name + "-connector.tail1.ts.net.", "device_ips": `["100.64.7.7"]`}}
