@@ -202,11 +202,10 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport,
 	if err != nil {
 		return r, err
 	}
-	// devinstall is compiled before the load starts (installTailplane's
-	// build then comes from the cache): a compile on both cores during the
+	// Built before the load starts: a compile on both cores during the
 	// switch starved the proxies being measured.
-	if err := goCommand(ctx, e.Cfg.Root, nil, "build", "-o", filepath.Join(e.Cfg.Work, "bin", "devinstall"), "./deploy/manifests/devinstall"); err != nil {
-		return r, fmt.Errorf("build devinstall: %w", err)
+	if _, err := e.buildDevinstall(ctx); err != nil {
+		return r, err
 	}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()

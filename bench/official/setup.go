@@ -74,6 +74,8 @@ type Env struct {
 	dir       string
 	// officialCRDs are the CRDs of the official release (-migrate).
 	officialCRDs []string
+	// devinstall is the devinstall binary once built (buildDevinstall).
+	devinstall string
 }
 
 func (c Config) clusterDir() string { return filepath.Join(c.Work, "cluster") }
@@ -181,11 +183,9 @@ func (e *Env) installTailplane(ctx context.Context, values map[string]any) (time
 	if err := os.WriteFile(filepath.Join(e.dir, "values.yaml"), b, 0o644); err != nil {
 		return 0, err
 	}
-	// Built first and timed apart: a `go run` compiles for seconds on both
-	// cores, which would starve the proxies under measurement.
-	bin := filepath.Join(e.Cfg.Work, "bin", "devinstall")
-	if err := goCommand(ctx, e.Cfg.Root, nil, "build", "-o", bin, "./deploy/manifests/devinstall"); err != nil {
-		return 0, fmt.Errorf("build devinstall: %w", err)
+	bin, err := e.buildDevinstall(ctx)
+	if err != nil {
+		return 0, err
 	}
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bin, "--dir", e.dir)
@@ -194,6 +194,21 @@ func (e *Env) installTailplane(ctx context.Context, values map[string]any) (time
 		return 0, fmt.Errorf("install Tailplane: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return time.Since(start), nil
+}
+
+// buildDevinstall builds devinstall once per run and returns its path. It
+// is built apart from the install, and timed apart: a `go run` compiles for
+// seconds on both cores, which would starve the proxies under measurement.
+func (e *Env) buildDevinstall(ctx context.Context) (string, error) {
+	if e.devinstall != "" {
+		return e.devinstall, nil
+	}
+	bin := filepath.Join(e.Cfg.Work, "bin", "devinstall")
+	if err := goCommand(ctx, e.Cfg.Root, nil, "build", "-o", bin, "./deploy/manifests/devinstall"); err != nil {
+		return "", fmt.Errorf("build devinstall: %w", err)
+	}
+	e.devinstall = bin
+	return bin, nil
 }
 
 // podSummary names each pod of ns with its phase, for error messages.

@@ -81,12 +81,9 @@ func (p *Pipeline) listOfficialParents(ctx context.Context) (map[string]bool, er
 	ns := p.d.Settings.Namespace
 	notOurs := "tailscale.com/managed=true,!" + proxyset.LabelProxyRole
 	out := map[string]bool{}
-	add := func(items []metav1.ObjectMeta) {
-		for _, m := range items {
-			l := m.Labels
-			if l[proxystate.LabelParentName] != "" {
-				out[officialKey(l[proxystate.LabelParentType], l[proxystate.LabelParentNamespace], l[proxystate.LabelParentName])] = true
-			}
+	add := func(l map[string]string) {
+		if l[proxystate.LabelParentName] != "" {
+			out[officialKey(l[proxystate.LabelParentType], l[proxystate.LabelParentNamespace], l[proxystate.LabelParentName])] = true
 		}
 	}
 	for _, sel := range []string{notOurs, LabelAdoptedFrom} {
@@ -95,7 +92,7 @@ func (p *Pipeline) listOfficialParents(ctx context.Context) (map[string]bool, er
 			return nil, fmt.Errorf("list the official operator's Secrets in %s: %w", ns, err)
 		}
 		for _, s := range list.Items {
-			add([]metav1.ObjectMeta{s.ObjectMeta})
+			add(s.Labels)
 		}
 	}
 	sets, err := p.d.Kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: notOurs})
@@ -103,7 +100,7 @@ func (p *Pipeline) listOfficialParents(ctx context.Context) (map[string]bool, er
 		return nil, fmt.Errorf("list the official operator's StatefulSets in %s: %w", ns, err)
 	}
 	for _, s := range sets.Items {
-		add([]metav1.ObjectMeta{s.ObjectMeta})
+		add(s.Labels)
 	}
 	return out, nil
 }
