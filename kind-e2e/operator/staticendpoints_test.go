@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -101,14 +102,20 @@ spec:
 			// The client learns the endpoint from control only (the
 			// replica cannot see its node's ExternalIP), and pings it
 			// with the others.
+			// A ping waits for its pong until its context ends, as the
+			// CLI's does, so each gets its own five seconds: one sent while
+			// the replica restarts on its new port would otherwise hold
+			// the spec until its timeout.
 			Eventually(func() ([]string, error) {
-				if _, err := lc.Ping(ctx, ip, tailcfg.PingDisco); err != nil {
+				pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if _, err := lc.Ping(pingCtx, ip, tailcfg.PingDisco); err != nil {
 					return nil, err
 				}
 				return slices.DeleteFunc(c.log.since(start), func(l string) bool { return !strings.Contains(l, ", "+ep+")  got pong") }), nil
 			}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).ShouldNot(BeEmpty(), "a pong from "+ep)
 		}
-	}, SpecTimeout(4*time.Minute))
+	}, SpecTimeout(5*time.Minute))
 
 	It("deletes a replica's Service when the group scales down, and all with the group", func(ctx SpecContext) {
 		nodePorts := func() (string, error) {
