@@ -169,7 +169,11 @@ func (h *harness) start() {
 	if h.adjustDeps != nil {
 		h.adjustDeps(d)
 	}
-	handlers.Register(op, d)
+	if h.settings.HandBack {
+		handlers.RegisterHandBack(op, d)
+	} else {
+		handlers.Register(op, d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- op.Run(ctx) }()

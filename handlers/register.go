@@ -48,3 +48,10 @@ func Register(op *runtime.Operator, d *cluster.Deps) {
 	dnsconfig.Register(op, d)
 	tailnet.Register(op, d)
 }
+
+// RegisterHandBack registers, instead of the handler modules, the hand-back
+// of every proxy to the official operator (settings.Settings.HandBack):
+// it runs when op starts, and nothing is handled.
+func RegisterHandBack(op *runtime.Operator, d *cluster.Deps) {
+	pipeline.RegisterHandBack(op, d)
+}

@@ -168,14 +168,26 @@ type MigrateReport struct {
 	// Uninstall and Install are how long the official release's uninstall
 	// and Tailplane's install (until its operator was ready) took.
 	Uninstall, Install time.Duration
-	Notes              []string
+	// BackRows are the way back (-back): the devices the official operator
+	// first had, and after it took them back from Tailplane.
+	BackRows []MigrateRow
+	// HandBack is how long Tailplane's hand-back took (until its operator
+	// in hand-back mode was ready), UninstallTailplane its release's
+	// uninstall, Reinstall the official chart's install.
+	HandBack, UninstallTailplane, Reinstall time.Duration
+	Notes                                   []string
 }
 
 // RunMigrate serves the seed's objects with the official operator, starts the
 // clients, replaces the operator, waits until Tailplane's proxies serve every
 // object, keeps the load for 10 s more, then deletes the objects and checks
 // that nothing is left.
-func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport, error) {
+//
+// With back, the switch is followed, under the same load, by the way back
+// (handBackToOfficial): BackRows measure it against the devices the
+// official operator first had, and the official operator deletes the
+// objects at the end.
+func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (MigrateReport, error) {
 	var r MigrateReport
 	if err := e.backends(ctx); err != nil {
 		return r, err
@@ -229,10 +241,19 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport,
 	if err := e.waitTailplaneServes(ctx, targets, domain); err != nil {
 		r.Notes = append(r.Notes, err.Error())
 	}
-	tail := time.NewTimer(10 * time.Second) // the load goes on after the switch
-	select {
-	case <-tail.C:
-	case <-ctx.Done():
+	if !tail(ctx, 10*time.Second) { // the load goes on after the switch
+		return r, ctx.Err()
+	}
+	backStart := time.Now()
+	if back {
+		r.Notes = append(r.Notes, e.switchLeftovers(ctx)...)
+		if err := e.handBackToOfficial(ctx, logger, &r); err != nil {
+			return r, err
+		}
+		if err := e.waitOfficialServes(ctx, targets, domain); err != nil {
+			r.Notes = append(r.Notes, err.Error())
+		}
+		tail(ctx, 10*time.Second)
 	}
 	stopLoad()
 	wg.Wait()
@@ -240,24 +261,48 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger) (MigrateReport,
 	if err != nil {
 		return r, err
 	}
-	for i, t := range targets {
-		reqs, fails, gap := clients[i].stats(switchStart)
-		row := MigrateRow{Object: t.name, Requests: reqs, Fail: fails, Gap: gap}
-		for _, h := range t.hosts {
-			row.Before, row.After = append(row.Before, before[h]), append(row.After, after[h])
-			for host, d := range after {
-				if strings.HasPrefix(host, h+"-") && strings.TrimLeft(host[len(h)+1:], "0123456789") == "" && !slices.Contains(t.hosts, host) {
-					row.Extra = append(row.Extra, d.Name)
+	rows := func(w window) []MigrateRow {
+		var out []MigrateRow
+		for i, t := range targets {
+			reqs, fails, gap := clients[i].stats(w)
+			row := MigrateRow{Object: t.name, Requests: reqs, Fail: fails, Gap: gap}
+			for _, h := range t.hosts {
+				row.Before, row.After = append(row.Before, before[h]), append(row.After, after[h])
+				for host, d := range after {
+					if strings.HasPrefix(host, h+"-") && strings.TrimLeft(host[len(h)+1:], "0123456789") == "" && !slices.Contains(t.hosts, host) {
+						row.Extra = append(row.Extra, d.Name)
+					}
 				}
 			}
+			out = append(out, row)
+			for _, f := range clients[i].failures(w) {
+				logger.Info("failed requests", "object", t.name, "reason", f)
+			}
 		}
-		r.Rows = append(r.Rows, row)
-		for _, f := range clients[i].failures(switchStart) {
-			logger.Info("failed requests", "object", t.name, "reason", f)
-		}
+		return out
 	}
-	r.Notes = append(r.Notes, e.migrateLeftovers(ctx, targets, logger)...)
+	if back {
+		r.Rows = rows(window{gapFrom: switchStart, until: backStart})
+		r.BackRows = rows(window{countFrom: backStart, gapFrom: backStart})
+		r.Notes = append(r.Notes, e.deleteAndCheck(ctx, targets, logger)...)
+		return r, nil
+	}
+	r.Rows = rows(window{gapFrom: switchStart})
+	r.Notes = append(r.Notes, e.switchLeftovers(ctx)...)
+	r.Notes = append(r.Notes, e.deleteAndCheck(ctx, targets, logger)...)
 	return r, nil
+}
+
+// tail waits d, and reports whether ctx is still alive.
+func tail(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // replaceOfficial uninstalls the official release and installs Tailplane in
@@ -350,9 +395,9 @@ func (e *Env) devicesByHost(ctx context.Context) (map[string]Device, error) {
 	return out, nil
 }
 
-// migrateLeftovers deletes the objects and says what is left: objects of
-// the official operator, devices, proxy Secrets.
-func (e *Env) migrateLeftovers(ctx context.Context, targets []migrateTarget, logger *log.Logger) []string {
+// switchLeftovers says what the official operator left after the switch
+// to Tailplane: objects of its own in the operator namespace.
+func (e *Env) switchLeftovers(ctx context.Context) []string {
 	var notes []string
 	kube := e.Cluster.Kube
 	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector + ",!tailplane.dev/member-kind"}); err != nil || len(l.Items) > 0 {
@@ -370,6 +415,14 @@ func (e *Env) migrateLeftovers(ctx context.Context, targets []migrateTarget, log
 	if l, err := kube.CoreV1().Services(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector}); err != nil || len(l.Items) > 0 {
 		notes = append(notes, fmt.Sprintf("official Services left after the switch: %d (%v)", len(l.Items), err))
 	}
+	return notes
+}
+
+// deleteAndCheck deletes the objects and says what is left of them:
+// devices, proxy Secrets.
+func (e *Env) deleteAndCheck(ctx context.Context, targets []migrateTarget, logger *log.Logger) []string {
+	var notes []string
+	kube := e.Cluster.Kube
 	var hosts []string
 	start := time.Now()
 	for _, t := range targets {
@@ -443,15 +496,18 @@ func (c *rateClient) run(ctx context.Context, perSecond int) {
 	}
 }
 
-// failures are the distinct reasons of failed requests, with how many failed
-// for each, when the first did.
-func (c *rateClient) failures(since time.Time) []string {
+// failures are the distinct reasons of the requests in window w that
+// failed, with how many failed for each, when the first did.
+func (c *rateClient) failures(w window) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	count := map[string]int{}
 	first := map[string]time.Time{}
 	var order []string
 	for _, r := range c.results {
+		if r.at.Before(w.countFrom) || !w.until.IsZero() && !r.at.Before(w.until) {
+			continue
+		}
 		if r.ok {
 			continue
 		}
@@ -463,15 +519,23 @@ func (c *rateClient) failures(since time.Time) []string {
 	}
 	var out []string
 	for _, e := range order {
-		out = append(out, fmt.Sprintf("%d× from %+.2fs: %s", count[e], first[e].Sub(since).Seconds(), e))
+		out = append(out, fmt.Sprintf("%d× from %+.2fs: %s", count[e], first[e].Sub(w.gapFrom).Seconds(), e))
 	}
 	return out
 }
 
 // stats are the requests sent, those that failed, and the longest gap
-// between successful requests from since on.
-func (c *rateClient) stats(since time.Time) (requests, failed int, gap time.Duration) {
+// between successful requests in window w.
+func (c *rateClient) stats(w window) (requests, failed int, gap time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return gapStats(c.results, since)
+	results := slices.DeleteFunc(slices.Clone(c.results), func(r probeResult) bool {
+		return r.at.Before(w.countFrom) || !w.until.IsZero() && !r.at.Before(w.until)
+	})
+	return gapStats(results, w.gapFrom)
 }
+
+// window is the part of a client's requests a row is measured on: those
+// sent from countFrom (zero: the first) to until (zero: the last), gaps
+// from gapFrom on.
+type window struct{ countFrom, gapFrom, until time.Time }

@@ -43,18 +43,13 @@ func (r MigrateReport) Write(w io.Writer) error {
 	fmt.Fprintf(&b, "`%s -- -migrate`, devcluster's real node; %d requests/s per object through the tailnet (a fresh connection each, %s timeout). "+
 		"Official release uninstalled (until its operator's Pod was gone) in %s; Tailplane installed (until its operator was ready) in %s.\n\n",
 		Command, MigrateRate, migrateTimeout, r.Uninstall.Round(time.Millisecond), r.Install.Round(time.Millisecond))
-	b.WriteString("| object | device before (node ID, addresses) | after | same device | requests | failed | longest gap |\n")
-	b.WriteString("|---|---|---|---|---:|---:|---:|\n")
-	for _, row := range r.Rows {
-		same := "yes"
-		if !row.SameDevice() {
-			same = "**no**"
-			if len(row.Extra) > 0 {
-				same += " (also " + strings.Join(row.Extra, ", ") + ")"
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s |\n", row.Object, describeDevices(row.Before), describeDevices(row.After), same,
-			row.Requests, row.Fail, row.Gap.Round(10*time.Millisecond))
+	writeRows(&b, r.Rows)
+	if len(r.BackRows) > 0 {
+		fmt.Fprintf(&b, "\n## Back to the official operator, in place\n\n")
+		fmt.Fprintf(&b, "`%s -- -migrate -back`, under the same load: Tailplane handed its proxies back (operatorConfig.handBack, until its operator was ready) in %s; "+
+			"its release uninstalled (until its operator's Pod was gone) in %s; the official chart installed in %s. Devices against those the official operator first had.\n\n",
+			Command, r.HandBack.Round(time.Millisecond), r.UninstallTailplane.Round(time.Millisecond), r.Reinstall.Round(time.Millisecond))
+		writeRows(&b, r.BackRows)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\nWhat did not work in this run:\n\n")
@@ -66,6 +61,22 @@ func (r MigrateReport) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func writeRows(b *strings.Builder, rows []MigrateRow) {
+	b.WriteString("| object | device before (node ID, addresses) | after | same device | requests | failed | longest gap |\n")
+	b.WriteString("|---|---|---|---|---:|---:|---:|\n")
+	for _, row := range rows {
+		same := "yes"
+		if !row.SameDevice() {
+			same = "**no**"
+			if len(row.Extra) > 0 {
+				same += " (also " + strings.Join(row.Extra, ", ") + ")"
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d | %s |\n", row.Object, describeDevices(row.Before), describeDevices(row.After), same,
+			row.Requests, row.Fail, row.Gap.Round(10*time.Millisecond))
+	}
 }
 
 func describeDevices(ds []Device) string {

@@ -186,7 +186,12 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 		deps.ClusterDomain = egress.ClusterDomain(string(b))
 	}
 	deps.WatchNamespace = strings.TrimSpace(getenv(envWatchNamespace))
-	handlers.Register(op, deps)
+	if s.HandBack {
+		handlers.RegisterHandBack(op, deps)
+		logger.Warn("handing every proxy back to the official operator (" + settings.EnvHandBack + "=true): nothing else is handled")
+	} else {
+		handlers.Register(op, deps)
+	}
 	logger.Info("starting", "namespace", s.Namespace, "loginServer", backend.LoginServer(), "proxyImage", s.ProxyImage)
 	err = op.Run(ctx)
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {

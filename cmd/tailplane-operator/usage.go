@@ -28,6 +28,7 @@ var usage = cmdline.Usage{
 		{Name: settings.EnvProxyACMEDirectoryURL + ", " + settings.EnvProxyACMECAFile, Doc: "ACME server for the proxies' certificates, and the CA file (in the pod) to trust it"},
 		{Name: settings.EnvDefaultLoadBalancer, Doc: "true: also serve LoadBalancer Services without a class"},
 		{Name: settings.EnvAdoptOfficial, Doc: "on (default): take over the devices of proxies the official operator left; dry-run: say what would be taken over; off: ignore them"},
+		{Name: settings.EnvHandBack, Doc: "true: hand every proxy's device back to the official operator's layout, then handle nothing (docs/migration.md)"},
 		{Name: settings.EnvLogging, Doc: "info, debug or dev (debug level)"},
 		{Name: tslog.EnvFormat, Doc: "text (default) or json"},
 		{Name: tslog.EnvTsnetLevel, Doc: "level of tsnet's own log: info (default) or debug"},

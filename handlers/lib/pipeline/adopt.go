@@ -189,7 +189,13 @@ func (p *Pipeline) adoptOfficial(ctx context.Context, m *Module, obj *unstructur
 	if err != nil {
 		return adoptStep{}, err
 	}
+	// A proxy Tailplane handed back has its official Secrets under
+	// Tailplane's names (handback.go): those are kept.
+	ours := parent.Names().Replica(r.Ordinal)
 	for _, name := range []string{r.State.Name, r.State.Name + "-config"} {
+		if name == ours.StateSecret || name == ours.ConfigSecret {
+			continue
+		}
 		if err := p.deleteOfficialObject(ctx, officialObject{"Secret", resources.Secrets, name}); err != nil {
 			return adoptStep{}, err
 		}
@@ -264,6 +270,18 @@ func (p *Pipeline) takeOver(ctx context.Context, parent proxyset.Parent, r adopt
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("read Secret %s: %w", name, err)
 	}
+	l := parent.Labels()
+	l[proxystate.LabelSecretType] = proxyset.SecretTypeState
+	l[LabelAdoptedFrom] = proxyset.TruncateLabelValue(r.State.Name)
+	if err == nil && name == r.State.Name {
+		// Handed back by Tailplane (handback.go): the official Secret is
+		// Tailplane's by name, and becomes it again by its labels.
+		ours.Labels = l
+		if _, err := secrets.Update(ctx, ours, metav1.UpdateOptions{FieldManager: adoptionManager}); err != nil {
+			return false, fmt.Errorf("label Secret %s as Tailplane's again: %w", name, err)
+		}
+		return true, nil
+	}
 	if err == nil && len(ours.Data["_machinekey"]) > 0 {
 		if string(ours.Data[proxystate.KeyDeviceID]) == r.Device.ID {
 			return true, nil // moved by an adoption cut off before its clean-up
@@ -276,9 +294,6 @@ func (p *Pipeline) takeOver(ctx context.Context, parent proxyset.Parent, r adopt
 		}
 		return false, nil
 	}
-	l := parent.Labels()
-	l[proxystate.LabelSecretType] = proxyset.SecretTypeState
-	l[LabelAdoptedFrom] = proxyset.TruncateLabelValue(r.State.Name)
 	data := adoption.Carried(r.State.Data)
 	if apierrors.IsNotFound(err) {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}, Data: data}

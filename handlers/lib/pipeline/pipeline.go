@@ -49,13 +49,19 @@ type Pipeline struct {
 // whose keys carry no description, sweeping its orphaned auth keys; and
 // sweeping the proxies whose parent left without its delete handler.
 func New(d *cluster.Deps) *Pipeline {
+	p := newPipeline(d)
+	p.watchState()
+	p.registerOrphanSweep()
+	p.registerStraySweep()
+	return p
+}
+
+// newPipeline returns a pipeline that watches and sweeps nothing.
+func newPipeline(d *cluster.Deps) *Pipeline {
 	p := &Pipeline{d: d, modules: map[string]*Module{}}
 	p.dev = &device.Devices{Kube: d.Kube, Namespace: d.Settings.Namespace, Log: d.Log, Kind: "proxy",
 		KeyInConfig: func(s *corev1.Secret) string { key, _ := proxyset.AuthKeyFor(s, nil); return key }}
 	p.claims = &device.Claims{Kube: d.Kube, Namespace: d.Settings.Namespace, Wake: p.enqueueParent}
-	p.watchState()
-	p.registerOrphanSweep()
-	p.registerStraySweep()
 	return p
 }
 

@@ -37,21 +37,37 @@ func (p *Pipeline) ReadProxy(ctx context.Context, parent proxyset.Parent, want i
 // A nil be (the parent's Tailnet is gone) leaves the devices and keys in
 // that tailnet, which the operator can no longer reach.
 func (p *Pipeline) deleteProxy(ctx context.Context, be tailnet.Backend, parent proxyset.Parent) error {
-	ns := p.d.Settings.Namespace
 	names := parent.Names()
+	if err := p.deleteProxyObjects(ctx, names.Base, parent.OfficialLabels()); err != nil {
+		return err
+	}
+	p.d.ForgetProxy(p.d.Settings.Namespace, names.Base)
+	if err := p.dev.Remove(ctx, be, parent); err != nil {
+		return err
+	}
+	p.claims.Release(parent)
+	return nil
+}
+
+// deleteProxyObjects deletes the objects of the proxy named base (its
+// objects carry parentLabels) but its replicas' Secrets: the StatefulSet
+// first, then its Pods (removedProxyGrace), its Services, Role,
+// RoleBinding and ServiceAccount.
+func (p *Pipeline) deleteProxyObjects(ctx context.Context, base string, parentLabels map[string]string) error {
+	ns := p.d.Settings.Namespace
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	if err := ignoreNotFound(p.d.Kube.AppsV1().StatefulSets(ns).Delete(ctx, names.Base, opts)); err != nil {
-		return fmt.Errorf("delete StatefulSet %s/%s: %w", ns, names.Base, err)
+	if err := ignoreNotFound(p.d.Kube.AppsV1().StatefulSets(ns).Delete(ctx, base, opts)); err != nil {
+		return fmt.Errorf("delete StatefulSet %s/%s: %w", ns, base, err)
 	}
-	sel := labels.SelectorFromSet(parent.OfficialLabels()).String()
-	ours := func(name string) bool { return name == names.Base || strings.HasPrefix(name, names.Base+"-") }
+	sel := labels.SelectorFromSet(parentLabels).String()
+	ours := func(name string) bool { return name == base || strings.HasPrefix(name, base+"-") }
 	if err := p.stopPods(ctx, sel, ours); err != nil {
 		return err
 	}
 	services, err := p.d.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return fmt.Errorf("list Services of %s: %w", names.Base, err)
+		return fmt.Errorf("list Services of %s: %w", base, err)
 	}
 	var errs []error
 	for _, s := range services.Items {
@@ -60,17 +76,12 @@ func (p *Pipeline) deleteProxy(ctx context.Context, be tailnet.Backend, parent p
 		}
 	}
 	errs = append(errs,
-		ignoreNotFound(p.d.Kube.RbacV1().RoleBindings(ns).Delete(ctx, names.Base, opts)),
-		ignoreNotFound(p.d.Kube.RbacV1().Roles(ns).Delete(ctx, names.Base, opts)),
-		ignoreNotFound(p.d.Kube.CoreV1().ServiceAccounts(ns).Delete(ctx, names.Base, opts)))
+		ignoreNotFound(p.d.Kube.RbacV1().RoleBindings(ns).Delete(ctx, base, opts)),
+		ignoreNotFound(p.d.Kube.RbacV1().Roles(ns).Delete(ctx, base, opts)),
+		ignoreNotFound(p.d.Kube.CoreV1().ServiceAccounts(ns).Delete(ctx, base, opts)))
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("delete proxy %s: %w", names.Base, err)
+		return fmt.Errorf("delete proxy %s: %w", base, err)
 	}
-	p.d.ForgetProxy(ns, names.Base)
-	if err := p.dev.Remove(ctx, be, parent); err != nil {
-		return err
-	}
-	p.claims.Release(parent)
 	return nil
 }
 

@@ -63,6 +63,10 @@ const (
 	// proxy the official operator left for a parent it serves (AdoptOn,
 	// AdoptDryRun or AdoptOff; default AdoptOn).
 	EnvAdoptOfficial = "OPERATOR_ADOPT_OFFICIAL"
+	// EnvHandBack is Tailplane's own: true makes the operator hand every
+	// proxy back to the official operator (the reverse of adoption) and
+	// handle nothing (docs/migration.md, "Going back").
+	EnvHandBack = "OPERATOR_HAND_BACK"
 )
 
 // Values of EnvAdoptOfficial (docs/migration.md).
@@ -173,6 +177,9 @@ type Settings struct {
 	// AdoptOfficial is AdoptOn, AdoptDryRun or AdoptOff
 	// (OPERATOR_ADOPT_OFFICIAL, default AdoptOn).
 	AdoptOfficial string
+	// HandBack (OPERATOR_HAND_BACK) makes the operator leave every proxy's
+	// device in the official operator's layout and handle nothing.
+	HandBack bool
 }
 
 // ACME points devices at an ACME server other than Let's Encrypt's.
@@ -246,6 +253,13 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 			errs = append(errs, fmt.Errorf("%s: %q is not a boolean", EnvDefaultLoadBalancer, v))
 		}
 		s.DefaultLoadBalancer = b
+	}
+	if v := strings.TrimSpace(getenv(EnvHandBack)); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a boolean", EnvHandBack, v))
+		}
+		s.HandBack = b
 	}
 	switch s.AdoptOfficial {
 	case AdoptOn, AdoptDryRun, AdoptOff:

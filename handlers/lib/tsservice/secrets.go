@@ -23,6 +23,10 @@ const LabelMemberKind = "tailplane.dev/member-kind"
 // secretTypeCerts is the secret-type label of shared certificate Secrets.
 const secretTypeCerts = "certs"
 
+// CertSelector selects Tailplane's shared certificate Secrets of Tailscale
+// Services (EnsureCertSecret) in the operator namespace.
+const CertSelector = LabelMemberKind + "," + proxystate.LabelSecretType + "=" + secretTypeCerts
+
 // CertSecretName is the kubernetes.io/tls Secret, in the operator namespace,
 // through which a group's replicas share the certificate of hostname's
 // Tailscale Service.

@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	skipBuild := fs.Bool("skip-build", false, "use the images of the last run")
 	buildOnly := fs.Bool("build-only", false, "build the images, then stop")
 	migrate := fs.Bool("migrate", false, "instead of the side-by-side cases: switch the official operator's objects to Tailplane in place, under load (docs/migration.md)")
+	back := fs.Bool("back", false, "with -migrate: then hand them back to the official operator, under the same load")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 		return nil
 	}
 	if *migrate {
-		return runMigrate(ctx, cfg, *out, logger)
+		return runMigrate(ctx, cfg, *out, *back, logger)
 	}
 	env, err := official.Up(ctx, cfg, logger)
 	defer env.Stop(logger)
@@ -118,13 +119,13 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 
 // runMigrate is -migrate: the official operator alone, then Tailplane in
 // its place, under load; the report goes to stdout and to out.
-func runMigrate(ctx context.Context, cfg official.Config, out string, logger *log.Logger) error {
+func runMigrate(ctx context.Context, cfg official.Config, out string, back bool, logger *log.Logger) error {
 	env, err := official.UpMigrate(ctx, cfg, logger)
 	defer env.Stop(logger)
 	if err != nil {
 		return err
 	}
-	report, runErr := official.RunMigrate(ctx, env, logger)
+	report, runErr := official.RunMigrate(ctx, env, logger, back)
 	if err := report.Write(os.Stdout); err != nil {
 		return err
 	}

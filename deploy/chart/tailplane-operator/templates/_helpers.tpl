@@ -110,6 +110,10 @@ operatorConfig.extraEnv is merged in.
   value: {{ .Values.operatorConfig.logging | quote }}
 - name: OPERATOR_ADOPT_OFFICIAL
   value: {{ .Values.operatorConfig.adoptOfficial | default "on" | quote }}
+{{- if .Values.operatorConfig.handBack }}
+- name: OPERATOR_HAND_BACK
+  value: "true"
+{{- end }}
 - name: PROXY_IMAGE
   value: {{ include "tailplane.image" (list .Values.proxyConfig.image .Chart) | quote }}
 - name: PROXY_TAGS

@@ -1,0 +1,239 @@
+package handlers_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/internal/testpoll"
+)
+
+// officialLookup does what the official operator (v1.102.5,
+// cmd/k8s-operator/sts.go) does to find a single proxy's objects: the one
+// headless Service with the parent labels, then the Secret named
+// "<Service>-0", which it uses as it is when it holds a device_id (no auth
+// key is minted). It returns that Secret.
+func (h *harness) officialLookup(labels map[string]string) (*corev1.Secret, error) {
+	ctx := h.ctx()
+	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(labels))
+	svcs, err := h.kube.CoreV1().Services(h.opNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	if len(svcs.Items) != 1 {
+		return nil, fmt.Errorf("%d Services labelled %s, the official operator needs exactly one", len(svcs.Items), sel)
+	}
+	if svcs.Items[0].Spec.ClusterIP != corev1.ClusterIPNone {
+		return nil, fmt.Errorf("Service %s is not headless", svcs.Items[0].Name)
+	}
+	// Its scale-down reads every Secret with these labels as
+	// "<Service>-<ordinal>".
+	secrets, err := h.kube.CoreV1().Secrets(h.opNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets.Items) != 1 || secrets.Items[0].Name != svcs.Items[0].Name+"-0" {
+		var names []string
+		for _, s := range secrets.Items {
+			names = append(names, s.Name)
+		}
+		return nil, fmt.Errorf("Secrets labelled %s: %v, want only %s-0", sel, names, svcs.Items[0].Name)
+	}
+	return &secrets.Items[0], nil
+}
+
+// A Service's proxy handed back: its Pods stopped, Tailplane's objects
+// gone but the state, which is left where the official operator looks,
+// with the device's identity and certificate and nothing of Tailplane's;
+// no device deleted and no key minted. Handled by Tailplane again (adoption
+// on), the same state is taken over as the same device: the hand-back's
+// layout is the official one adoption reads.
+func TestHandBackToOfficial(t *testing.T) {
+	h := newHarness(t, nil)
+	h.exposedOnline("web", "nWeb", "100.64.0.9")
+	n := h.names("svc", "web")
+	fqdn := h.ns + "-web.tail1.ts.net"
+	identity := map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34"),
+		"_profiles": []byte(`{"cd34":{}}`), "profile-cd34": []byte(`{"Config":{}}`), fqdn + ".crt": []byte("CERT"), fqdn + ".key": []byte("KEY")}
+	patch := map[string]any{"data": maps.Clone(identity)}
+	patch["data"].(map[string][]byte)["config_error"] = []byte("a Tailplane-only key")
+	raw, _ := json.Marshal(patch)
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	keysBefore := len(h.api.Keys())
+
+	h.stop()
+	h.settings.HandBack = true
+	h.start()
+	official := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
+		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
+	testpoll.Until(t, settle, "proxy handed back", func() error {
+		s, err := h.officialLookup(official)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(s.Labels, official) {
+			return fmt.Errorf("state Secret %s labels %v, want the official ones only", s.Name, s.Labels)
+		}
+		for k, v := range identity {
+			if string(s.Data[k]) != string(v) {
+				return fmt.Errorf("state Secret %s: %s = %q, want %q", s.Name, k, s.Data[k], v)
+			}
+		}
+		if string(s.Data["device_id"]) != "nWeb" {
+			return fmt.Errorf("state Secret %s has device_id %q: the official operator would mint a key", s.Name, s.Data["device_id"])
+		}
+		if _, ok := s.Data["config_error"]; ok {
+			return errors.New("Tailplane's own keys left in the state Secret")
+		}
+		return h.tailplaneObjectsGone(n.Base, n.ConfigSecret)
+	})
+	h.wantEvent(h.ns, "web", "Normal", pipeline.ReasonHandedBack, "left device "+fqdn+" (node nWeb, 100.64.0.9) for the official operator")
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted by the hand-back: %v", gone)
+	}
+	// The service stays the official operator's: its finalizer is the
+	// shared one (docs/compatibility.md).
+	svc, err := h.kube.CoreV1().Services(h.ns).Get(h.ctx(), "web", metav1.GetOptions{})
+	if err != nil || len(svc.Finalizers) != 1 || svc.Finalizers[0] != "tailscale.com/finalizer" {
+		t.Errorf("Service after the hand-back: finalizers %v (%v), want tailscale.com/finalizer", svc.Finalizers, err)
+	}
+
+	// Back to Tailplane: adopted as the same device, no key minted.
+	h.stop()
+	h.settings.HandBack = false
+	h.start()
+	testpoll.Until(t, settle, "handed-back proxy adopted again", func() error {
+		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), n.StateSecret, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Labels["tailplane.dev/proxy-role"] == "" || string(s.Data["_machinekey"]) != "privkey:web" || string(s.Data["device_id"]) != "nWeb" {
+			return fmt.Errorf("state Secret %s: labels %v, device %q", s.Name, s.Labels, s.Data["device_id"])
+		}
+		if _, err := h.kube.CoreV1().Services(h.opNS).Get(h.ctx(), n.Base, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("headless Service %s still there (%v)", n.Base, err)
+		}
+		return h.proxyExists("svc", "web")
+	})
+	h.wantCondition("web", "True", "ProxyCreated", "ProxyCreated")
+	if keys := len(h.api.Keys()); keys != keysBefore {
+		t.Errorf("%d auth keys minted around the hand-back and the adoption", keys-keysBefore)
+	}
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted: %v", gone)
+	}
+}
+
+// tailplaneObjectsGone checks that Tailplane's objects of the proxy base
+// (but the state Secret) are gone.
+func (h *harness) tailplaneObjectsGone(base string, configSecrets ...string) error {
+	ctx := h.ctx()
+	checks := map[string]error{}
+	_, checks["StatefulSet"] = h.kube.AppsV1().StatefulSets(h.opNS).Get(ctx, base, metav1.GetOptions{})
+	_, checks["ServiceAccount"] = h.kube.CoreV1().ServiceAccounts(h.opNS).Get(ctx, base, metav1.GetOptions{})
+	_, checks["Role"] = h.kube.RbacV1().Roles(h.opNS).Get(ctx, base, metav1.GetOptions{})
+	_, checks["RoleBinding"] = h.kube.RbacV1().RoleBindings(h.opNS).Get(ctx, base, metav1.GetOptions{})
+	for _, c := range configSecrets {
+		_, checks["config Secret "+c] = h.kube.CoreV1().Secrets(h.opNS).Get(ctx, c, metav1.GetOptions{})
+	}
+	var errs []error
+	for what, err := range checks {
+		if !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("Tailplane's %s still there (%v)", what, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// A ProxyGroup's replicas are handed back under the official names, owned
+// by the group: state Secrets "<group>-<ordinal>", and empty config Secrets
+// "<group>-<ordinal>-config" so that the official operator mints no key.
+func TestHandBackProxyGroup(t *testing.T) {
+	h := newHarness(t, nil)
+	g := h.proxyGroup(`{"type":"ingress","replicas":2}`)
+	ids := []string{g.login(0), g.login(1)}
+	for i := range ids {
+		g.writeState(i, map[string][]byte{"_machinekey": fmt.Appendf(nil, "privkey:%d", i), "_current-profile": []byte("profile-ef56"), "profile-ef56": []byte("{}")})
+	}
+	uid := g.get().UID
+	h.stop()
+	h.settings.HandBack = true
+	h.start()
+	testpoll.Until(t, settle, "group handed back", func() error {
+		var errs []error
+		for i, id := range ids {
+			name := fmt.Sprintf("%s-%d", g.name, i)
+			for typ, want := range map[string]string{"state": id, "config": ""} {
+				secretName := name
+				if typ == "config" {
+					secretName += "-config"
+				}
+				s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), secretName, metav1.GetOptions{})
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				l := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": g.name,
+					"tailscale.com/parent-resource-type": "proxygroup", "tailscale.com/secret-type": typ}
+				if !maps.Equal(s.Labels, l) || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != uid {
+					errs = append(errs, fmt.Errorf("Secret %s: labels %v, owners %v", s.Name, s.Labels, s.OwnerReferences))
+				}
+				if string(s.Data["device_id"]) != want || typ == "config" && len(s.Data) > 0 {
+					errs = append(errs, fmt.Errorf("Secret %s: data keys %v, device_id %q, want %q", s.Name, slices.Sorted(maps.Keys(s.Data)), s.Data["device_id"], want))
+				}
+			}
+			_, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), g.replica(i).StateSecret, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("Tailplane's state Secret %s still there (%v)", g.replica(i).StateSecret, err))
+			}
+			errs = append(errs, h.tailplaneObjectsGone(g.replica(i).Base, g.replica(i).ConfigSecret))
+		}
+		return errors.Join(errs...)
+	})
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted by the hand-back: %v", gone)
+	}
+
+	// Back to Tailplane: the replicas are adopted one by one, the second
+	// once the first is Ready again.
+	h.stop()
+	h.settings.HandBack = false
+	h.start()
+	adopted := func(i int) func() error {
+		return func() error {
+			s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), g.replica(i).StateSecret, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if string(s.Data["device_id"]) != ids[i] {
+				return fmt.Errorf("state Secret %s: device %q, want %s", s.Name, s.Data["device_id"], ids[i])
+			}
+			_, err = h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), fmt.Sprintf("%s-%d", g.name, i), metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("official state Secret of replica %d still there (%v)", i, err)
+			}
+			return nil
+		}
+	}
+	testpoll.Until(t, settle, "replica 0 adopted again", adopted(0))
+	testpoll.Until(t, settle, "replica 0's ServiceAccount", func() error {
+		_, err := h.kube.CoreV1().ServiceAccounts(h.opNS).Get(h.ctx(), g.replica(0).Base, metav1.GetOptions{})
+		return err
+	})
+	g.pod(0, "10.1.0.10", true)
+	testpoll.Until(t, settle, "replica 1 adopted again", adopted(1))
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted: %v", gone)
+	}
+}

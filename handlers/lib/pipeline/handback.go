@@ -1,0 +1,260 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/tailplane/tailplane/handlers/lib/adoption"
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
+	"github.com/tailplane/tailplane/internal/proxystate"
+	"github.com/tailplane/tailplane/runtime"
+)
+
+// ReasonHandedBack is the Event posted on a parent whose device a
+// hand-back left for the official operator.
+const ReasonHandedBack = "HandedBackProxy"
+
+// RegisterHandBack makes op, instead of handling anything, hand every
+// proxy back to the official operator when it starts (HandBack), then
+// stand by: the operator of settings.Settings.HandBack. A failed hand-back
+// fails the start, and the next process tries again.
+func RegisterHandBack(op *runtime.Operator, d *cluster.Deps) {
+	p := newPipeline(d)
+	op.OnStartup(func(ctx context.Context) error {
+		res, err := p.HandBack(ctx)
+		if err != nil {
+			return err
+		}
+		d.Log.Info("hand-back finished: uninstall Tailplane and install the official operator (docs/migration.md)",
+			"handedBack", len(res.HandedBack), "removed", len(res.Removed))
+		return nil
+	})
+}
+
+// HandBackResult is what HandBack did with each of Tailplane's proxies.
+type HandBackResult struct {
+	// HandedBack are the proxies left in the official operator's layout,
+	// as "<base>: <devices>".
+	HandedBack []string
+	// Removed are the proxies the official operator has no layout for
+	// (Gateways, say), deleted with their devices, as "<base>: <why>".
+	Removed []string
+}
+
+// HandBack leaves every proxy of Tailplane's in the operator namespace for
+// the official operator (docs/migration.md, "Going back"): it stops the
+// proxy's Pods and waits until their processes have ended, deletes its
+// objects but the state Secrets, and rewrites those in the official
+// layout (adoption.PlanHandBack), keeping each device's identity and
+// certificates. A proxy the official operator has no layout for is deleted
+// with its devices. It is idempotent: a hand-back cut off part-way is
+// finished by running it again, since a proxy's state Secrets lose
+// Tailplane's labels last. The operator must not handle parents meanwhile:
+// it would make the proxies again.
+func (p *Pipeline) HandBack(ctx context.Context) (HandBackResult, error) {
+	var res HandBackResult
+	ns := p.d.Settings.Namespace
+	sel := proxyset.LabelProxyRole + "," + proxystate.LabelSecretType + "=" + proxyset.SecretTypeState
+	list, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return res, fmt.Errorf("list Tailplane's state Secrets in %s: %w", ns, err)
+	}
+	byBase := map[string][]corev1.Secret{}
+	for _, s := range list.Items {
+		if i := strings.LastIndexByte(s.Name, '-'); i > 0 {
+			byBase[s.Name[:i]] = append(byBase[s.Name[:i]], s)
+		}
+	}
+	var errs []error
+	for _, base := range slices.Sorted(maps.Keys(byBase)) {
+		states := byBase[base]
+		slices.SortFunc(states, func(a, b corev1.Secret) int { return strings.Compare(a.Name, b.Name) })
+		done, err := p.handBackProxy(ctx, base, states)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("hand back proxy %s: %w", base, err))
+		case strings.HasPrefix(done, removedPrefix):
+			res.Removed = append(res.Removed, base+": "+strings.TrimPrefix(done, removedPrefix))
+		default:
+			res.HandedBack = append(res.HandedBack, base+": "+done)
+		}
+	}
+	// The groups' Tailscale Service certificates: the official operator
+	// keeps them under other names, and issues them again.
+	certs, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: tsservice.CertSelector})
+	if err != nil {
+		return res, errors.Join(append(errs, fmt.Errorf("list the Tailscale Services' certificate Secrets: %w", err))...)
+	}
+	for _, s := range certs.Items {
+		if err := ignoreNotFound(p.d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})); err != nil {
+			errs = append(errs, fmt.Errorf("delete certificate Secret %s: %w", s.Name, err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// removedPrefix marks handBackProxy's report of a proxy it deleted.
+const removedPrefix = "removed: "
+
+// handBackProxy hands back the proxy base, whose replicas' state Secrets
+// are states, and says what became of its devices.
+func (p *Pipeline) handBackProxy(ctx context.Context, base string, states []corev1.Secret) (string, error) {
+	l := states[0].Labels
+	parentLabels := map[string]string{proxystate.LabelManaged: "true", proxystate.LabelParentName: l[proxystate.LabelParentName],
+		proxystate.LabelParentNamespace: l[proxystate.LabelParentNamespace], proxystate.LabelParentType: l[proxystate.LabelParentType]}
+	proxy := adoption.HandBackProxy{Type: l[proxystate.LabelParentType], Namespace: l[proxystate.LabelParentNamespace],
+		Name: l[proxystate.LabelParentName], Base: base, States: states}
+	parent, err := p.handBackParent(ctx, proxy.Type, proxy.Namespace, proxy.Name)
+	if err != nil {
+		return "", err
+	}
+	if parent != nil && proxy.Type == adoptionTypeProxyGroup {
+		proxy.Owner = &metav1.OwnerReference{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(), Name: parent.GetName(),
+			UID: parent.GetUID(), Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}
+	}
+	plan, planErr := adoption.PlanHandBack(proxy, p.d.Settings.Namespace)
+	if planErr == nil && parent == nil {
+		planErr = fmt.Errorf("its parent %s %s is gone (or named longer than a label holds)", proxy.Type, describeName(proxy.Namespace, proxy.Name))
+	}
+	if planErr != nil {
+		removed := proxyset.Parent{Type: proxy.Type, Namespace: proxy.Namespace, Name: proxy.Name, Role: l[proxyset.LabelProxyRole]}
+		if removed.Names().Base != base {
+			return "", fmt.Errorf("cannot hand it back (%w), and it is not named as a parent's proxy", planErr)
+		}
+		if err := p.deleteProxy(ctx, p.d.Backend, removed); err != nil {
+			return "", err
+		}
+		p.d.Log.Warn("removed a proxy the official operator cannot take over, with its devices", "proxy", base, "why", planErr)
+		return removedPrefix + planErr.Error(), nil
+	}
+	if err := p.deleteProxyObjects(ctx, base, parentLabels); err != nil {
+		return "", err
+	}
+	if err := p.waitProcessesStopped(ctx, base, parentLabels); err != nil {
+		return "", err
+	}
+	configs := []string{proxyset.Names{Base: base}.LegacyConfigSecret()}
+	for _, r := range plan.Replicas {
+		configs = append(configs, r.From+"-config")
+	}
+	for _, name := range configs {
+		if err := ignoreNotFound(p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace).Delete(ctx, name, metav1.DeleteOptions{})); err != nil {
+			return "", fmt.Errorf("delete config Secret %s: %w", name, err)
+		}
+	}
+	if plan.Headless != nil {
+		_, err := p.d.Kube.CoreV1().Services(p.d.Settings.Namespace).Create(ctx, plan.Headless, metav1.CreateOptions{FieldManager: adoptionManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create the official headless Service %s: %w", plan.Headless.Name, err)
+		}
+	}
+	var devices []string
+	for _, r := range plan.Replicas {
+		if err := p.writeHandedBack(ctx, r); err != nil {
+			return "", err
+		}
+		dev, _ := proxyset.DeviceFromState(r.State)
+		devices = append(devices, adoption.Replica{State: r.State, Device: dev}.Describe())
+	}
+	msg := "left device " + strings.Join(devices, "; ") + " for the official operator"
+	p.d.Log.Info("handed a proxy back to the official operator", "proxy", base, "parent", describeName(proxy.Namespace, proxy.Name), "devices", strings.Join(devices, "; "))
+	p.d.Post(parent, corev1.EventTypeNormal, ReasonHandedBack, msg)
+	return strings.Join(devices, "; "), nil
+}
+
+// adoptionTypeProxyGroup is a ProxyGroup's parent type label.
+const adoptionTypeProxyGroup = "proxygroup"
+
+// handBackParent reads the parent of a proxy, nil when it is gone.
+func (p *Pipeline) handBackParent(ctx context.Context, typ, namespace, name string) (*unstructured.Unstructured, error) {
+	gvr, ok := map[string]schema.GroupVersionResource{
+		proxyset.ParentService: resources.Services, proxyset.ParentIngress: resources.Ingresses,
+		"connector": resources.Connectors, adoptionTypeProxyGroup: resources.ProxyGroups, "gateway": resources.Gateways,
+	}[typ]
+	if !ok {
+		return nil, nil
+	}
+	obj, err := p.d.Dyn.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", gvr.Resource, describeName(namespace, name), err)
+	}
+	return obj, nil
+}
+
+// waitProcessesStopped waits until no Pod of the proxy base runs a process:
+// the official proxy must not start while Tailplane's still holds the node
+// key.
+func (p *Pipeline) waitProcessesStopped(ctx context.Context, base string, parentLabels map[string]string) error {
+	sel := metav1.FormatLabelSelector(metav1.SetAsLabelSelector(parentLabels))
+	return wait.PollUntilContextTimeout(ctx, adoptRetry, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := p.d.Dyn.Resource(resources.Pods).Namespace(p.d.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, fmt.Errorf("list the Pods of proxy %s: %w", base, err)
+		}
+		return !slices.ContainsFunc(pods.Items, func(pod unstructured.Unstructured) bool {
+			return strings.HasPrefix(pod.GetName(), base+"-") && !processesStopped(pod)
+		}), nil
+	})
+}
+
+// writeHandedBack writes one replica's official Secrets: a single proxy's
+// state Secret is rewritten in place (its labels and data replaced), a
+// group's is created under the official name (or updated, when a hand-back
+// was cut off), then Tailplane's is deleted.
+func (p *Pipeline) writeHandedBack(ctx context.Context, r adoption.HandBackReplica) error {
+	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
+	opts := metav1.CreateOptions{FieldManager: adoptionManager}
+	if r.Config != nil {
+		if _, err := secrets.Create(ctx, r.Config, opts); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create the official config Secret %s: %w", r.Config.Name, err)
+		}
+	}
+	cur, err := secrets.Get(ctx, r.State.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := secrets.Create(ctx, r.State, opts); err != nil {
+			return fmt.Errorf("create the official state Secret %s: %w", r.State.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("read Secret %s: %w", r.State.Name, err)
+	default:
+		cur.Labels, cur.Data, cur.OwnerReferences = r.State.Labels, r.State.Data, r.State.OwnerReferences
+		if _, err := secrets.Update(ctx, cur, metav1.UpdateOptions{FieldManager: adoptionManager}); err != nil {
+			return fmt.Errorf("write the official state Secret %s: %w", r.State.Name, err)
+		}
+	}
+	if r.From != r.State.Name {
+		if err := ignoreNotFound(secrets.Delete(ctx, r.From, metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("delete Secret %s: %w", r.From, err)
+		}
+	}
+	return nil
+}
+
+// describeName is "namespace/name", or name for a cluster-scoped object.
+func describeName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+func ptrTo[T any](v T) *T { return &v }
