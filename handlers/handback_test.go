@@ -1,19 +1,29 @@
 package handlers_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
+	"math/big"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/tsservice"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -96,6 +106,10 @@ func TestHandBackToOfficial(t *testing.T) {
 		if _, ok := s.Data["config_error"]; ok {
 			return errors.New("Tailplane's own keys left in the state Secret")
 		}
+		// The runtime's records go too: a later Tailplane starts afresh.
+		if cms, err := h.kube.CoreV1().ConfigMaps(h.opNS).List(h.ctx(), metav1.ListOptions{LabelSelector: cluster.StateStorageSelector}); err != nil || len(cms.Items) > 0 {
+			return fmt.Errorf("state ConfigMaps left: %v (%v)", cms, err)
+		}
 		return h.tailplaneObjectsGone(n.Base, n.ConfigSecret)
 	})
 	h.wantEvent(h.ns, "web", "Normal", pipeline.ReasonHandedBack, "left device "+fqdn+" (node nWeb, 100.64.0.9) for the official operator")
@@ -167,11 +181,35 @@ func TestHandBackProxyGroup(t *testing.T) {
 		g.writeState(i, map[string][]byte{"_machinekey": fmt.Appendf(nil, "privkey:%d", i), "_current-profile": []byte("profile-ef56"), "profile-ef56": []byte("{}")})
 	}
 	uid := g.get().UID
+	// A member Ingress, its Tailscale Service's certificate issued.
+	h.backend("web", 80)
+	h.createIngress("web", map[string]string{"tailscale.com/proxy-group": g.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
+	certPEM, keyPEM := selfSigned(t, "web.tail1.ts.net")
+	testpoll.Until(t, settle, "the member's certificate Secret", func() error {
+		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
+		_, err = h.kube.CoreV1().Secrets(h.opNS).Update(h.ctx(), s, metav1.UpdateOptions{})
+		return err
+	})
 	h.stop()
 	h.settings.HandBack = true
 	h.start()
 	testpoll.Until(t, settle, "group handed back", func() error {
 		var errs []error
+		cert, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), "web.tail1.ts.net", metav1.GetOptions{})
+		wantLabels := map[string]string{"tailscale.com/managed": "true", "tailscale.com/proxy-group": g.name, "tailscale.com/domain": "web.tail1.ts.net",
+			"tailscale.com/secret-type": "certs", "tailscale.com/parent-resource-type": "ingress", "tailscale.com/parent-resource": "web",
+			"tailscale.com/parent-resource-ns": h.ns}
+		if err != nil || !maps.Equal(cert.Labels, wantLabels) || string(cert.Data[corev1.TLSCertKey]) != string(certPEM) {
+			errs = append(errs, fmt.Errorf("the official certificate Secret: %v (%v)", cert, err))
+		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("Tailplane's certificate Secret still there (%v)", err))
+		}
 		for i, id := range ids {
 			name := fmt.Sprintf("%s-%d", g.name, i)
 			for typ, want := range map[string]string{"state": id, "config": ""} {
@@ -233,7 +271,37 @@ func TestHandBackProxyGroup(t *testing.T) {
 	})
 	g.pod(0, "10.1.0.10", true)
 	testpoll.Until(t, settle, "replica 1 adopted again", adopted(1))
+	testpoll.Until(t, settle, "the certificate carried into Tailplane's Secret again", func() error {
+		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(s.Data[corev1.TLSCertKey]) != string(certPEM) {
+			return fmt.Errorf("Secret %s holds another certificate", s.Name)
+		}
+		return nil
+	})
 	if gone := h.api.Deleted(); len(gone) != 0 {
 		t.Errorf("devices deleted: %v", gone)
 	}
+}
+
+// selfSigned returns a PEM certificate for host and its key.
+func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }

@@ -44,6 +44,21 @@ type migrateTarget struct {
 	// hosts are the devices that must stay the same.
 	hosts []string
 	url   func(domain string) string
+	// routed: its clients reach it through a subnet route, with
+	// Env.Routes instead of Env.Probe.
+	routed bool
+	// prepare, when set, runs beside the first probes (approving a route,
+	// say).
+	prepare func(ctx context.Context, e *Env) error
+}
+
+// probe is a probe of t's URL with the client that reaches it.
+func (t migrateTarget) probe(e *Env, domain string) func(context.Context) error {
+	client := e.Probe
+	if t.routed {
+		client = e.Routes
+	}
+	return HTTPProbe(client, t.url(domain), 200)
 }
 
 // seedTarget is a target of one seed object with one device.
@@ -76,6 +91,7 @@ func migrateTargets() []migrateTarget {
 				}
 				return []*unstructured.Unstructured{pg, members[1]}, nil
 			}},
+		connectorTarget(),
 	}
 }
 
@@ -194,6 +210,12 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 	}
 	domain := e.Tailnet["TS_MAGICDNS_DOMAIN"]
 	targets := migrateTargets()
+	routes, leave, err := e.Tailnet.RoutesClient(ctx, e.routesDir(), "bench-routes")
+	if err != nil {
+		return r, err
+	}
+	defer leave()
+	e.Routes = routes
 	for _, t := range targets {
 		objs, err := t.objects(e)
 		if err != nil {
@@ -204,7 +226,16 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 				return r, err
 			}
 		}
-		d, err := e.Cluster.FirstSuccess(ctx, objs[len(objs)-1], HTTPProbe(e.Probe, t.url(domain), 200), 4*time.Minute)
+		prepared := make(chan error, 1)
+		if t.prepare != nil {
+			go func() { prepared <- t.prepare(ctx, e) }()
+		} else {
+			prepared <- nil
+		}
+		d, err := e.Cluster.FirstSuccess(ctx, objs[len(objs)-1], t.probe(e, domain), 4*time.Minute)
+		if perr := <-prepared; perr != nil {
+			return r, perr
+		}
 		if err != nil {
 			return r, fmt.Errorf("the official operator never served the %s: %w (pods: %s)", t.name, err, e.podSummary(ctx, MigrateNamespace))
 		}
@@ -224,7 +255,7 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 	clients := make([]*rateClient, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		clients[i] = &rateClient{probe: HTTPProbe(e.Probe, t.url(domain), 200)}
+		clients[i] = &rateClient{probe: t.probe(e, domain)}
 		wg.Add(1)
 		go func() { defer wg.Done(); clients[i].run(loadCtx, MigrateRate) }()
 	}
@@ -238,7 +269,7 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 	if err := e.replaceOfficial(ctx, logger, &r); err != nil {
 		return r, err
 	}
-	if err := e.waitTailplaneServes(ctx, targets, domain); err != nil {
+	if err := e.waitServes(ctx, targets, domain, officialSelector, "Tailplane serving every object in the official operator's place"); err != nil {
 		r.Notes = append(r.Notes, err.Error())
 	}
 	if !tail(ctx, 10*time.Second) { // the load goes on after the switch
@@ -250,7 +281,7 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 		if err := e.handBackToOfficial(ctx, logger, &r); err != nil {
 			return r, err
 		}
-		if err := e.waitOfficialServes(ctx, targets, domain); err != nil {
+		if err := e.waitServes(ctx, targets, domain, tailplaneSelector, "the official operator serving every object again"); err != nil {
 			r.Notes = append(r.Notes, err.Error())
 		}
 		tail(ctx, 10*time.Second)
@@ -354,21 +385,21 @@ func (e *Env) replaceOfficial(ctx context.Context, logger *log.Logger, r *Migrat
 	return nil
 }
 
-// waitTailplaneServes waits until no official proxy Pod is left and every
-// object answers.
-func (e *Env) waitTailplaneServes(ctx context.Context, targets []migrateTarget, domain string) error {
+// waitServes waits until no proxy Pod of the operator replaced is left
+// (gone, the selector of its proxies' Pods) and every object answers.
+func (e *Env) waitServes(ctx context.Context, targets []migrateTarget, domain, gone, what string) error {
 	return Poll(ctx, 5*time.Minute, 500*time.Millisecond, func() (bool, error) {
-		pods, err := e.Cluster.Kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: officialSelector})
+		pods, err := e.Cluster.Kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: gone})
 		if err != nil || len(pods.Items) > 0 {
-			return false, fmt.Errorf("official proxy pods left: %d (%v)", len(pods.Items), err)
+			return false, fmt.Errorf("proxy pods of the operator replaced left: %d (%v)", len(pods.Items), err)
 		}
 		for _, t := range targets {
-			if err := HTTPProbe(e.Probe, t.url(domain), 200)(ctx); err != nil {
+			if err := t.probe(e, domain)(ctx); err != nil {
 				return false, err
 			}
 		}
 		return true, nil
-	}, "Tailplane serving every object in the official operator's place")
+	}, what)
 }
 
 var (

@@ -70,6 +70,15 @@ func (e *Env) handBackToOfficial(ctx context.Context, logger *log.Logger, r *Mig
 		r.Notes = append(r.Notes, fmt.Sprintf("the operator's state Secret did not outlive Tailplane's uninstall: %v", err))
 	}
 	r.UninstallTailplane = time.Since(start)
+	// devinstall enforces the restricted Pod Security level on the
+	// namespace, as Tailplane's operator and proxies run under it; the
+	// official operator's Pods do not (its operator container sets no
+	// securityContext, its proxies run a privileged init container), so
+	// the label goes first (docs/migration.md).
+	unlabel := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":null,"pod-security.kubernetes.io/warn":null}}}`)
+	if _, err := kube.CoreV1().Namespaces().Patch(ctx, MigrateNamespace, types.MergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("lift the namespace's Pod Security level: %w", err)
+	}
 	// 3. The official chart, its CRDs left out (they are there).
 	start = time.Now()
 	official := e.officialValues()
@@ -80,21 +89,4 @@ func (e *Env) handBackToOfficial(ctx context.Context, logger *log.Logger, r *Mig
 	r.Reinstall = time.Since(start)
 	logger.Info("official operator installed in Tailplane's place", "uninstall", r.UninstallTailplane.Round(time.Millisecond), "install", r.Reinstall.Round(time.Millisecond))
 	return nil
-}
-
-// waitOfficialServes waits until the official operator's proxies serve
-// every object and none of Tailplane's Pods is left.
-func (e *Env) waitOfficialServes(ctx context.Context, targets []migrateTarget, domain string) error {
-	return Poll(ctx, 5*time.Minute, 500*time.Millisecond, func() (bool, error) {
-		pods, err := e.Cluster.Kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: tailplaneSelector})
-		if err != nil || len(pods.Items) > 0 {
-			return false, fmt.Errorf("Tailplane proxy pods left: %d (%v)", len(pods.Items), err)
-		}
-		for _, t := range targets {
-			if err := HTTPProbe(e.Probe, t.url(domain), 200)(ctx); err != nil {
-				return false, err
-			}
-		}
-		return true, nil
-	}, "the official operator serving every object again")
 }

@@ -68,6 +68,9 @@ type Env struct {
 	// Probe (fresh connection per request) and Keep (keep-alive) reach
 	// the tailnet through the join proxy.
 	Probe, Keep *http.Client
+	// Routes reaches the tailnet in-process, through subnet routes only
+	// (-migrate's Connector; routes.go).
+	Routes *http.Client
 	// KeepDials counts the connections Keep opened.
 	KeepDials atomic.Int64
 	dev, join *Background

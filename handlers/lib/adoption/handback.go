@@ -1,6 +1,8 @@
 package adoption
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"strconv"
@@ -144,3 +146,50 @@ func groupSecretLabels(group, secretType string) map[string]string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The labels of the official operator's certificate Secrets of a
+// ProxyGroup's Tailscale Services (its certResourceLabels and certSecret).
+const (
+	labelProxyGroup = "tailscale.com/proxy-group"
+	labelDomain     = "tailscale.com/domain"
+	secretTypeCerts = "certs"
+)
+
+// HandBackCert returns the Secret the official operator keeps the
+// certificate of a ProxyGroup member's Tailscale Service in, made from
+// Tailplane's shared certificate Secret of it (cert, labelled with the
+// member's kind, namespace and name): named after the service's DNS name
+// (the certificate's first name), labelled with the group, the name and
+// the member, so that the official replicas serve it at once instead of
+// issuing it again.
+func HandBackCert(cert *corev1.Secret, memberKind, group, namespace string) (*corev1.Secret, error) {
+	block, _ := pem.Decode(cert.Data[corev1.TLSCertKey])
+	if block == nil || len(cert.Data[corev1.TLSPrivateKeyKey]) == 0 {
+		return nil, fmt.Errorf("Secret %s holds no certificate yet", cert.Name)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("Secret %s: %w", cert.Name, err)
+	}
+	if len(c.DNSNames) == 0 {
+		return nil, fmt.Errorf("Secret %s: the certificate names no host", cert.Name)
+	}
+	domain := c.DNSNames[0]
+	l := map[string]string{
+		proxystate.LabelManaged:    "true",
+		labelProxyGroup:            group,
+		labelDomain:                proxyset.TruncateLabelValue(domain),
+		proxystate.LabelSecretType: secretTypeCerts,
+		proxystate.LabelParentType: memberKind,
+		proxystate.LabelParentName: cert.Labels[proxystate.LabelParentName],
+	}
+	if ns := cert.Labels[proxystate.LabelParentNamespace]; ns != "" {
+		l[proxystate.LabelParentNamespace] = ns
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: domain, Namespace: namespace, Labels: l},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: cert.Data[corev1.TLSCertKey],
+			corev1.TLSPrivateKeyKey: cert.Data[corev1.TLSPrivateKeyKey]},
+	}, nil
+}

@@ -24,6 +24,10 @@ const LabelProxyRole = proxyset.LabelProxyRole
 // keep the runtime's state of Services, Ingresses and IngressClasses.
 const StateStorageName = "tailplane-state"
 
+// StateStorageSelector selects the state ConfigMaps (their storage label
+// is the runtime's, under the store's prefix).
+const StateStorageSelector = "tailplane.dev/storage=" + StateStorageName
+
 // StateStore is the option that keeps the runtime's state of a resource in
 // ConfigMaps of the operator namespace (StateStorageName) instead of on the
 // objects: for the users' objects and those the operator only reads.

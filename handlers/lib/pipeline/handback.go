@@ -94,15 +94,17 @@ func (p *Pipeline) HandBack(ctx context.Context) (HandBackResult, error) {
 			res.HandedBack = append(res.HandedBack, base+": "+done)
 		}
 	}
-	// The groups' Tailscale Service certificates: the official operator
-	// keeps them under other names, and issues them again.
-	certs, err := p.d.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: tsservice.CertSelector})
+	errs = append(errs, p.handBackCerts(ctx))
+	// The runtime's records of the objects it handled: the official
+	// operator has none, and a later Tailplane starts afresh.
+	state, err := p.d.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: cluster.StateStorageSelector})
 	if err != nil {
-		return res, errors.Join(append(errs, fmt.Errorf("list the Tailscale Services' certificate Secrets: %w", err))...)
-	}
-	for _, s := range certs.Items {
-		if err := ignoreNotFound(p.d.Kube.CoreV1().Secrets(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})); err != nil {
-			errs = append(errs, fmt.Errorf("delete certificate Secret %s: %w", s.Name, err))
+		errs = append(errs, fmt.Errorf("list the operator's state ConfigMaps: %w", err))
+	} else {
+		for _, cm := range state.Items {
+			if err := ignoreNotFound(p.d.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{})); err != nil {
+				errs = append(errs, fmt.Errorf("delete state ConfigMap %s: %w", cm.Name, err))
+			}
 		}
 	}
 	return res, errors.Join(errs...)
@@ -248,6 +250,57 @@ func (p *Pipeline) writeHandedBack(ctx context.Context, r adoption.HandBackRepli
 	}
 	return nil
 }
+
+// handBackCerts moves the certificates of the ProxyGroups' Tailscale
+// Services from Tailplane's shared Secrets into the official operator's
+// (adoption.HandBackCert), so that its replicas serve them at once; a
+// Secret without a certificate yet, or of a member the official operator
+// keeps none for, is deleted.
+func (p *Pipeline) handBackCerts(ctx context.Context) error {
+	ns := p.d.Settings.Namespace
+	secrets := p.d.Kube.CoreV1().Secrets(ns)
+	certs, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: tsservice.CertSelector})
+	if err != nil {
+		return fmt.Errorf("list the Tailscale Services' certificate Secrets: %w", err)
+	}
+	var errs []error
+	for i := range certs.Items {
+		c := &certs.Items[i]
+		if official, err := p.officialCert(ctx, c); err != nil {
+			p.d.Log.Info("not handing back a Tailscale Service's certificate: the official operator issues it again", "secret", c.Name, "why", err)
+		} else if _, err := secrets.Create(ctx, official, metav1.CreateOptions{FieldManager: adoptionManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("create the official certificate Secret %s: %w", official.Name, err))
+			continue
+		}
+		if err := ignoreNotFound(secrets.Delete(ctx, c.Name, metav1.DeleteOptions{})); err != nil {
+			errs = append(errs, fmt.Errorf("delete certificate Secret %s: %w", c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// officialCert is the official operator's Secret of Tailplane's
+// certificate Secret c: an Ingress member's, of the group it names.
+func (p *Pipeline) officialCert(ctx context.Context, c *corev1.Secret) (*corev1.Secret, error) {
+	kind := c.Labels[tsservice.LabelMemberKind]
+	if kind != proxyset.ParentIngress {
+		return nil, fmt.Errorf("the official operator keeps no certificate for a %s member", kind)
+	}
+	ing, err := p.d.Dyn.Resource(resources.Ingresses).Namespace(c.Labels[proxystate.LabelParentNamespace]).
+		Get(ctx, c.Labels[proxystate.LabelParentName], metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read its Ingress: %w", err)
+	}
+	group := ing.GetAnnotations()[annotationProxyGroup]
+	if group == "" {
+		return nil, errors.New("its Ingress names no ProxyGroup")
+	}
+	return adoption.HandBackCert(c, kind, group, p.d.Settings.Namespace)
+}
+
+// annotationProxyGroup names a member's ProxyGroup (as
+// groupmember.AnnotationProxyGroup, which imports this package).
+const annotationProxyGroup = "tailscale.com/proxy-group"
 
 // describeName is "namespace/name", or name for a cluster-scoped object.
 func describeName(namespace, name string) string {
