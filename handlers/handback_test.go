@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,19 +47,25 @@ func (h *harness) officialLookup(labels map[string]string) (*corev1.Secret, erro
 		return nil, fmt.Errorf("Service %s is not headless", svcs.Items[0].Name)
 	}
 	// Its scale-down reads every Secret with these labels as
-	// "<Service>-<ordinal>".
+	// "<Service>-<ordinal>" (fmt.Sscanf), and fails on another name.
 	secrets, err := h.kube.CoreV1().Secrets(h.opNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, err
 	}
-	if len(secrets.Items) != 1 || secrets.Items[0].Name != svcs.Items[0].Name+"-0" {
-		var names []string
-		for _, s := range secrets.Items {
-			names = append(names, s.Name)
+	var state *corev1.Secret
+	for i, s := range secrets.Items {
+		var ordinal int
+		if _, err := fmt.Sscanf(s.Name, svcs.Items[0].Name+"-%d", &ordinal); err != nil {
+			return nil, fmt.Errorf("Secret %s labelled %s: the official operator fails on its name: %v", s.Name, sel, err)
 		}
-		return nil, fmt.Errorf("Secrets labelled %s: %v, want only %s-0", sel, names, svcs.Items[0].Name)
+		if s.Name == svcs.Items[0].Name+"-0" {
+			state = &secrets.Items[i]
+		}
 	}
-	return &secrets.Items[0], nil
+	if state == nil {
+		return nil, fmt.Errorf("no Secret %s-0 labelled %s", svcs.Items[0].Name, sel)
+	}
+	return state, nil
 }
 
 // A Service's proxy handed back: its Pods stopped, Tailplane's objects
@@ -304,4 +311,88 @@ func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// With the operator's Deployment there, a hand-back leaves the proxy
+// serving until the release is uninstalled: its Pods, config Secret,
+// ServiceAccount, Role and RoleBinding are given to the Deployment (the
+// garbage collector stops them with it), and its StatefulSet goes leaving
+// the Pods; the state is in the official layout all the same.
+func TestHandBackKeepsProxyUntilUninstall(t *testing.T) {
+	h := newHarness(t, nil)
+	replicas := int32(0)
+	sel := map[string]string{"app": "tailplane-operator"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "operator"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas,
+		Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "tailplane-operator:test"}}}}}}
+	dep, err := h.kube.AppsV1().Deployments(h.opNS).Create(h.ctx(), dep, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.exposedOnline("web", "nWeb", "100.64.0.9")
+	n := h.names("svc", "web")
+	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34")}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	official := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
+		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
+	// The proxy's running Pod (no kubelet here: its object).
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n.StateSecret, Labels: official},
+		Spec: corev1.PodSpec{ServiceAccountName: n.Base, AutomountServiceAccountToken: new(false),
+			Containers: []corev1.Container{{Name: "proxy", Image: "tailplane-proxy:test"}}}}
+	if _, err := h.kube.CoreV1().Pods(h.opNS).Create(h.ctx(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.stop()
+	h.settings.HandBack = true
+	h.start()
+	ownedByRelease := func(kind string, obj metav1.Object, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", kind, err)
+		}
+		for _, r := range obj.GetOwnerReferences() {
+			if r.UID == dep.UID && r.Kind == "Deployment" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s %s not given to the operator's Deployment: owners %v", kind, obj.GetName(), obj.GetOwnerReferences())
+	}
+	testpoll.Until(t, settle, "proxy handed back, still running", func() error {
+		s, err := h.officialLookup(official)
+		if err != nil {
+			return err
+		}
+		if string(s.Data["device_id"]) != "nWeb" || string(s.Data["_machinekey"]) != "privkey:web" {
+			return fmt.Errorf("state Secret %s: device %q", s.Name, s.Data["device_id"])
+		}
+		// Deleted leaving its Pods (orphaned: here no garbage collector
+		// runs, so it stays, being deleted).
+		sts, err := h.kube.AppsV1().StatefulSets(h.opNS).Get(h.ctx(), n.Base, metav1.GetOptions{})
+		if err == nil && (sts.DeletionTimestamp == nil || !slices.Contains(sts.Finalizers, metav1.FinalizerOrphanDependents)) {
+			return fmt.Errorf("StatefulSet %s not deleted leaving its Pods (finalizers %v)", sts.Name, sts.Finalizers)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		ctx := h.ctx()
+		p, err := h.kube.CoreV1().Pods(h.opNS).Get(ctx, n.StateSecret, metav1.GetOptions{})
+		errs := []error{ownedByRelease("Pod", p, err)}
+		c, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, n.ConfigSecret, metav1.GetOptions{})
+		errs = append(errs, ownedByRelease("config Secret", c, err))
+		sa, err := h.kube.CoreV1().ServiceAccounts(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+		errs = append(errs, ownedByRelease("ServiceAccount", sa, err))
+		role, err := h.kube.RbacV1().Roles(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+		errs = append(errs, ownedByRelease("Role", role, err))
+		rb, err := h.kube.RbacV1().RoleBindings(h.opNS).Get(ctx, n.Base, metav1.GetOptions{})
+		errs = append(errs, ownedByRelease("RoleBinding", rb, err))
+		return errors.Join(errs...)
+	})
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted by the hand-back: %v", gone)
+	}
+	h.stop()
+	h.settings.HandBack = false
+	h.start()
 }

@@ -35,8 +35,10 @@ func (e *Env) handBackToOfficial(ctx context.Context, logger *log.Logger, r *Mig
 		return fmt.Errorf("hand back: %w", err)
 	}
 	r.HandBack = time.Since(start)
-	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: tailplaneSelector}); err != nil || len(l.Items) > 0 {
-		return fmt.Errorf("after the hand-back: %d of Tailplane's proxy Secrets left (%v)", len(l.Items), err)
+	// Its proxies serve on, given to the operator's Deployment; their
+	// state is in the official layout.
+	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: tailplaneSelector + ",tailscale.com/secret-type=state"}); err != nil || len(l.Items) > 0 {
+		return fmt.Errorf("after the hand-back: %d of Tailplane's state Secrets left (%v)", len(l.Items), err)
 	}
 	logger.Info("Tailplane handed its proxies back", "took", r.HandBack.Round(time.Millisecond))
 	// 2. The CRDs leave Tailplane's release, kept; the release goes (its
@@ -63,6 +65,14 @@ func (e *Env) handBackToOfficial(ctx context.Context, logger *log.Logger, r *Mig
 		pods, err := kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tailplane-operator"})
 		return err == nil && len(pods.Items) == 0, err
 	}, "Tailplane's operator Pod gone")
+	if err != nil {
+		return err
+	}
+	// The garbage collector stopped Tailplane's proxies with the release.
+	err = Poll(ctx, 2*time.Minute, 250*time.Millisecond, func() (bool, error) {
+		pods, err := kube.CoreV1().Pods(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: tailplaneSelector})
+		return err == nil && len(pods.Items) == 0, err
+	}, "Tailplane's proxy Pods gone with its release")
 	if err != nil {
 		return err
 	}

@@ -122,8 +122,9 @@ const connectorHost = "ts-pod-cidrs-0"
 
 // connectorTarget is the seed's subnet-router Connector, its route narrowed
 // to the IP of the postgres echo's Pod (devcluster's pod subnet, not the
-// seed's 10.42.0.0/16), approved once its device is there; its clients
-// request the Pod's IP through the route.
+// seed's 10.42.0.0/16) and the bench's ProxyClass named, its route approved
+// once its device is there; its clients request the Pod's IP through the
+// route.
 func connectorTarget() migrateTarget {
 	var podURL, route string
 	return migrateTarget{name: "Connector (subnet router): a Pod IP through its route", hosts: []string{connectorHost}, routed: true,
@@ -134,6 +135,12 @@ func connectorTarget() migrateTarget {
 				return nil, err
 			}
 			o.SetNamespace("")
+			// The official operator gives a Connector no default
+			// ProxyClass: without this one its Pod would pull an image,
+			// and no registry is reachable.
+			if err := unstructured.SetNestedField(o.Object, OfficialProxyClass, "spec", "proxyClass"); err != nil {
+				return nil, err
+			}
 			if route == "" {
 				ip, err := e.podIP(context.Background(), "app=postgres")
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -41,6 +42,9 @@ type Pipeline struct {
 	claims  *device.Claims
 	// official are the parents the official operator left proxies for.
 	official officialIndex
+	// handBackOwner, set in a hand-back, is the operator's Deployment, which
+	// Tailplane's proxies are given to (handback_keep.go).
+	handBackOwner *metav1.OwnerReference
 }
 
 // New returns the pipeline of the modules that share d, and starts watching
