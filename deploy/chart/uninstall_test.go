@@ -71,3 +71,25 @@ func TestUninstallHookDeletesTheDevice(t *testing.T) {
 		t.Fatal("an uninstall hook with deleteDeviceOnUninstall=false")
 	}
 }
+
+// After a hand-back (operatorConfig.handBack) the operator's device is the
+// one the official operator takes back: no uninstall hook deletes it, and
+// the operator runs with OPERATOR_HAND_BACK.
+func TestHandBackKeepsTheOperatorsDevice(t *testing.T) {
+	vals := seedValues(t, "operatorConfig.handBack=true")
+	if job := uninstallHook(t, vals); job != nil {
+		t.Fatal("an uninstall hook after a hand-back")
+	}
+	var found bool
+	for _, e := range render(t, vals).deployment(t).Spec.Template.Spec.Containers[0].Env {
+		found = found || e.Name == "OPERATOR_HAND_BACK" && e.Value == "true"
+	}
+	if !found {
+		t.Error("no OPERATOR_HAND_BACK=true in the operator's env")
+	}
+	for _, e := range render(t, seedValues(t)).deployment(t).Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "OPERATOR_HAND_BACK" {
+			t.Errorf("OPERATOR_HAND_BACK=%s without a hand-back", e.Value)
+		}
+	}
+}
