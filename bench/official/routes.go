@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +30,8 @@ import (
 
 // RoutesClient joins the tailnet in-process as an ephemeral node named
 // hostname and returns an HTTP client (a fresh connection per request)
-// whose connections go through the tailnet, and a function that leaves.
+// whose connections go through the tailnet only (to IP addresses a peer
+// routes), and a function that leaves.
 func (e TailnetEnv) RoutesClient(ctx context.Context, dir, hostname string) (*http.Client, func(), error) {
 	key, err := e.createKey(ctx, hostname)
 	if err != nil {
@@ -48,7 +51,30 @@ func (e TailnetEnv) RoutesClient(ctx context.Context, dir, hostname string) (*ht
 		_ = node.Close()
 		return nil, nil, fmt.Errorf("join the tailnet in-process as %s: %w", hostname, err)
 	}
-	client := &http.Client{Transport: &http.Transport{DialContext: node.Dial, DisableKeepAlives: true,
+	lc, err := node.LocalClient()
+	if err != nil {
+		_ = node.Close()
+		return nil, nil, err
+	}
+	// tsnet dials an address no peer routes from the host: refused here,
+	// as a client elsewhere could not reach it.
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: an IP address and port only: %w", addr, err)
+		}
+		st, err := lc.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range st.Peer {
+			if p.AllowedIPs != nil && slices.ContainsFunc(p.AllowedIPs.AsSlice(), func(r netip.Prefix) bool { return r.Contains(ap.Addr()) }) {
+				return node.Dial(ctx, network, addr)
+			}
+		}
+		return nil, fmt.Errorf("dial %s: no tailnet peer routes %s", addr, ap.Addr())
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	return client, func() { _ = node.Close() }, nil
 }
