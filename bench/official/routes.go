@@ -17,6 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"tailscale.com/ipn"
 	"tailscale.com/ipn/store/mem"
 	"tailscale.com/net/netns"
 	"tailscale.com/tsnet"
@@ -55,6 +56,13 @@ func (e TailnetEnv) RoutesClient(ctx context.Context, dir, hostname string) (*ht
 	if err != nil {
 		_ = node.Close()
 		return nil, nil, err
+	}
+	// Subnet routes are used only when accepted (tailscale up
+	// --accept-routes), which is off by default on Linux: without it tsnet
+	// would dial a routed address from the host.
+	if _, err := lc.EditPrefs(ctx, &ipn.MaskedPrefs{Prefs: ipn.Prefs{RouteAll: true}, RouteAllSet: true}); err != nil {
+		_ = node.Close()
+		return nil, nil, fmt.Errorf("accept the tailnet's routes: %w", err)
 	}
 	// tsnet dials an address no peer routes from the host: refused here,
 	// as a client elsewhere could not reach it.
