@@ -1,16 +1,10 @@
 package handlers_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
-	"math/big"
 	"slices"
 	"testing"
 	"time"
@@ -25,6 +19,7 @@ import (
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/tsservice"
+	"github.com/tailplane/tailplane/internal/testcert"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -89,9 +84,7 @@ func TestHandBackToOfficial(t *testing.T) {
 	}
 	keysBefore := len(h.api.Keys())
 
-	h.stop()
-	h.settings.HandBack = true
-	h.start()
+	h.restartHandingBack(true)
 	official := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
 		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
 	testpoll.Until(t, settle, "proxy handed back", func() error {
@@ -131,9 +124,7 @@ func TestHandBackToOfficial(t *testing.T) {
 	}
 
 	// Back to Tailplane: adopted as the same device, no key minted.
-	h.stop()
-	h.settings.HandBack = false
-	h.start()
+	h.restartHandingBack(false)
 	testpoll.Until(t, settle, "handed-back proxy adopted again", func() error {
 		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), n.StateSecret, metav1.GetOptions{})
 		if err != nil {
@@ -154,6 +145,14 @@ func TestHandBackToOfficial(t *testing.T) {
 	if gone := h.api.Deleted(); len(gone) != 0 {
 		t.Errorf("devices deleted: %v", gone)
 	}
+}
+
+// restartHandingBack restarts the operator with OPERATOR_HAND_BACK on or
+// off.
+func (h *harness) restartHandingBack(on bool) {
+	h.stop()
+	h.settings.HandBack = on
+	h.start()
 }
 
 // tailplaneObjectsGone checks that Tailplane's objects of the proxy base
@@ -192,7 +191,8 @@ func TestHandBackProxyGroup(t *testing.T) {
 	h.backend("web", 80)
 	h.createIngress("web", map[string]string{"tailscale.com/proxy-group": g.name},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
-	certPEM, keyPEM := selfSigned(t, "web.tail1.ts.net")
+	leaf := testcert.NewCA(t).Issue(t, 2, time.Now().Add(24*time.Hour), "web.tail1.ts.net")
+	certPEM, keyPEM := leaf.CertPEM, leaf.KeyPEM
 	testpoll.Until(t, settle, "the member's certificate Secret", func() error {
 		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
 		if err != nil {
@@ -202,9 +202,7 @@ func TestHandBackProxyGroup(t *testing.T) {
 		_, err = h.kube.CoreV1().Secrets(h.opNS).Update(h.ctx(), s, metav1.UpdateOptions{})
 		return err
 	})
-	h.stop()
-	h.settings.HandBack = true
-	h.start()
+	h.restartHandingBack(true)
 	testpoll.Until(t, settle, "group handed back", func() error {
 		var errs []error
 		cert, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), "web.tail1.ts.net", metav1.GetOptions{})
@@ -252,9 +250,7 @@ func TestHandBackProxyGroup(t *testing.T) {
 
 	// Back to Tailplane: the replicas are adopted one by one, the second
 	// once the first is Ready again.
-	h.stop()
-	h.settings.HandBack = false
-	h.start()
+	h.restartHandingBack(false)
 	adopted := func(i int) func() error {
 		return func() error {
 			s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), g.replica(i).StateSecret, metav1.GetOptions{})
@@ -293,26 +289,6 @@ func TestHandBackProxyGroup(t *testing.T) {
 	}
 }
 
-// selfSigned returns a PEM certificate for host and its key.
-func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
-
 // With the operator's Deployment there, a hand-back leaves the proxy
 // serving until the release is uninstalled: its Pods, config Secret,
 // ServiceAccount, Role and RoleBinding are given to the Deployment (the
@@ -345,9 +321,7 @@ func TestHandBackKeepsProxyUntilUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h.stop()
-	h.settings.HandBack = true
-	h.start()
+	h.restartHandingBack(true)
 	ownedByRelease := func(kind string, obj metav1.Object, err error) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", kind, err)
@@ -392,7 +366,5 @@ func TestHandBackKeepsProxyUntilUninstall(t *testing.T) {
 	if gone := h.api.Deleted(); len(gone) != 0 {
 		t.Errorf("devices deleted by the hand-back: %v", gone)
 	}
-	h.stop()
-	h.settings.HandBack = false
-	h.start()
+	h.restartHandingBack(false)
 }
