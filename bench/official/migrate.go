@@ -471,6 +471,21 @@ func (e *Env) deleteAndCheck(ctx context.Context, targets []migrateTarget, logge
 	} else {
 		logger.Info("every device left the tailnet", "after", d.Round(time.Millisecond))
 	}
+	// No auth key an operator minted may stay usable: each was used once
+	// by the device it was for, or revoked.
+	if keys, err := e.Tailnet.AuthKeys(ctx); err != nil {
+		notes = append(notes, err.Error())
+	} else {
+		var valid []string
+		for _, k := range keys {
+			if !k.Invalid {
+				valid = append(valid, k.ID+" ("+k.Description+")")
+			}
+		}
+		if len(valid) > 0 {
+			notes = append(notes, fmt.Sprintf("auth keys still valid after the delete: %v", valid))
+		}
+	}
 	if l, err := kube.CoreV1().Secrets(MigrateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "tailscale.com/parent-resource"}); err != nil || len(l.Items) > 0 {
 		var names []string
 		if l != nil {

@@ -57,7 +57,7 @@ func (r MigrateReport) Write(w io.Writer) error {
 			b.WriteString("- " + n + "\n")
 		}
 	} else {
-		b.WriteString("\nNothing left behind: no official StatefulSet, Service or Secret after the switch, the users' ProxyClass kept; after the objects were deleted, no device, no proxy Secret.\n")
+		b.WriteString("\nNothing left behind: no official StatefulSet, Service or Secret after the switch, the users' ProxyClass kept; after the objects were deleted, no device, no usable auth key, no proxy Secret.\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -112,6 +113,25 @@ func (e TailnetEnv) createKey(ctx context.Context, description string) (string, 
 	return out.Key, nil
 }
 
+// AuthKey is an auth key as the API lists it.
+type AuthKey struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+	// Invalid: used (a single-use key), revoked or expired.
+	Invalid bool `json:"invalid"`
+}
+
+// AuthKeys lists the tailnet's auth keys through its API.
+func (e TailnetEnv) AuthKeys(ctx context.Context) ([]AuthKey, error) {
+	var out struct {
+		Keys []AuthKey `json:"keys"`
+	}
+	if err := e.apiCall(ctx, http.MethodGet, "/api/v2/tailnet/-/keys", nil, &out); err != nil {
+		return nil, fmt.Errorf("list auth keys: %w", err)
+	}
+	return out.Keys, nil
+}
+
 // SetRoutes approves routes of device id, as an admin does in the console.
 func (e TailnetEnv) SetRoutes(ctx context.Context, id string, routes []string) error {
 	if err := e.apiCall(ctx, http.MethodPost, "/api/v2/device/"+id+"/routes", map[string]any{"routes": routes}, nil); err != nil {
@@ -127,11 +147,15 @@ func (e TailnetEnv) apiCall(ctx context.Context, method, path string, body, out 
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return err
 	}
