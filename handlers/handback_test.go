@@ -18,7 +18,10 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
+	"github.com/tailplane/tailplane/handlers/lib/proxyset"
+	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/lib/tsservice"
+	"github.com/tailplane/tailplane/internal/tailnet/tailnettest"
 	"github.com/tailplane/tailplane/internal/testcert"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
@@ -367,4 +370,48 @@ func TestHandBackKeepsProxyUntilUninstall(t *testing.T) {
 		t.Errorf("devices deleted by the hand-back: %v", gone)
 	}
 	h.restartHandingBack(false)
+}
+
+// A Gateway's proxy has no official layout: a hand-back deletes it with its
+// device, and takes Tailplane's finalizer off the Gateway, which no operator
+// serves any more (deleting it would hang).
+func TestHandBackRemovesAGatewaysProxy(t *testing.T) {
+	const class = "tailscale-gw-handback"
+	h := newGatewayHarness(t, class, false)
+	h.applyYAML(resources.Gateways, h.ns, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw}
+spec:
+  gatewayClassName: `+class+`
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`)
+	n := proxyset.Parent{Type: "gateway", Namespace: h.ns, Name: "gw"}.Names()
+	testpoll.Until(t, settle, "the Gateway's proxy", func() error {
+		_, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), n.StateSecret, metav1.GetOptions{})
+		return err
+	})
+	h.api.AddDevice(tailnettest.Device{ID: "nGateway", Name: "gw.tail1.ts.net", Addresses: []string{"100.64.0.20"}})
+	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"device_id": []byte("nGateway"), "device_fqdn": []byte("gw.tail1.ts.net.")}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.restartHandingBack(true)
+	testpoll.Until(t, settle, "the Gateway's proxy removed", func() error {
+		if !slices.Contains(h.api.Deleted(), "nGateway") {
+			return fmt.Errorf("device not deleted (deleted: %v)", h.api.Deleted())
+		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), n.StateSecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("state Secret still there (%v)", err)
+		}
+		gw, err := h.dyn.Resource(resources.Gateways).Namespace(h.ns).Get(h.ctx(), "gw", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if f := gw.GetFinalizers(); len(f) > 0 {
+			return fmt.Errorf("Gateway finalizers %v", f)
+		}
+		return nil
+	})
 }

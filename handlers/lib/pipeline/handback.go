@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tailplane/tailplane/handlers/lib/adoption"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
@@ -59,13 +61,15 @@ type HandBackResult struct {
 }
 
 // HandBack leaves every proxy of Tailplane's in the operator namespace for
-// the official operator (docs/migration.md, "Going back"): it stops the
-// proxy's Pods and waits until their processes have ended, deletes its
-// objects but the state Secrets, and rewrites those in the official
-// layout (adoption.PlanHandBack), keeping each device's identity and
-// certificates. A proxy the official operator has no layout for is deleted
-// with its devices. It is idempotent: a hand-back cut off part-way is
-// finished by running it again, since a proxy's state Secrets lose
+// the official operator (docs/migration.md, "Going back"): it rewrites the
+// proxy's state Secrets in the official layout (adoption.PlanHandBack),
+// keeping each device's identity and certificates, and ends Tailplane's
+// proxy (stopOrKeep: serving until the release goes, when there is an
+// operator Deployment to give it to). It then moves the groups' Tailscale
+// Service certificates to the official Secrets and deletes the runtime's
+// state ConfigMaps. A proxy the official operator has no layout for is
+// deleted with its devices. It is idempotent: a hand-back cut off part-way
+// is finished by running it again, since a proxy's state Secrets lose
 // Tailplane's labels last. The operator must not handle parents meanwhile:
 // it would make the proxies again.
 func (p *Pipeline) HandBack(ctx context.Context) (HandBackResult, error) {
@@ -86,14 +90,14 @@ func (p *Pipeline) HandBack(ctx context.Context) (HandBackResult, error) {
 	for _, base := range slices.Sorted(maps.Keys(byBase)) {
 		states := byBase[base]
 		slices.SortFunc(states, func(a, b corev1.Secret) int { return strings.Compare(a.Name, b.Name) })
-		done, err := p.handBackProxy(ctx, base, states)
+		handedBack, summary, err := p.handBackProxy(ctx, base, states)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("hand back proxy %s: %w", base, err))
-		case strings.HasPrefix(done, removedPrefix):
-			res.Removed = append(res.Removed, base+": "+strings.TrimPrefix(done, removedPrefix))
+		case handedBack:
+			res.HandedBack = append(res.HandedBack, base+": "+summary)
 		default:
-			res.HandedBack = append(res.HandedBack, base+": "+done)
+			res.Removed = append(res.Removed, base+": "+summary)
 		}
 	}
 	errs = append(errs, p.handBackCerts(ctx))
@@ -112,12 +116,10 @@ func (p *Pipeline) HandBack(ctx context.Context) (HandBackResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// removedPrefix marks handBackProxy's report of a proxy it deleted.
-const removedPrefix = "removed: "
-
 // handBackProxy hands back the proxy base, whose replicas' state Secrets
-// are states, and says what became of its devices.
-func (p *Pipeline) handBackProxy(ctx context.Context, base string, states []corev1.Secret) (string, error) {
+// are states, and says whether it did (or deleted the proxy) and what
+// became of its devices (or why it was deleted).
+func (p *Pipeline) handBackProxy(ctx context.Context, base string, states []corev1.Secret) (bool, string, error) {
 	l := states[0].Labels
 	parentLabels := map[string]string{proxystate.LabelManaged: "true", proxystate.LabelParentName: l[proxystate.LabelParentName],
 		proxystate.LabelParentNamespace: l[proxystate.LabelParentNamespace], proxystate.LabelParentType: l[proxystate.LabelParentType]}
@@ -125,7 +127,7 @@ func (p *Pipeline) handBackProxy(ctx context.Context, base string, states []core
 		Name: l[proxystate.LabelParentName], Base: base, States: states}
 	parent, err := p.handBackParent(ctx, proxy.Type, proxy.Namespace, proxy.Name)
 	if err != nil {
-		return "", err
+		return false, "", err
 	}
 	if parent != nil && proxy.Type == adoptionTypeProxyGroup {
 		proxy.Owner = &metav1.OwnerReference{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(), Name: parent.GetName(),
@@ -138,31 +140,34 @@ func (p *Pipeline) handBackProxy(ctx context.Context, base string, states []core
 	if planErr != nil {
 		removed := proxyset.Parent{Type: proxy.Type, Namespace: proxy.Namespace, Name: proxy.Name, Role: l[proxyset.LabelProxyRole]}
 		if removed.Names().Base != base {
-			return "", fmt.Errorf("cannot hand it back (%w), and it is not named as a parent's proxy", planErr)
+			return false, "", fmt.Errorf("cannot hand it back (%w), and it is not named as a parent's proxy", planErr)
 		}
 		if err := p.deleteProxy(ctx, p.d.Backend, removed); err != nil {
-			return "", err
+			return false, "", err
+		}
+		if err := p.releaseRemoved(ctx, parent, proxy.Type); err != nil {
+			return false, "", err
 		}
 		p.d.Log.Warn("removed a proxy the official operator cannot take over, with its devices", "proxy", base, "why", planErr)
-		return removedPrefix + planErr.Error(), nil
+		return false, planErr.Error(), nil
 	}
 	configs := []string{proxyset.Names{Base: base}.LegacyConfigSecret()}
 	for _, r := range plan.Replicas {
 		configs = append(configs, r.From+"-config")
 	}
 	if err := p.stopOrKeep(ctx, base, parentLabels, configs); err != nil {
-		return "", err
+		return false, "", err
 	}
 	if plan.Headless != nil {
 		_, err := p.d.Kube.CoreV1().Services(p.d.Settings.Namespace).Create(ctx, plan.Headless, metav1.CreateOptions{FieldManager: adoptionManager})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("create the official headless Service %s: %w", plan.Headless.Name, err)
+			return false, "", fmt.Errorf("create the official headless Service %s: %w", plan.Headless.Name, err)
 		}
 	}
 	var devices []string
 	for _, r := range plan.Replicas {
 		if err := p.writeHandedBack(ctx, r); err != nil {
-			return "", err
+			return false, "", err
 		}
 		dev, _ := proxyset.DeviceFromState(r.State)
 		devices = append(devices, adoption.Replica{State: r.State, Device: dev}.Describe())
@@ -170,7 +175,49 @@ func (p *Pipeline) handBackProxy(ctx context.Context, base string, states []core
 	msg := "left device " + strings.Join(devices, "; ") + " for the official operator"
 	p.d.Log.Info("handed a proxy back to the official operator", "proxy", base, "parent", describeName(proxy.Namespace, proxy.Name), "devices", strings.Join(devices, "; "))
 	p.d.Post(parent, corev1.EventTypeNormal, ReasonHandedBack, msg)
-	return strings.Join(devices, "; "), nil
+	return true, strings.Join(devices, "; "), nil
+}
+
+// releaseRemoved takes Tailplane's finalizers off the parent (nil: gone)
+// of a proxy the hand-back deleted: the official operator does not serve
+// it, so no one else would, and deleting it would hang.
+func (p *Pipeline) releaseRemoved(ctx context.Context, parent *unstructured.Unstructured, typ string) error {
+	if parent == nil {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(parent.GetFinalizers()), func(f string) bool {
+		return f == proxystate.Finalizer || strings.HasPrefix(f, "tailplane.dev/")
+	})
+	if len(kept) == len(parent.GetFinalizers()) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": kept, "resourceVersion": parent.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	gvr, _ := parentResource(typ)
+	if _, err := p.d.Dyn.Resource(gvr).Namespace(parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); ignoreNotFound(err) != nil {
+		return fmt.Errorf("remove Tailplane's finalizers from %s %s: %w", typ, describeName(parent.GetNamespace(), parent.GetName()), err)
+	}
+	return nil
+}
+
+// parentResource is the resource of the parents of type typ a hand-back
+// reads.
+func parentResource(typ string) (schema.GroupVersionResource, bool) {
+	switch typ {
+	case proxyset.ParentService:
+		return resources.Services, true
+	case proxyset.ParentIngress:
+		return resources.Ingresses, true
+	case "connector":
+		return resources.Connectors, true
+	case adoptionTypeProxyGroup:
+		return resources.ProxyGroups, true
+	case "gateway":
+		return resources.Gateways, true
+	}
+	return schema.GroupVersionResource{}, false
 }
 
 // adoptionTypeProxyGroup is a ProxyGroup's parent type label.
@@ -178,10 +225,7 @@ const adoptionTypeProxyGroup = "proxygroup"
 
 // handBackParent reads the parent of a proxy, nil when it is gone.
 func (p *Pipeline) handBackParent(ctx context.Context, typ, namespace, name string) (*unstructured.Unstructured, error) {
-	gvr, ok := map[string]schema.GroupVersionResource{
-		proxyset.ParentService: resources.Services, proxyset.ParentIngress: resources.Ingresses,
-		"connector": resources.Connectors, adoptionTypeProxyGroup: resources.ProxyGroups, "gateway": resources.Gateways,
-	}[typ]
+	gvr, ok := parentResource(typ)
 	if !ok {
 		return nil, nil
 	}
