@@ -266,6 +266,8 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 		return r, ctx.Err()
 	}
 	switchStart := time.Now()
+	// The failures below are timed from here ("from +Ns").
+	logger.Info("switching to Tailplane", "at", switchStart.Format("15:04:05.000"))
 	if err := e.replaceOfficial(ctx, logger, &r); err != nil {
 		return r, err
 	}
@@ -277,6 +279,7 @@ func RunMigrate(ctx context.Context, e *Env, logger *log.Logger, back bool) (Mig
 	}
 	backStart := time.Now()
 	if back {
+		logger.Info("handing back to the official operator", "at", backStart.Format("15:04:05.000"))
 		r.Notes = append(r.Notes, e.switchLeftovers(ctx)...)
 		if err := e.handBackToOfficial(ctx, logger, &r); err != nil {
 			return r, err
