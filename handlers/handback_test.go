@@ -415,3 +415,41 @@ spec:
 		return nil
 	})
 }
+
+// A hand-back cut off part-way (the operator stopped after it made the
+// official headless Service, before the state Secret was rewritten) is
+// finished by the next start: one headless Service, the state in the
+// official layout, the device kept.
+func TestHandBackCutOffIsFinished(t *testing.T) {
+	h := newHarness(t, nil)
+	h.exposedOnline("web", "nWeb", "100.64.0.9")
+	n := h.names("svc", "web")
+	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34")}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	official := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
+		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
+	h.stop()
+	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: n.Base, Labels: official},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
+	if _, err := h.kube.CoreV1().Services(h.opNS).Create(h.ctx(), headless, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.settings.HandBack = true
+	h.start()
+	testpoll.Until(t, settle, "cut-off hand-back finished", func() error {
+		s, err := h.officialLookup(official)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(s.Labels, official) || string(s.Data["device_id"]) != "nWeb" || string(s.Data["_machinekey"]) != "privkey:web" {
+			return fmt.Errorf("state Secret %s: labels %v, device %q", s.Name, s.Labels, s.Data["device_id"])
+		}
+		return h.tailplaneObjectsGone(n.Base, n.ConfigSecret)
+	})
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted: %v", gone)
+	}
+	h.restartHandingBack(false)
+}
