@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/internal/testpoll"
 )
 
@@ -19,7 +19,7 @@ func TestIngressExtraBackends(t *testing.T) {
 	h := newHarness(t, nil)
 	h.createIngressClass(false)
 	web := h.backend("web", 80)
-	h.createIngress("site", map[string]string{ingress.AnnotationExtraBackends: "web-canary:80, not-a-pair"},
+	h.createIngress("site", map[string]string{ingressroutes.AnnotationExtraBackends: "web-canary:80, not-a-pair"},
 		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80)})
 	h.wantEvent(h.ns, "site", corev1.EventTypeWarning, "InvalidIngressBackend", `entry "not-a-pair" is not <service>:<port>`)
 	h.wantEvent(h.ns, "site", corev1.EventTypeWarning, "InvalidIngressBackend", "Service "+h.ns+"/web-canary not found")

@@ -7,19 +7,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/proxy/config"
 )
 
 func TestExtraBackendsAnnotation(t *testing.T) {
 	ing := seedIngress(t)
-	ing.Annotations = map[string]string{ingress.AnnotationExtraBackends: " web-canary:80, v3:https,missing:80, bad, other/ns:80, web-canary:http, v3:8443"}
+	ing.Annotations = map[string]string{ingressroutes.AnnotationExtraBackends: " web-canary:80, v3:https,missing:80, bad, other/ns:80, web-canary:http, v3:8443"}
 	lookup := services(
 		backendSvc("my-app", "10.0.0.1"),
 		backendSvc("web-canary", "10.0.0.2"),
 		backendSvc("v3", "10.0.0.3", corev1.ServicePort{Name: "https", Port: 443}),
 	)
-	l7, problems, err := ingress.L7(ing, lookup)
+	l7, problems, err := ingressroutes.L7(ing, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,19 +32,19 @@ func TestExtraBackendsAnnotation(t *testing.T) {
 	}
 	var msgs []string
 	for _, p := range problems {
-		if p.Reason != ingress.ReasonInvalidIngressBackend || p.Type != corev1.EventTypeWarning {
+		if p.Reason != ingressroutes.ReasonInvalidIngressBackend || p.Type != corev1.EventTypeWarning {
 			t.Errorf("problem %+v", p)
 		}
 		msgs = append(msgs, p.Message)
 	}
 	all := strings.Join(msgs, "\n")
 	for _, part := range []string{`entry "missing:80": Service default/missing not found`, `entry "bad" is not <service>:<port>`,
-		`entry "other/ns:80" is not`, `entry "v3:8443": Service default/v3 has no port 8443`, ingress.AnnotationExtraBackends} {
+		`entry "other/ns:80" is not`, `entry "v3:8443": Service default/v3 has no port 8443`, ingressroutes.AnnotationExtraBackends} {
 		if !strings.Contains(all, part) {
 			t.Errorf("problems do not say %q:\n%s", part, all)
 		}
 	}
-	got := ingress.BackendServices(ing)
+	got := ingressroutes.BackendServices(ing)
 	for _, svc := range []string{"my-app", "web-canary", "v3", "missing"} {
 		if !strings.Contains(strings.Join(got, ","), svc) {
 			t.Errorf("BackendServices %v lacks %s: its changes would not re-render the Ingress", got, svc)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tailplane/tailplane/handlers/ingress"
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
@@ -37,7 +38,7 @@ func seedIngress(t *testing.T) *networkingv1.Ingress {
 	return ing
 }
 
-func services(svcs ...*corev1.Service) ingress.ServiceLookup {
+func services(svcs ...*corev1.Service) ingressroutes.ServiceLookup {
 	return func(name string) (*corev1.Service, error) {
 		for _, s := range svcs {
 			if s.Name == name {
@@ -50,7 +51,7 @@ func services(svcs ...*corev1.Service) ingress.ServiceLookup {
 
 // render is what the pipeline applies for ing (no plugins, a tailnet with
 // every feature, replica 0's auth key key), and the Events to post.
-func render(ing *networkingv1.Ingress, lookup ingress.ServiceLookup, key string) (*pipeline.Objects, []ingress.Problem, error) {
+func render(ing *networkingv1.Ingress, lookup ingressroutes.ServiceLookup, key string) (*pipeline.Objects, []ingressroutes.Problem, error) {
 	plan, problems, err := ingress.Plan(ing, opts, ingress.Inputs{Lookup: lookup})
 	if err != nil {
 		return nil, problems, err
@@ -166,7 +167,7 @@ func TestRoutesKeepWhatIsValid(t *testing.T) {
 		backendSvc("fallback", "fd00::5"),
 		backendSvc("headless", "None"),
 	)
-	l7, problems, err := ingress.L7(ing, lookup)
+	l7, problems, err := ingressroutes.L7(ing, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestRoutesKeepWhatIsValid(t *testing.T) {
 	if !reflect.DeepEqual(l7, want) {
 		t.Fatalf("routes\n got %+v\nwant %+v", l7, want)
 	}
-	for _, want := range []ingress.Problem{
+	for _, want := range []ingressroutes.Problem{
 		{Type: "Warning", Reason: "InvalidIngressBackend", Message: `failed to get service "nope" for path "/missing": Service "nope" not found`},
 		{Type: "Normal", Reason: "PathUndefined", Message: "configured backend is missing a path, defaulting to '/'"},
 		{Type: "Warning", Reason: "InvalidIngressBackend", Message: `rule with host "other.example.com" ignored, unsupported`},
@@ -201,14 +202,14 @@ func TestRoutesKeepWhatIsValid(t *testing.T) {
 func TestNoValidBackends(t *testing.T) {
 	ing := seedIngress(t)
 	objs, problems, err := render(ing, services(), "")
-	if !errors.Is(err, ingress.ErrNoValidBackends) || objs != nil {
+	if !errors.Is(err, ingressroutes.ErrNoValidBackends) || objs != nil {
 		t.Fatalf("got %v, %v", objs, err)
 	}
-	if !slices.ContainsFunc(problems, func(p ingress.Problem) bool { return p.Reason == "NoValidBackends" }) {
+	if !slices.ContainsFunc(problems, func(p ingressroutes.Problem) bool { return p.Reason == "NoValidBackends" }) {
 		t.Fatalf("no NoValidBackends event in %+v", problems)
 	}
 	ing.Spec.Rules = nil
-	if _, _, err := render(ing, services(), ""); !errors.Is(err, ingress.ErrNoValidBackends) {
+	if _, _, err := render(ing, services(), ""); !errors.Is(err, ingressroutes.ErrNoValidBackends) {
 		t.Fatalf("Ingress without rules: %v", err)
 	}
 }
@@ -268,7 +269,7 @@ func TestBackendServices(t *testing.T) {
 	ing := seedIngress(t)
 	ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "fallback"}}
 	ing.Spec.Rules = append(ing.Spec.Rules, rule("", path("/x", backend("my-app", 80)), path("/y", backend("api", 80))))
-	if got := ingress.BackendServices(ing); !reflect.DeepEqual(got, []string{"fallback", "my-app", "api"}) {
+	if got := ingressroutes.BackendServices(ing); !reflect.DeepEqual(got, []string{"fallback", "my-app", "api"}) {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -291,11 +292,11 @@ func TestExtraTLSIsReported(t *testing.T) {
 		{Hosts: []string{"third.example.com"}, SecretName: "third-cert"},
 	}
 	lookup := services(backendSvc("my-app", "10.43.0.20"))
-	_, problems, err := ingress.L7(ing, lookup)
+	_, problems, err := ingressroutes.L7(ing, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ingress.Problem{Type: "Warning", Reason: "InvalidIngressConfiguration", Message: `only a single TLS entry with a single host is supported: ` +
+	want := ingressroutes.Problem{Type: "Warning", Reason: "InvalidIngressConfiguration", Message: `only a single TLS entry with a single host is supported: ` +
 		`the proxy serves "my-app" (tls[0]) and ignores hosts ["second.example.com"] of tls[0], tls[1] (hosts ["third.example.com"], secretName "third-cert")`}
 	if !slices.Contains(problems, want) {
 		t.Fatalf("missing %+v in %+v", want, problems)
@@ -303,7 +304,7 @@ func TestExtraTLSIsReported(t *testing.T) {
 	// One entry with one host is what is served: nothing to report.
 	ing.Spec.TLS = ing.Spec.TLS[:1]
 	ing.Spec.TLS[0].Hosts = ing.Spec.TLS[0].Hosts[:1]
-	if _, problems, _ := ingress.L7(ing, lookup); slices.ContainsFunc(problems, func(p ingress.Problem) bool { return p.Reason == "InvalidIngressConfiguration" }) {
+	if _, problems, _ := ingressroutes.L7(ing, lookup); slices.ContainsFunc(problems, func(p ingressroutes.Problem) bool { return p.Reason == "InvalidIngressConfiguration" }) {
 		t.Fatalf("warned about a single TLS entry: %+v", problems)
 	}
 }

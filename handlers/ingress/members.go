@@ -7,6 +7,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/tailplane/tailplane/handlers/lib/groupmember"
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
 	"github.com/tailplane/tailplane/handlers/lib/tsservice"
@@ -32,7 +33,7 @@ const (
 // that do not resolve, ignored settings) while it is still served. The
 // error is why it cannot be served (the official messages where there are
 // some).
-func GroupMember(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup) (*groupmember.ServiceMember, []Problem, error) {
+func GroupMember(ing *networkingv1.Ingress, s settings.Settings, lookup ingressroutes.ServiceLookup) (*groupmember.ServiceMember, []ingressroutes.Problem, error) {
 	m := &groupmember.ServiceMember{Kind: "Ingress", Namespace: ing.Namespace, Name: ing.Name, UID: ing.UID,
 		Group: ing.Annotations[groupmember.AnnotationProxyGroup]}
 	if len(ing.Spec.TLS) > 1 {
@@ -50,7 +51,7 @@ func GroupMember(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceL
 	if m.Tags, err = proxyset.Tags(ing.Annotations, s.ProxyTags); err != nil {
 		return nil, nil, err
 	}
-	l7, problems, err := L7(ing, lookup)
+	l7, problems, err := ingressroutes.L7(ing, lookup)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -58,13 +59,13 @@ func GroupMember(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceL
 	l7.HTTPRedirect = HTTPRedirect(ing)
 	if ing.Annotations[AnnotationHTTPEndpoint] == "enabled" {
 		if l7.HTTPRedirect {
-			problems = append(problems, Problem{Type: corev1.EventTypeWarning, Reason: ReasonInvalidIngress,
+			problems = append(problems, ingressroutes.Problem{Type: corev1.EventTypeWarning, Reason: ReasonInvalidIngress,
 				Message: "tailscale.com/http-redirect is ignored because tailscale.com/http-endpoint is enabled"})
 		}
 		l7.HTTPRedirect, l7.PlainHTTP = false, true
 	}
 	if Funnel(ing) {
-		problems = append(problems, Problem{Type: corev1.EventTypeWarning, Reason: reasonFunnelIgnored,
+		problems = append(problems, ingressroutes.Problem{Type: corev1.EventTypeWarning, Reason: reasonFunnelIgnored,
 			Message: "tailscale.com/funnel is not supported on ProxyGroup Ingresses and is ignored; use a dedicated proxy (remove tailscale.com/proxy-group) for Funnel"})
 	}
 	m.Ports = []string{"tcp:443"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
 	"github.com/tailplane/tailplane/handlers/lib/groupmember"
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/resources"
 	"github.com/tailplane/tailplane/handlers/plugin"
@@ -33,7 +34,7 @@ func RegisterMember(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline,
 			if err != nil {
 				return nil, err
 			}
-			m, problems, err := GroupMember(ing, d.Settings, Lookup(ctx, d.Kube, ing.Namespace))
+			m, problems, err := GroupMember(ing, d.Settings, ingressroutes.Lookup(ctx, d.Kube, ing.Namespace))
 			for _, p := range problems {
 				d.Post(ing, p.Type, p.Reason, p.Message)
 			}
@@ -87,7 +88,7 @@ func hostGroupMember(ctx context.Context, d *cluster.Deps, k runtime.Key, group 
 	if err != nil {
 		return nil, fmt.Errorf("read Ingress %s/%s of ProxyGroup %s: %w", k.Namespace, k.Name, group, err)
 	}
-	m, _, err := GroupMember(ing, d.Settings, Lookup(ctx, d.Kube, ing.Namespace))
+	m, _, err := GroupMember(ing, d.Settings, ingressroutes.Lookup(ctx, d.Kube, ing.Namespace))
 	if err != nil {
 		return nil, nil // left out of the group: its own handler says why
 	}

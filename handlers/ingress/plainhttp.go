@@ -3,6 +3,7 @@ package ingress
 import (
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/internal/tailnet"
 	"github.com/tailplane/tailplane/proxy/config"
 )
@@ -24,7 +25,7 @@ func HTTPEndpoint(ing *networkingv1.Ingress) bool {
 // (plain), or as usual. Only a backend without FeatureCertificates changes
 // anything, and only for an Ingress without a certificate of its own.
 func Certificates(ing *networkingv1.Ingress, be tailnet.Backend) (plain bool, refused string) {
-	if customTLS(ing) || tailnet.Supports(be, tailnet.FeatureCertificates) {
+	if ingressroutes.CustomTLS(ing) || tailnet.Supports(be, tailnet.FeatureCertificates) {
 		return false, ""
 	}
 	if HTTPEndpoint(ing) {

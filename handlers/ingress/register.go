@@ -15,6 +15,7 @@ import (
 
 	"github.com/tailplane/tailplane/handlers/ingressclass"
 	"github.com/tailplane/tailplane/handlers/lib/cluster"
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyclassrules"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
@@ -67,7 +68,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 			return nil
 		}
 		out := map[string]any{}
-		for _, svc := range BackendServices(&ing) {
+		for _, svc := range ingressroutes.BackendServices(&ing) {
 			out[runtime.ObjectKey(ing.Namespace, svc)] = runtime.ObjectKey(ing.Namespace, ing.Name)
 		}
 		return out
@@ -76,7 +77,7 @@ func Register(op *runtime.Operator, d *cluster.Deps, p *pipeline.Pipeline) {
 		return nil, m.refreshTLS(ctx, p, ev)
 	}, d.Scope(runtime.When(func(obj *unstructured.Unstructured) bool {
 		var ing networkingv1.Ingress
-		return cluster.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && customTLS(&ing)
+		return cluster.FromUnstructured(obj, &ing) == nil && IsOurs(&ing, d.Settings.IngressClassName) && ingressroutes.CustomTLS(&ing)
 	}))...)
 	op.Watch(resources.Services, "ingress-backends", func(_ watch.EventType, _, obj *unstructured.Unstructured) []runtime.Key {
 		return d.Indexed(cluster.IndexIngressesByBackend, runtime.ObjectKey(obj.GetNamespace(), obj.GetName()), resources.Ingresses)
@@ -128,16 +129,16 @@ func (m *module) plan(ctx context.Context, obj *unstructured.Unstructured) (*pip
 	if err != nil {
 		return nil, err
 	}
-	plan, problems, err := Plan(ing, s, Inputs{Lookup: Lookup(ctx, m.d.Kube, ing.Namespace), Tailnet: be,
+	plan, problems, err := Plan(ing, s, Inputs{Lookup: ingressroutes.Lookup(ctx, m.d.Kube, ing.Namespace), Tailnet: be,
 		Plugins: plugins, PluginSecrets: pluginSecrets})
 	m.post(ing, problems)
-	if errors.Is(err, ErrNoValidBackends) {
+	if errors.Is(err, ingressroutes.ErrNoValidBackends) {
 		return nil, nil // the proxy, if any, keeps serving what it had
 	}
 	if err != nil || plan.Invalid != "" {
 		return plan, err
 	}
-	if customTLS(ing) {
+	if ingressroutes.CustomTLS(ing) {
 		copied, err := m.tlsCopy(ctx, ing, TLSSecretName(ing))
 		if err != nil {
 			return nil, err
@@ -182,7 +183,7 @@ func (m *module) report(ctx context.Context, obj *unstructured.Unstructured, out
 	return m.setStatus(ctx, ing, dev)
 }
 
-func (m *module) post(ing *networkingv1.Ingress, problems []Problem) {
+func (m *module) post(ing *networkingv1.Ingress, problems []ingressroutes.Problem) {
 	for _, p := range problems {
 		m.d.Post(ing, p.Type, p.Reason, p.Message)
 	}

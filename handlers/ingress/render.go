@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/tailplane/tailplane/handlers/lib/ingressroutes"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
 	"github.com/tailplane/tailplane/handlers/lib/proxyset"
 	"github.com/tailplane/tailplane/handlers/lib/settings"
@@ -21,7 +22,7 @@ func ProxyClassName(ing *networkingv1.Ingress, s settings.Settings) string {
 // settings: what the cluster and the Ingress's tailnet say.
 type Inputs struct {
 	// Lookup reads the backend Services.
-	Lookup ServiceLookup
+	Lookup ingressroutes.ServiceLookup
 	// Tailnet is the backend of the Ingress's tailnet: a control server
 	// without certificates or Funnel changes how the Ingress is served
 	// (Certificates, FunnelRefused). Nil has every feature.
@@ -39,7 +40,7 @@ type Inputs struct {
 // refused; pipeline.Render turns it into the proxy's objects. It also
 // returns the Events to post, and with no servable backend
 // ErrNoValidBackends and no plan.
-func Plan(ing *networkingv1.Ingress, s settings.Settings, in Inputs) (*pipeline.Plan, []Problem, error) {
+func Plan(ing *networkingv1.Ingress, s settings.Settings, in Inputs) (*pipeline.Plan, []ingressroutes.Problem, error) {
 	hostname, err := Hostname(ing)
 	var tags []string
 	if err == nil {
@@ -52,10 +53,10 @@ func Plan(ing *networkingv1.Ingress, s settings.Settings, in Inputs) (*pipeline.
 	if refused != "" {
 		return &pipeline.Plan{Invalid: refused}, nil, nil
 	}
-	var problems []Problem
+	var problems []ingressroutes.Problem
 	noFunnel := FunnelRefused(ing, in.Tailnet)
 	if noFunnel != "" {
-		problems = append(problems, Problem{Type: corev1.EventTypeWarning, Reason: ReasonFunnelNotAllowed, Message: noFunnel})
+		problems = append(problems, ingressroutes.Problem{Type: corev1.EventTypeWarning, Reason: ReasonFunnelNotAllowed, Message: noFunnel})
 	}
 	// Rendered once here to learn what is servable before any key is
 	// minted.
@@ -82,14 +83,14 @@ func Plan(ing *networkingv1.Ingress, s settings.Settings, in Inputs) (*pipeline.
 			return cfg, nil
 		},
 	}
-	if customTLS(ing) {
+	if ingressroutes.CustomTLS(ing) {
 		plan.ExtraSecrets = append([]string{TLSSecretName(ing)}, plan.ExtraSecrets...)
 	}
 	return plan, problems, nil
 }
 
 // Config is the ingress-l7 proxy config for ing, plus the Events to post.
-func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup) (*config.Config, []Problem, error) {
+func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ingressroutes.ServiceLookup) (*config.Config, []ingressroutes.Problem, error) {
 	hostname, err := Hostname(ing)
 	if err != nil {
 		return nil, nil, err
@@ -98,13 +99,13 @@ func Config(ing *networkingv1.Ingress, s settings.Settings, lookup ServiceLookup
 	if err != nil {
 		return nil, nil, err
 	}
-	l7, problems, err := L7(ing, lookup)
+	l7, problems, err := ingressroutes.L7(ing, lookup)
 	if err != nil {
 		return nil, problems, err
 	}
 	l7.HTTPRedirect = HTTPRedirect(ing)
 	l7.Funnel = Funnel(ing)
-	if customTLS(ing) {
+	if ingressroutes.CustomTLS(ing) {
 		l7.TLS = config.TLS{Mode: config.TLSSecret, SecretName: TLSSecretName(ing)}
 	}
 	return &config.Config{

@@ -1,4 +1,4 @@
-package ingress
+package ingressroutes
 
 import (
 	"fmt"
@@ -71,14 +71,14 @@ func L7(ing *networkingv1.Ingress, lookup ServiceLookup) (*config.L7, []Problem,
 		}
 		l7.DefaultBackend = be
 	}
-	host := tlsHost(ing)
+	host := TLSHost(ing)
 	byHost := map[string]int{} // host -> index in l7.Rules
 	for _, r := range ing.Spec.Rules {
 		ruleHost := r.Host
 		switch {
-		case ruleHost == "" || ruleHost == host && !customTLS(ing):
+		case ruleHost == "" || ruleHost == host && !CustomTLS(ing):
 			ruleHost = "" // the device's own name
-		case !customTLS(ing):
+		case !CustomTLS(ing):
 			warn(ReasonInvalidIngressBackend, "rule with host %q ignored, unsupported", r.Host)
 			continue
 		}
@@ -135,7 +135,7 @@ func IgnoredTLS(ing *networkingv1.Ingress) string {
 		return ""
 	}
 	var ignored []string
-	if !customTLS(ing) && len(tls[0].Hosts) > 1 {
+	if !CustomTLS(ing) && len(tls[0].Hosts) > 1 {
 		ignored = append(ignored, fmt.Sprintf("hosts %q of tls[0]", tls[0].Hosts[1:]))
 	}
 	for i, t := range tls[1:] {
@@ -149,7 +149,7 @@ func IgnoredTLS(ing *networkingv1.Ingress) string {
 		return ""
 	}
 	served := "the default hostname"
-	if h := tlsHost(ing); h != "" {
+	if h := TLSHost(ing); h != "" {
 		served = fmt.Sprintf("%q", h)
 	}
 	return fmt.Sprintf("only a single TLS entry with a single host is supported: the proxy serves %s (tls[0]) and ignores %s",

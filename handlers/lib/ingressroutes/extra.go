@@ -1,4 +1,4 @@
-package ingress
+package ingressroutes
 
 import (
 	"fmt"
@@ -117,9 +117,9 @@ func portText(p networkingv1.ServiceBackendPort) string {
 	return strconv.Itoa(int(p.Number))
 }
 
-// extraServices lists the Service names of AnnotationExtraBackends, for the
+// ExtraServices lists the Service names of AnnotationExtraBackends, for the
 // "Ingresses by backend Service" index.
-func extraServices(ing *networkingv1.Ingress) []string {
+func ExtraServices(ing *networkingv1.Ingress) []string {
 	refs, _ := extraRefs(ing)
 	out := make([]string, 0, len(refs))
 	for _, r := range refs {
