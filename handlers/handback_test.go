@@ -299,15 +299,7 @@ func TestHandBackProxyGroup(t *testing.T) {
 // the Pods; the state is in the official layout all the same.
 func TestHandBackKeepsProxyUntilUninstall(t *testing.T) {
 	h := newHarness(t, nil)
-	replicas := int32(0)
-	sel := map[string]string{"app": "tailplane-operator"}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "operator"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas,
-		Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "tailplane-operator:test"}}}}}}
-	dep, err := h.kube.AppsV1().Deployments(h.opNS).Create(h.ctx(), dep, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := h.operatorDeployment()
 	h.exposedOnline("web", "nWeb", "100.64.0.9")
 	n := h.names("svc", "web")
 	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34")}})
@@ -452,4 +444,99 @@ func TestHandBackCutOffIsFinished(t *testing.T) {
 		t.Errorf("devices deleted: %v", gone)
 	}
 	h.restartHandingBack(false)
+}
+
+// operatorDeployment creates the operator's Deployment "operator" (no Pod
+// runs here), which a hand-back gives the running proxies to.
+func (h *harness) operatorDeployment() *appsv1.Deployment {
+	h.t.Helper()
+	replicas := int32(0)
+	sel := map[string]string{"app": "tailplane-operator"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "operator"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas,
+		Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "tailplane-operator:test"}}}}}}
+	dep, err := h.kube.AppsV1().Deployments(h.opNS).Create(h.ctx(), dep, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return dep
+}
+
+// ownedBy reports whether obj is given to the owner of UID uid.
+func ownedBy(obj metav1.Object, uid types.UID) bool {
+	return slices.ContainsFunc(obj.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == uid })
+}
+
+// A group's replicas serve on until the release goes, too: each keeps its
+// own state Secret (no longer a proxy's, labelled with the official copy
+// it was written to) and the Tailscale Service's certificate, all given to
+// the operator's Deployment; the official Secrets are written as without
+// one. Handing back again (a restart) changes nothing.
+func TestHandBackKeepsGroupUntilUninstall(t *testing.T) {
+	h := newHarness(t, nil)
+	dep := h.operatorDeployment()
+	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
+	id := g.login(0)
+	g.writeState(0, map[string][]byte{"_machinekey": []byte("privkey:0"), "_current-profile": []byte("profile-ef56")})
+	h.backend("web", 80)
+	h.createIngress("web", map[string]string{"tailscale.com/proxy-group": g.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
+	leaf := testcert.NewCA(t).Issue(t, 2, time.Now().Add(24*time.Hour), "web.tail1.ts.net")
+	testpoll.Until(t, settle, "the member's certificate Secret", func() error {
+		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Data = map[string][]byte{corev1.TLSCertKey: leaf.CertPEM, corev1.TLSPrivateKeyKey: leaf.KeyPEM}
+		_, err = h.kube.CoreV1().Secrets(h.opNS).Update(h.ctx(), s, metav1.UpdateOptions{})
+		return err
+	})
+	kept := func() error {
+		ctx := h.ctx()
+		official, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, g.name+"-0", metav1.GetOptions{})
+		if err != nil || string(official.Data["device_id"]) != id {
+			return fmt.Errorf("official state Secret: %v (%v)", official, err)
+		}
+		own, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, g.replica(0).StateSecret, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("the replica's own state Secret: %w", err)
+		}
+		if want := map[string]string{pipeline.LabelHandedBackTo: g.name + "-0"}; !maps.Equal(own.Labels, want) || !ownedBy(own, dep.UID) ||
+			string(own.Data["device_id"]) != id {
+			return fmt.Errorf("the replica's own state Secret: labels %v, owners %v", own.Labels, own.OwnerReferences)
+		}
+		cert, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, tsservice.CertSecretName("web"), metav1.GetOptions{})
+		if err != nil || !ownedBy(cert, dep.UID) || len(cert.OwnerReferences) != 1 {
+			return fmt.Errorf("Tailplane's certificate Secret: %v (%v)", cert, err)
+		}
+		if _, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, "web.tail1.ts.net", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the official certificate Secret: %w", err)
+		}
+		return nil
+	}
+	h.restartHandingBack(true)
+	testpoll.Until(t, settle, "group handed back, still serving", kept)
+	h.restartHandingBack(true)
+	testpoll.Until(t, settle, "handed back again: the same", kept)
+	if gone := h.api.Deleted(); len(gone) != 0 {
+		t.Errorf("devices deleted by the hand-back: %v", gone)
+	}
+	// Taken back by Tailplane before any uninstall: the kept state Secret
+	// is Tailplane's again, and no longer the Deployment's.
+	h.restartHandingBack(false)
+	testpoll.Until(t, settle, "the group adopted again", func() error {
+		own, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), g.replica(0).StateSecret, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, kept := own.Labels[pipeline.LabelHandedBackTo]; kept || own.Labels["tailplane.dev/proxy-role"] == "" || ownedBy(own, dep.UID) ||
+			string(own.Data["device_id"]) != id {
+			return fmt.Errorf("state Secret %s: labels %v, owners %v", own.Name, own.Labels, own.OwnerReferences)
+		}
+		_, err = h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), g.name+"-0", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("official state Secret still there (%v)", err)
+		}
+		return nil
+	})
 }

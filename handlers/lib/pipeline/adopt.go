@@ -284,6 +284,15 @@ func (p *Pipeline) takeOver(ctx context.Context, parent proxyset.Parent, r adopt
 	}
 	if err == nil && len(ours.Data["_machinekey"]) > 0 {
 		if string(ours.Data[proxystate.KeyDeviceID]) == r.Device.ID {
+			if _, handedBack := ours.Labels[LabelHandedBackTo]; handedBack {
+				// A group replica's own state Secret a hand-back kept for
+				// the release's last minutes: Tailplane's again, and no
+				// longer the Deployment's to take away.
+				ours.Labels, ours.OwnerReferences = l, nil
+				if _, err := secrets.Update(ctx, ours, metav1.UpdateOptions{FieldManager: adoptionManager}); err != nil {
+					return false, fmt.Errorf("label Secret %s as Tailplane's again: %w", name, err)
+				}
+			}
 			return true, nil // moved by an adoption cut off before its clean-up
 		}
 		if be != nil && r.Device.ID != "" {

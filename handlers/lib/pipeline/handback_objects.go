@@ -65,7 +65,8 @@ func (p *Pipeline) waitProcessesStopped(ctx context.Context, base string, parent
 // writeHandedBack writes one replica's official Secrets: a single proxy's
 // state Secret is rewritten in place (its labels and data replaced), a
 // group's is created under the official name (or updated, when a hand-back
-// was cut off), then Tailplane's is deleted.
+// was cut off), then Tailplane's is deleted, or kept for its running
+// replica until the release goes.
 func (p *Pipeline) writeHandedBack(ctx context.Context, r adoption.HandBackReplica) error {
 	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
 	opts := metav1.CreateOptions{FieldManager: adoptionManager}
@@ -122,9 +123,10 @@ const LabelHandedBackTo = "tailplane.dev/handed-back-to"
 
 // handBackCerts moves the certificates of the ProxyGroups' Tailscale
 // Services from Tailplane's shared Secrets into the official operator's
-// (adoption.HandBackCert), so that its replicas serve them at once; a
+// (adoption.HandBackCert), so that its replicas serve them at once. A
 // Secret without a certificate yet, or of a member the official operator
-// keeps none for, is deleted.
+// keeps none for, is not carried; every one of Tailplane's ends
+// (dropCertSecret).
 func (p *Pipeline) handBackCerts(ctx context.Context) error {
 	ns := p.d.Settings.Namespace
 	secrets := p.d.Kube.CoreV1().Secrets(ns)
@@ -141,11 +143,32 @@ func (p *Pipeline) handBackCerts(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("create the official certificate Secret %s: %w", official.Name, err))
 			continue
 		}
-		if err := ignoreNotFound(secrets.Delete(ctx, c.Name, metav1.DeleteOptions{})); err != nil {
-			errs = append(errs, fmt.Errorf("delete certificate Secret %s: %w", c.Name, err))
+		if err := p.dropCertSecret(ctx, c); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dropCertSecret ends Tailplane's certificate Secret c: given to the
+// operator's Deployment when the group's replicas serve on until the
+// release goes (they read it), deleted otherwise.
+func (p *Pipeline) dropCertSecret(ctx context.Context, c *corev1.Secret) error {
+	secrets := p.d.Kube.CoreV1().Secrets(p.d.Settings.Namespace)
+	if p.handBackOwner == nil {
+		if err := ignoreNotFound(secrets.Delete(ctx, c.Name, metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("delete certificate Secret %s: %w", c.Name, err)
+		}
+		return nil
+	}
+	if slices.ContainsFunc(c.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == p.handBackOwner.UID }) {
+		return nil // given by an earlier hand-back
+	}
+	c.OwnerReferences = append(c.OwnerReferences, *p.handBackOwner)
+	if _, err := secrets.Update(ctx, c, metav1.UpdateOptions{FieldManager: adoptionManager}); ignoreNotFound(err) != nil {
+		return fmt.Errorf("give certificate Secret %s to the operator's Deployment: %w", c.Name, err)
+	}
+	return nil
 }
 
 // officialCert is the official operator's Secret of Tailplane's
