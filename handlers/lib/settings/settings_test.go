@@ -31,7 +31,7 @@ func TestOfficialNames(t *testing.T) {
 		"PROXY_TAGS": "tag:a, tag:b,", "OPERATOR_INGRESS_CLASS_NAME": "tailnet", "PROXY_DEFAULT_CLASS": "default",
 		"OPERATOR_DEFAULT_LOAD_BALANCER": "true", "CLIENT_ID_FILE": "/x/id", "CLIENT_SECRET_FILE": "/x/secret", "OPERATOR_LOGGING": "debug",
 		"OPERATOR_HOSTNAME": "ts-op", "OPERATOR_INITIAL_TAGS": "tag:op,tag:infra", "OPERATOR_SECRET": "operator", "TS_PORT": "41641",
-		"OPERATOR_LOAD_BALANCER_CLASS": "tailplane", "OPERATOR_ADOPT_OFFICIAL": "dry-run",
+		"OPERATOR_LOAD_BALANCER_CLASS": "tailplane", "OPERATOR_ADOPT_OFFICIAL": "dry-run", "OPERATOR_HAND_BACK": "true",
 		"PROXY_ACME_DIRECTORY_URL": " https://acme.example.com:14000/dir ", "PROXY_ACME_CA_FILE": "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
 	}))
 	if err != nil {
@@ -43,7 +43,7 @@ func TestOfficialNames(t *testing.T) {
 		LoadBalancerClass: "tailplane", DefaultProxyClass: "default", DefaultLoadBalancer: true, Logging: "debug",
 		OperatorHostname: "ts-op", OperatorInitialTags: []string{"tag:op", "tag:infra"}, OperatorSecret: "operator", OperatorPort: 41641,
 		ProxyACME:     settings.ACME{DirectoryURL: "https://acme.example.com:14000/dir", CAFile: "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"},
-		AdoptOfficial: settings.AdoptDryRun,
+		AdoptOfficial: settings.AdoptDryRun, HandBack: true,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -55,6 +55,7 @@ func TestBadValuesAreAllReported(t *testing.T) {
 		"OPERATOR_NAMESPACE": "ts", "PROXY_TAGS": "k8s,tag:1x", "OPERATOR_DEFAULT_LOAD_BALANCER": "maybe", "OPERATOR_LOGGING": "loud",
 		"OPERATOR_HOSTNAME": "tailscale_operator", "OPERATOR_INITIAL_TAGS": "k8s-operator", "TS_PORT": "70000",
 		"PROXY_ACME_DIRECTORY_URL": "acme.example.com/dir", "PROXY_ACME_CA_FILE": "certs/ca.pem", "OPERATOR_ADOPT_OFFICIAL": "yes",
+		"OPERATOR_HAND_BACK": "later",
 	}))
 	if err == nil {
 		t.Fatal("accepted")
@@ -70,6 +71,7 @@ func TestBadValuesAreAllReported(t *testing.T) {
 		`PROXY_ACME_DIRECTORY_URL: "acme.example.com/dir" is not an http(s) URL of an ACME directory`,
 		`PROXY_ACME_CA_FILE: "certs/ca.pem" is not an absolute path`,
 		`OPERATOR_ADOPT_OFFICIAL: "yes" is not one of on, dry-run, off`,
+		`OPERATOR_HAND_BACK: "later" is not a boolean`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
