@@ -191,20 +191,8 @@ func TestHandBackProxyGroup(t *testing.T) {
 	}
 	uid := g.get().UID
 	// A member Ingress, its Tailscale Service's certificate issued.
-	h.backend("web", 80)
-	h.createIngress("web", map[string]string{"tailscale.com/proxy-group": g.name},
-		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
-	leaf := testcert.NewCA(t).Issue(t, 2, time.Now().Add(24*time.Hour), "web.tail1.ts.net")
-	certPEM, keyPEM := leaf.CertPEM, leaf.KeyPEM
-	testpoll.Until(t, settle, "the member's certificate Secret", func() error {
-		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		s.Data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
-		_, err = h.kube.CoreV1().Secrets(h.opNS).Update(h.ctx(), s, metav1.UpdateOptions{})
-		return err
-	})
+	leaf := g.memberWithCertificate("web")
+	certPEM := leaf.CertPEM
 	h.restartHandingBack(true)
 	testpoll.Until(t, settle, "group handed back", func() error {
 		var errs []error
@@ -300,14 +288,7 @@ func TestHandBackProxyGroup(t *testing.T) {
 func TestHandBackKeepsProxyUntilUninstall(t *testing.T) {
 	h := newHarness(t, nil)
 	dep := h.operatorDeployment()
-	h.exposedOnline("web", "nWeb", "100.64.0.9")
-	n := h.names("svc", "web")
-	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34")}})
-	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	official := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
-		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
+	n, official := h.webLoggedIn()
 	// The proxy's running Pod (no kubelet here: its object).
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n.StateSecret, Labels: official},
 		Spec: corev1.PodSpec{ServiceAccountName: n.Base, AutomountServiceAccountToken: new(false),
@@ -414,14 +395,7 @@ spec:
 // official layout, the device kept.
 func TestHandBackCutOffIsFinished(t *testing.T) {
 	h := newHarness(t, nil)
-	h.exposedOnline("web", "nWeb", "100.64.0.9")
-	n := h.names("svc", "web")
-	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34")}})
-	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	official := map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
-		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
+	n, official := h.webLoggedIn()
 	h.stop()
 	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: n.Base, Labels: official},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
@@ -478,19 +452,7 @@ func TestHandBackKeepsGroupUntilUninstall(t *testing.T) {
 	g := h.proxyGroup(`{"type":"ingress","replicas":1}`)
 	id := g.login(0)
 	g.writeState(0, map[string][]byte{"_machinekey": []byte("privkey:0"), "_current-profile": []byte("profile-ef56")})
-	h.backend("web", 80)
-	h.createIngress("web", map[string]string{"tailscale.com/proxy-group": g.name},
-		networkingv1.IngressSpec{DefaultBackend: defaultBackend("web", 80), TLS: tlsHost("web")})
-	leaf := testcert.NewCA(t).Issue(t, 2, time.Now().Add(24*time.Hour), "web.tail1.ts.net")
-	testpoll.Until(t, settle, "the member's certificate Secret", func() error {
-		s, err := h.kube.CoreV1().Secrets(h.opNS).Get(h.ctx(), tsservice.CertSecretName("web"), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		s.Data = map[string][]byte{corev1.TLSCertKey: leaf.CertPEM, corev1.TLSPrivateKeyKey: leaf.KeyPEM}
-		_, err = h.kube.CoreV1().Secrets(h.opNS).Update(h.ctx(), s, metav1.UpdateOptions{})
-		return err
-	})
+	g.memberWithCertificate("web")
 	kept := func() error {
 		ctx := h.ctx()
 		official, err := h.kube.CoreV1().Secrets(h.opNS).Get(ctx, g.name+"-0", metav1.GetOptions{})
@@ -539,4 +501,40 @@ func TestHandBackKeepsGroupUntilUninstall(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// webLoggedIn makes the exposed Service "web" and has its proxy log in as
+// device nWeb with a node identity; it returns the proxy's names and the
+// parent labels the official operator finds its objects by.
+func (h *harness) webLoggedIn() (proxyset.Names, map[string]string) {
+	h.t.Helper()
+	h.exposedOnline("web", "nWeb", "100.64.0.9")
+	n := h.names("svc", "web")
+	raw, _ := json.Marshal(map[string]any{"data": map[string][]byte{"_machinekey": []byte("privkey:web"), "_current-profile": []byte("profile-cd34")}})
+	if _, err := h.kube.CoreV1().Secrets(h.opNS).Patch(h.ctx(), n.StateSecret, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	return n, map[string]string{"tailscale.com/managed": "true", "tailscale.com/parent-resource": "web",
+		"tailscale.com/parent-resource-ns": h.ns, "tailscale.com/parent-resource-type": "svc"}
+}
+
+// memberWithCertificate makes the Ingress name a member of the group and
+// issues its Tailscale Service's certificate (for <name>.tail1.ts.net)
+// into the shared certificate Secret, as the group's issuing replica does.
+func (g *groupFixture) memberWithCertificate(name string) *testcert.Leaf {
+	g.t.Helper()
+	g.backend(name, 80)
+	g.createIngress(name, map[string]string{"tailscale.com/proxy-group": g.name},
+		networkingv1.IngressSpec{DefaultBackend: defaultBackend(name, 80), TLS: tlsHost(name)})
+	leaf := testcert.NewCA(g.t).Issue(g.t, 2, time.Now().Add(24*time.Hour), name+".tail1.ts.net")
+	testpoll.Until(g.t, settle, "the member's certificate Secret", func() error {
+		s, err := g.kube.CoreV1().Secrets(g.opNS).Get(g.ctx(), tsservice.CertSecretName(name), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Data = map[string][]byte{corev1.TLSCertKey: leaf.CertPEM, corev1.TLSPrivateKeyKey: leaf.KeyPEM}
+		_, err = g.kube.CoreV1().Secrets(g.opNS).Update(g.ctx(), s, metav1.UpdateOptions{})
+		return err
+	})
+	return leaf
 }
