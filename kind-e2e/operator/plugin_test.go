@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"os/exec"
@@ -95,11 +96,20 @@ var _ = Describe("routing plugins through an Ingress", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(And(HavePrefix("LoadFailed "), ContainSubstring("sha256 mismatch")))
 
 		const gate = "https://default-gate-ingress.devcluster.ts.net/"
-		status, body, took, err := client.get(ctx, gate, nil)
+		// The first request also pays for the path to a new peer and the TLS
+		// handshake; what the proxy adds is the time from the request written
+		// to the first byte of its answer.
+		var wrote, answered time.Time
+		traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest:         func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+			GotFirstResponseByte: func() { answered = time.Now() },
+		})
+		status, body, took, err := client.get(traced, gate, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusServiceUnavailable), body)
-		AddReportEntry("first request to an Ingress whose fail-closed plugin did not load", took.String())
-		Expect(took).To(BeNumerically("<", 2*time.Second), "the first request's 503 took %s", took)
+		answer := answered.Sub(wrote)
+		AddReportEntry("first request to an Ingress whose fail-closed plugin did not load", fmt.Sprintf("%s in all, %s from the request written to the answer", took, answer))
+		Expect(answer).To(BeNumerically("<", time.Second), "the proxy took %s to answer the first request", answer)
 		status, _, took, err = client.get(ctx, gate, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusServiceUnavailable))
