@@ -86,7 +86,7 @@ func (o *Operator) process(ctx context.Context, key Key) (time.Duration, error) 
 		o.enqueueDone(key, true)
 		return 0, store.Purge(ctx, key)
 	}
-	c.obj = cached.DeepCopy()
+	c.obj = cached // lookup decoded a copy of its own
 	c.records = store.Fetch(key, c.obj)
 	c.st = readState(c.records)
 	c.hasFin = slices.Contains(c.obj.GetFinalizers(), o.settings.Finalizer)

@@ -94,11 +94,7 @@ func (e *Event) Index(name string) *Index { return e.op.GetIndex(name) }
 // Latest returns the object as currently cached (nil once it is gone); daemons
 // use it to see changes made after they started.
 func (e *Event) Latest() *unstructured.Unstructured {
-	obj := e.op.lookup(e.key)
-	if obj == nil {
-		return nil
-	}
-	return obj.DeepCopy()
+	return e.op.lookup(e.key) // a copy of its own, decoded from the cache
 }
 
 // Patch is a JSON merge patch that handlers add to. A nil value deletes.

@@ -25,7 +25,8 @@ import (
 
 // MemoryOnly reports whether a test binary's -test.run and -test.bench
 // patterns select only what runs in memory: tests named TestMemory... (on
-// client-go's fakes and a fake clock, see newMemory) and BenchmarkDispatch.
+// client-go's fakes and a fake clock, see newMemory), fuzz targets named
+// FuzzMemory... and BenchmarkDispatch.
 // TestMain then starts no control plane.
 func MemoryOnly(run, bench string) bool {
 	if run == "" {
@@ -33,7 +34,7 @@ func MemoryOnly(run, bench string) bool {
 	}
 	for _, alt := range strings.Split(run, "|") {
 		alt = strings.TrimLeft(alt, "^(")
-		if alt != "$" && alt != "$)" && !strings.HasPrefix(alt, "TestMemory") {
+		if alt != "$" && alt != "$)" && !strings.HasPrefix(alt, "TestMemory") && !strings.HasPrefix(alt, "FuzzMemory") {
 			return false
 		}
 	}
@@ -204,6 +205,7 @@ func TestMemoryOnlyPatterns(t *testing.T) {
 		want       bool
 	}{
 		{"TestMemoryClock", "", true},
+		{"FuzzMemoryCachedJSON|TestMemoryCached", "", true},
 		{"^(TestMemoryA|TestMemoryB)$", "", true},
 		{"^$", "BenchmarkDispatch", true},
 		{"", "", false},

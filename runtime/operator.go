@@ -222,7 +222,8 @@ func (o *Operator) runCtx() context.Context {
 // objectLogger returns a logger that puts the object's key on every line.
 func (o *Operator) objectLogger(k Key) *log.Logger { return o.log.With("key", k.String()) }
 
-// lookup returns the cached object of a key (shared: callers must not modify it).
+// lookup returns a fresh copy of the cached object of a key (nil: not
+// cached); callers may modify it.
 func (o *Operator) lookup(k Key) *unstructured.Unstructured {
 	for _, s := range o.sourceList {
 		if s.key.gvr == k.Resource {
@@ -237,11 +238,12 @@ func (o *Operator) lookup(k Key) *unstructured.Unstructured {
 // observe is called by informers for every change: it updates the indexes
 // first (so they are complete before handlers run) and queues the key.
 func (o *Operator) observe(gvr schema.GroupVersionResource, raw any, deleted bool) {
-	obj := asUnstructured(raw)
-	if obj == nil {
+	namespace, name, ok := cachedKey(raw)
+	if !ok {
 		return
 	}
-	key := keyOf(gvr, obj)
+	key := Key{Resource: gvr, Namespace: namespace, Name: name}
+	var obj *unstructured.Unstructured // decoded for index handlers only
 	queued := false
 	for _, h := range o.handlers {
 		if h.gvr != gvr {
@@ -249,6 +251,11 @@ func (o *Operator) observe(gvr schema.GroupVersionResource, raw any, deleted boo
 		}
 		switch h.kind {
 		case kindIndex:
+			if obj == nil && !deleted {
+				if obj = asUnstructured(raw); obj == nil {
+					continue
+				}
+			}
 			var entries map[string]any
 			if !deleted && h.matches(obj) {
 				entries = h.indexFn(obj)

@@ -47,20 +47,11 @@ func (o *Operator) sourceFor(k sourceKey) *source {
 	return s
 }
 
-// dropManagedFields is the informer transform: managedFields are often the
-// biggest part of an object and no handler needs them.
-func dropManagedFields(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
 func (s *source) newInformer() cache.SharedIndexInformer {
 	tweak := func(opts *metav1.ListOptions) { opts.LabelSelector = s.key.selector }
 	inf := dynamicinformer.NewFilteredDynamicInformer(s.op.dyn, s.key.gvr, s.key.namespace,
 		s.op.settings.ResyncPeriod, cache.Indexers{}, tweak).Informer()
-	_ = inf.SetTransform(dropManagedFields)
+	_ = inf.SetTransform(compact)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		s.op.log.Warn("watch failed", "resource", s.key.gvr.String(), "namespace", s.key.namespace, "err", err)
 	})
@@ -134,8 +125,7 @@ func (s *source) get(namespace, name string) *unstructured.Unstructured {
 	if !ok {
 		return nil
 	}
-	u, _ := obj.(*unstructured.Unstructured)
-	return u
+	return asUnstructured(obj)
 }
 
 // checkHealth compares the informer's last resourceVersion with the
@@ -214,7 +204,7 @@ func (o *Operator) rawEventHandler(h *handler) cache.ResourceEventHandler {
 			return
 		}
 		key := keyOf(h.gvr, u)
-		if err := h.eventFn(o.runCtx(), typ, u.DeepCopy()); err != nil {
+		if err := h.eventFn(o.runCtx(), typ, u); err != nil {
 			o.objectLogger(key).Error("event handler failed", "handler", h.id, "event", string(typ), "err", err)
 		}
 	}
@@ -223,12 +213,4 @@ func (o *Operator) rawEventHandler(h *handler) cache.ResourceEventHandler {
 		UpdateFunc: func(_, obj any) { call(watch.Modified, obj) },
 		DeleteFunc: func(obj any) { call(watch.Deleted, obj) },
 	}
-}
-
-func asUnstructured(obj any) *unstructured.Unstructured {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	u, _ := obj.(*unstructured.Unstructured)
-	return u
 }

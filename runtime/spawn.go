@@ -148,7 +148,7 @@ func (o *Operator) runDaemon(ctx context.Context, k Key, h *handler, logger *log
 		if obj == nil {
 			return
 		}
-		ev := &Event{Cause: CauseDaemon, HandlerID: h.id, Resource: k.Resource, Object: obj.DeepCopy(),
+		ev := &Event{Cause: CauseDaemon, HandlerID: h.id, Resource: k.Resource, Object: obj,
 			Retry: attempt - 1, Started: o.settings.Clock.Now(), Log: o.objectLogger(k).With("handler", h.id),
 			Patch: &Patch{}, op: o, key: k}
 		err := callDaemon(ctx, h.daemonFn, ev)
@@ -183,7 +183,7 @@ func (o *Operator) runTimer(ctx context.Context, k Key, h *handler) {
 			return
 		}
 		logger := o.objectLogger(k).With("handler", h.id)
-		ev := &Event{Cause: CauseTimer, HandlerID: h.id, Resource: k.Resource, Object: obj.DeepCopy(),
+		ev := &Event{Cause: CauseTimer, HandlerID: h.id, Resource: k.Resource, Object: obj,
 			Retry: failures, Started: o.settings.Clock.Now(), Log: logger, Patch: &Patch{}, op: o, key: k}
 		start := o.settings.Clock.Now()
 		result, err := call(ctx, h.fn, ev)

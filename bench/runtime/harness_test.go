@@ -73,10 +73,10 @@ type proc struct {
 }
 
 // startOperator starts bin watching ns and waits until it printed "ready".
-func startOperator(tb testing.TB, bin, ns string, workers int) *proc {
+func startOperator(tb testing.TB, bin, ns string, workers int, args ...string) *proc {
 	tb.Helper()
-	cmd := exec.Command(bin, "-kube", filepath.Join(env.Dir(), "kubeconfig"),
-		"-namespace", ns, "-group", group, "-workers", strconv.Itoa(workers))
+	cmd := exec.Command(bin, append([]string{"-kube", filepath.Join(env.Dir(), "kubeconfig"),
+		"-namespace", ns, "-group", group, "-workers", strconv.Itoa(workers)}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, _ := cmd.StdoutPipe()
 	stderr, err := os.Create(filepath.Join(tb.TempDir(), "stderr"))

@@ -1,7 +1,9 @@
 // Command runtime-op is the benchmark's operator built on Tailplane's
 // runtime: one handler for create, update and resume (as the operator's
 // own handlers register, and as a reconciler runs on every change) that
-// adds one annotation to each Widget. It prints "ready" once its informer
+// adds one annotation to each Widget. By default the runtime also posts an
+// Event for each success; -quiet-success turns that off, as
+// tailplane-operator does (controller-runtime posts none). It prints "ready" once its informer
 // has synced.
 package main
 
@@ -26,21 +28,22 @@ func main() {
 	namespace := flag.String("namespace", "", "namespace to watch")
 	group := flag.String("group", "", "API group of the Widget CRD")
 	workers := flag.Int("workers", 4, "workers")
+	quietSuccess := flag.Bool("quiet-success", false, "post Events for failures only (runtime.Settings.QuietSuccess), as tailplane-operator runs")
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *group, *workers); err != nil {
+	if err := run(*kubeconfig, *namespace, *group, *workers, *quietSuccess); err != nil {
 		fmt.Fprintln(os.Stderr, "runtime-op:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace, group string, workers int) error {
+func run(kubeconfig, namespace, group string, workers int, quietSuccess bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
 	cfg.QPS, cfg.Burst = -1, 0 // the same unthrottled client on both sides
 	op, err := runtime.New(cfg, runtime.Settings{
-		Workers: workers, HealthAddress: "-", MetricsAddress: "-",
+		Workers: workers, HealthAddress: "-", MetricsAddress: "-", QuietSuccess: quietSuccess,
 		Logger: quietLogger(),
 	})
 	if err != nil {
