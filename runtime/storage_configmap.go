@@ -50,7 +50,15 @@ type ConfigMapStorage struct {
 	// patch. Use Settings.Prefix (which the essence hash ignores), else the
 	// removal looks like an update once. Empty: no migration.
 	Legacy string
+	// Owner, when set, returns the owner every ConfigMap gets (nil: none),
+	// so that the garbage collector deletes the state with it: the
+	// operator's Deployment, and an uninstall leaves no ConfigMap behind.
+	// Start calls it once and gives the owner to ConfigMaps written
+	// without it (by an earlier version); an error leaves them as they
+	// are and is logged.
+	Owner func(context.Context) (*metav1.OwnerReference, error)
 
+	owner   *metav1.OwnerReference // what Owner returned at Start
 	mu      sync.Mutex
 	env     StorageEnv // as given to Start
 	entries map[Key]*cmEntry
@@ -107,8 +115,14 @@ func (s *ConfigMapStorage) Start(ctx context.Context, env StorageEnv) error {
 	if err != nil {
 		return fmt.Errorf("list state ConfigMaps in %s: %w", s.Namespace, err)
 	}
+	owner := s.startOwner(ctx, env)
 	entries := map[Key]*cmEntry{}
 	for _, cm := range list.Items {
+		if owner != nil && !ownedBy(&cm, owner.UID) {
+			if err := s.giveOwner(ctx, env, &cm, owner); err != nil {
+				env.Log.Warn("cannot give a state ConfigMap its owner", "configmap", s.Namespace+"/"+cm.GetName(), "owner", owner.Kind+"/"+owner.Name, "err", err)
+			}
+		}
 		var ref cmObject
 		if json.Unmarshal([]byte(cm.GetAnnotations()[s.objectKey()]), &ref) != nil || ref.Name == "" {
 			env.Log.Warn("state ConfigMap names no object, ignored", "configmap", s.Namespace+"/"+cm.GetName())
@@ -120,9 +134,49 @@ func (s *ConfigMapStorage) Start(ctx context.Context, env StorageEnv) error {
 		entries[k] = &cmEntry{uid: ref.UID, rv: cm.GetResourceVersion(), records: data}
 	}
 	s.mu.Lock()
-	s.env, s.entries = env, entries
+	s.env, s.entries, s.owner = env, entries, owner
 	s.mu.Unlock()
 	go s.sweep(ctx)
+	return nil
+}
+
+// startOwner asks Owner for the ConfigMaps' owner (nil without one or on
+// an error, which is logged: the state is kept, only not collected).
+func (s *ConfigMapStorage) startOwner(ctx context.Context, env StorageEnv) *metav1.OwnerReference {
+	if s.Owner == nil {
+		return nil
+	}
+	owner, err := s.Owner(ctx)
+	if err != nil {
+		env.Log.Warn("state ConfigMaps get no owner: the garbage collector will not delete them", "err", err)
+		return nil
+	}
+	return owner
+}
+
+func ownedBy(obj *unstructured.Unstructured, uid types.UID) bool {
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// giveOwner adds owner to a ConfigMap an earlier version wrote without it
+// (a merge patch: the ConfigMaps have no other owner).
+func (s *ConfigMapStorage) giveOwner(ctx context.Context, env StorageEnv, cm *unstructured.Unstructured, owner *metav1.OwnerReference) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": cm.GetResourceVersion(), "ownerReferences": []metav1.OwnerReference{*owner}}})
+	if err != nil {
+		return err
+	}
+	out, err := env.Dynamic.Resource(configMaps).Namespace(s.Namespace).Patch(ctx, cm.GetName(), types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: env.FieldManager})
+	if err != nil {
+		return err
+	}
+	cm.SetResourceVersion(out.GetResourceVersion())
 	return nil
 }
 
@@ -229,7 +283,7 @@ func (s *ConfigMapStorage) Save(ctx context.Context, k Key, obj *unstructured.Un
 		// nothing changed.
 		records, moving = maps.Clone(old), true
 	}
-	env := s.env
+	env, owner := s.env, s.owner
 	s.mu.Unlock()
 	if len(changes) == 0 && !moving {
 		return nil
@@ -251,6 +305,9 @@ func (s *ConfigMapStorage) Save(ctx context.Context, k Key, obj *unstructured.Un
 	cm.SetName(s.name(k))
 	cm.SetLabels(map[string]string{s.labelKey(): s.Name})
 	cm.SetAnnotations(map[string]string{s.objectKey(): string(ref)})
+	if owner != nil {
+		cm.SetOwnerReferences([]metav1.OwnerReference{*owner})
+	}
 	data := make(map[string]any, len(records))
 	for id, v := range records {
 		data[id] = v

@@ -160,6 +160,52 @@ func TestConfigMapStorageMigratesAnnotations(t *testing.T) {
 	}
 }
 
+// With an Owner (the operator's Deployment) every state ConfigMap carries
+// its owner reference, so that the garbage collector deletes the state with
+// the operator: those written later at creation, those an earlier version
+// wrote when the operator starts.
+func TestConfigMapStorageOwner(t *testing.T) {
+	gvr := newCRD(t, false)
+	ns, stateNS := env.Namespace(t), env.Namespace(t)
+	ownerObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "operator", "namespace": stateNS}}}
+	ownerObj, err := dyn(t).Resource(configMapsGVR).Namespace(stateNS).Create(context.Background(), ownerObj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "operator", UID: ownerObj.GetUID()}
+	build := func(owner func(context.Context) (*metav1.OwnerReference, error)) *runtime.Operator {
+		op := newOperator(t, testSettings())
+		op.OnCreate(gvr, "make", func(context.Context, *runtime.Event) (any, error) { return nil, nil },
+			runtime.Label("app", "x"), runtime.Store(&runtime.ConfigMapStorage{Namespace: stateNS, Owner: owner}))
+		return op
+	}
+	owned := func() (n int) {
+		for _, cm := range stateConfigMaps(t, stateNS) {
+			refs := cm.GetOwnerReferences()
+			if len(refs) == 1 && refs[0].UID == ref.UID && refs[0].Kind == "ConfigMap" && refs[0].Name == "operator" {
+				n++
+			}
+		}
+		return n
+	}
+
+	earlier := start(t, build(nil))
+	create(t, gvr, widget(ns, "w1", nil, map[string]string{"app": "x"}))
+	testpoll.UntilTrue(t, 20*time.Second, "state written without an owner", func() bool { return len(stateConfigMaps(t, stateNS)) == 1 })
+	if owned() != 0 {
+		t.Fatal("a ConfigMap got an owner that no Owner named")
+	}
+	earlier.stop(t)
+
+	start(t, build(func(context.Context) (*metav1.OwnerReference, error) { return ref, nil }))
+	testpoll.UntilTrue(t, 20*time.Second, "the earlier ConfigMap given its owner", func() bool { return owned() == 1 })
+	create(t, gvr, widget(ns, "w2", nil, map[string]string{"app": "x"}))
+	testpoll.UntilTrue(t, 20*time.Second, "a new ConfigMap written with its owner", func() bool {
+		return len(stateConfigMaps(t, stateNS)) == 2 && owned() == 2
+	})
+}
+
 func firstOf(m map[string]*unstructured.Unstructured) *unstructured.Unstructured {
 	for _, v := range m {
 		return v

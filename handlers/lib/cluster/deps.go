@@ -120,12 +120,14 @@ const DefaultRouteApprovalGrace = 30 * time.Second
 
 // NewDeps returns Deps for the modules registered on op.
 func NewDeps(op *runtime.Operator, kube kubernetes.Interface, dyn dynamic.Interface, backend tailnet.Backend, s settings.Settings, logger *log.Logger) *Deps {
-	return &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
+	d := &Deps{Settings: s, Backend: backend, Tailnets: tailnet.NewRegistry(backend), Op: op, Kube: kube, Dyn: dyn, ClusterDomain: "cluster.local", Log: logger,
 		CertRefresh: DefaultCertRefresh, ResolveRetry: DefaultResolveRetry,
 		OrphanKeySweep: DefaultOrphanKeySweep, OrphanKeyGrace: DefaultOrphanKeyGrace, StrayProxySweep: DefaultStrayProxySweep,
-		RouteApprovalGrace: DefaultRouteApprovalGrace, SharedServiceCheck: DefaultSharedServiceCheck,
-		stateStore: &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
-			Legacy: LegacyStatePrefix}}
+		RouteApprovalGrace: DefaultRouteApprovalGrace, SharedServiceCheck: DefaultSharedServiceCheck}
+	// The state goes with the release: helm uninstall leaves no ConfigMap.
+	d.stateStore = &runtime.ConfigMapStorage{Namespace: s.Namespace, Name: StateStorageName, Prefix: "tailplane.dev",
+		Legacy: LegacyStatePrefix, Owner: d.OperatorOwner}
+	return d
 }
 
 // Scope returns opts plus the watch-namespace option of parents.

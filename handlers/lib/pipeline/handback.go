@@ -35,7 +35,7 @@ const ReasonHandedBack = "HandedBackProxy"
 func RegisterHandBack(op *runtime.Operator, d *cluster.Deps) {
 	p := newPipeline(d)
 	op.OnStartup(func(ctx context.Context) error {
-		owner, err := p.releaseOwner(ctx)
+		owner, err := p.d.OperatorOwner(ctx)
 		if err != nil {
 			return err
 		}

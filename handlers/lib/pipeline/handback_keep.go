@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,29 +14,11 @@ import (
 )
 
 // A hand-back leaves the proxies serving until the release is uninstalled
-// when it can: their objects are given to the operator's Deployment, and
-// the garbage collector stops them with it, seconds before the official
-// operator is installed, instead of when the hand-back starts.
-
-// operatorDeployment is the operator's Deployment in its namespace (the
-// chart's name, and deploy/manifests').
-const operatorDeployment = "operator"
-
-// releaseOwner returns a reference to the operator's Deployment, or nil
-// when there is none (the operator runs outside the cluster): a hand-back
-// then stops the proxies at once.
-func (p *Pipeline) releaseOwner(ctx context.Context) (*metav1.OwnerReference, error) {
-	d, err := p.d.Kube.AppsV1().Deployments(p.d.Settings.Namespace).Get(ctx, operatorDeployment, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the operator's Deployment %s/%s: %w", p.d.Settings.Namespace, operatorDeployment, err)
-	}
-	// Not blocking the owner's deletion: that would need the right to
-	// update the Deployment's finalizers, and nothing waits for it.
-	return &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}, nil
-}
+// when it can: their objects are given to the operator's Deployment
+// (cluster.Deps.OperatorOwner; a hand-back without one stops the proxies
+// at once), and the garbage collector stops them with it, seconds before
+// the official operator is installed, instead of when the hand-back
+// starts.
 
 // keepUntilUninstall gives the running objects of the proxy base (its
 // Pods, config Secrets, ServiceAccount, Role, RoleBinding and Services;
