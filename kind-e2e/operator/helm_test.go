@@ -90,6 +90,19 @@ var _ = Describe("the Helm release", Ordered, func() {
 		Expect(crdAnnotation("httproutes.gateway.networking.k8s.io", "gateway.networking.k8s.io/channel")).To(Equal("standard"))
 	}, SpecTimeout(8*time.Minute))
 
+	// The runtime's state ConfigMaps belong to the operator's Deployment,
+	// so that the garbage collector deletes them after helm uninstall
+	// (docs/operator.md, "What is written where"): the operator finds its
+	// Deployment with the chart's RBAC.
+	It("gives the runtime's state ConfigMaps to the operator's Deployment", func(ctx SpecContext) {
+		Eventually(func() ([]string, error) {
+			out, err := devcluster("kubectl", "-n", "tailscale", "get", "configmap", "-l", "tailplane.dev/storage=tailplane-state", "-o",
+				`jsonpath={range .items[*]}{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {end}`)
+			return strings.Fields(out), err
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(And(
+			Not(BeEmpty()), HaveEach("Deployment/operator")))
+	}, SpecTimeout(2*time.Minute))
+
 	It("is upgraded when installed again", func(ctx SpecContext) {
 		before := latest()
 		devinstall(ctx)
