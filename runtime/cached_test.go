@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -21,7 +22,7 @@ func cachedWidget() *unstructured.Unstructured {
 		"spec": map[string]any{
 			"replicas": int64(3), "weight": float64(2), "share": 0.25, "huge": 1e21,
 			"enabled": true, "nothing": nil, "big": int64(-9007199254740993),
-			"text": "quote \" backslash \\ newline \n tab \t bell \x07 é 世界 \u2028 </script>",
+			"text":  "quote \" backslash \\ newline \n tab \t bell \x07 é 世界 \u2028 </script>",
 			"ports": []any{int64(80), float64(443), map[string]any{"ratio": float64(-1)}, []any{}, map[string]any{}},
 		},
 	}}
@@ -118,12 +119,40 @@ func FuzzMemoryCachedJSON(f *testing.F) {
 		if err != nil {
 			t.Fatalf("appendJSON: %v", err)
 		}
-		var second unstructured.Unstructured
-		if err := second.UnmarshalJSON(raw); err != nil {
+		second, err := decodeJSONObject(raw)
+		if err != nil {
 			t.Fatalf("the cache's JSON does not decode: %v\n%s", err, raw)
 		}
-		if !reflect.DeepEqual(first.Object, second.Object) {
-			t.Fatalf("round trip changed the object:\n%#v\n%#v", first.Object, second.Object)
+		if !reflect.DeepEqual(first.Object, second) {
+			t.Fatalf("round trip changed the object:\n%#v\n%#v", first.Object, second)
+		}
+	})
+}
+
+// The cache's decoder gives what apimachinery's gives for any JSON object
+// it accepts (go test -fuzz=FuzzMemoryCachedDecode ./runtime/ explores
+// further).
+func FuzzMemoryCachedDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":1,"b":1.0,"c":-0.5,"d":1e300,"e":"x\u0000y","f":[true,false,null,{}],"g":{"h":[[]]}}`,
+		`{"s":"\ud83d\ude00 \ud83d \udc00x \u2028 \/ \b\f\n\r\t","n":-0,"m":0.000001,"l":123456789012345678901234567890}`,
+		` { "k" : [ 1 , -2 , 3.5e-3 , 9223372036854775807 , -9223372036854775808 , 9223372036854775808 ] } `,
+		"{\"bad utf8\":\"a\xffb\xc3\"}",
+		`{"dup":1,"dup":2}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var want map[string]any
+		if err := utiljson.Unmarshal(in, &want); err != nil || want == nil {
+			return // not an object apimachinery decodes
+		}
+		got, err := decodeJSONObject(in)
+		if err != nil {
+			t.Fatalf("apimachinery decodes %q, the cache's decoder fails: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded %q differently:\n%#v\napimachinery:\n%#v", in, got, want)
 		}
 	})
 }
