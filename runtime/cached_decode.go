@@ -189,68 +189,6 @@ func (d *jsonDecoder) key() (string, error) {
 	return d.str()
 }
 
-func commonKey(b []byte) (string, bool) {
-	switch string(b) {
-	case "apiVersion":
-		return "apiVersion", true
-	case "kind":
-		return "kind", true
-	case "metadata":
-		return "metadata", true
-	case "name":
-		return "name", true
-	case "namespace":
-		return "namespace", true
-	case "uid":
-		return "uid", true
-	case "resourceVersion":
-		return "resourceVersion", true
-	case "generation":
-		return "generation", true
-	case "creationTimestamp":
-		return "creationTimestamp", true
-	case "deletionTimestamp":
-		return "deletionTimestamp", true
-	case "labels":
-		return "labels", true
-	case "annotations":
-		return "annotations", true
-	case "finalizers":
-		return "finalizers", true
-	case "ownerReferences":
-		return "ownerReferences", true
-	case "spec":
-		return "spec", true
-	case "status":
-		return "status", true
-	case "conditions":
-		return "conditions", true
-	case "type":
-		return "type", true
-	case "reason":
-		return "reason", true
-	case "message":
-		return "message", true
-	case "lastTransitionTime":
-		return "lastTransitionTime", true
-	case "observedGeneration":
-		return "observedGeneration", true
-	case "data":
-		return "data", true
-	case "ports":
-		return "ports", true
-	case "port":
-		return "port", true
-	case "protocol":
-		return "protocol", true
-	case "targetPort":
-		return "targetPort", true
-	case "selector":
-		return "selector", true
-	}
-	return "", false
-}
-
 // str reads a string: as it stands when it has no escape and is valid
 // UTF-8 (nearly always), else unescaped with invalid UTF-8 and lone
 // surrogates replaced by U+FFFD, as encoding/json does.
