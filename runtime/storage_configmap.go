@@ -58,9 +58,9 @@ type ConfigMapStorage struct {
 	// are and is logged.
 	Owner func(context.Context) (*metav1.OwnerReference, error)
 
-	owner   *metav1.OwnerReference // what Owner returned at Start
 	mu      sync.Mutex
-	env     StorageEnv // as given to Start
+	env     StorageEnv             // as given to Start
+	owner   *metav1.OwnerReference // what Owner returned at Start
 	entries map[Key]*cmEntry
 }
 
