@@ -153,14 +153,6 @@ func (m *memory) cached(name string) *unstructured.Unstructured {
 	return m.op.lookup(Key{Resource: memGVR, Namespace: "default", Name: name})
 }
 
-// settle waits until the fake clock has want waiters (timers and tickers
-// of the queue, retries, jobs), so that a Step lands after they were set:
-// a timer created after a Step would count from the stepped time.
-func (m *memory) settle(want int) {
-	m.t.Helper()
-	testpoll.UntilTrue(m.t, 10*time.Second, "fake clock waiters", func() bool { return m.clock.Waiters() == want })
-}
-
 // calls records handler calls with the fake clock's time of each.
 type calls struct {
 	mu  sync.Mutex

@@ -11,7 +11,8 @@
 //	                               --control headscale: Headscale as the
 //	                               tailnet's control server)
 //	devcluster down --dir D        stop what up started, leave nothing running
-//	devcluster kubectl ARGS...     kubectl against D/kubeconfig
+//	devcluster kubectl ARGS...     kubectl against D/kubeconfig (the binary
+//	                               devcluster-kubectl beside devcluster)
 //	devcluster curl URL            fetch URL from an ephemeral tailnet node
 //	devcluster join                a userspace tailscaled and the tailscale
 //	                               CLI on the tailnet, with a SOCKS5 proxy
@@ -32,8 +33,8 @@ import (
 	"syscall"
 
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
-	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 
+	"github.com/tailplane/tailplane/kind-e2e/internal/controllers"
 	"github.com/tailplane/tailplane/kind-e2e/internal/controlplane"
 	"github.com/tailplane/tailplane/kind-e2e/internal/node"
 )
@@ -147,9 +148,7 @@ func runComponent(args []string) error {
 		cmd.SetArgs(args[1:])
 		return cmd.Execute()
 	case "kube-controller-manager":
-		cmd := controllermanager.NewControllerManagerCommand()
-		cmd.SetArgs(args[1:])
-		return cmd.Execute()
+		return runControllers(args[1:])
 	case "pod-init":
 		if len(args) != 2 {
 			return fmt.Errorf("pod-init: want one spec file")
@@ -158,4 +157,20 @@ func runComponent(args []string) error {
 	default:
 		return fmt.Errorf("component: unknown %q", args[0])
 	}
+}
+
+// runControllers is `component kube-controller-manager`: Kubernetes'
+// controllers that devcluster needs (internal/controllers), until SIGTERM.
+func runControllers(args []string) error {
+	var cfg controllers.Config
+	fs := flag.NewFlagSet("kube-controller-manager", flag.ContinueOnError)
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "admin kubeconfig of the cluster")
+	fs.StringVar(&cfg.ServiceAccountKeyFile, "service-account-private-key-file", "", "key that signs ServiceAccount token Secrets")
+	fs.StringVar(&cfg.RootCAFile, "root-ca-file", "", "CA bundle published as ConfigMap kube-root-ca.crt")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return controllers.Run(ctx, cfg)
 }

@@ -53,14 +53,15 @@ func (r *realNode) Stop() {
 // and on the process node a pod may mount over the host folder holding it
 // (the operator chart's emptyDir on /tmp hides a devcluster folder under
 // /tmp, as tests make them).
-func startControlPlane(ctx context.Context, dir, self, nodeKind string) (*controlplane.Cluster, error) {
-	if nodeKind != "real" {
-		return controlplane.StartWith(ctx, dir, self, controlplane.Options{PodTrustsLocalCA: true})
+func startControlPlane(ctx context.Context, dir, self, nodeKind, auditPolicy string) (*controlplane.Cluster, error) {
+	opts := controlplane.Options{PodTrustsLocalCA: true, AuditPolicy: auditPolicy}
+	if nodeKind == "real" {
+		if err := realnode.PrepareNetwork(); err != nil {
+			return nil, err
+		}
+		opts.ServiceCIDR, opts.AdvertiseAddress = realnode.ServiceCIDR, realnode.NodeIP
 	}
-	if err := realnode.PrepareNetwork(); err != nil {
-		return nil, err
-	}
-	return controlplane.StartWith(ctx, dir, self, controlplane.Options{ServiceCIDR: realnode.ServiceCIDR, AdvertiseAddress: realnode.NodeIP, PodTrustsLocalCA: true})
+	return controlplane.StartWith(ctx, dir, self, opts)
 }
 
 // importFlags are `up --import` values: PATH or REPO=PATH.

@@ -68,6 +68,7 @@ func runUp(args []string) error {
 	nodeKind := fs.String("node", "process", `node kind: "process" (pods as host processes, fast) or "real" (kubelet, containerd, runc, CNI; needs go tool task test:node)`)
 	var imports importFlags
 	fs.Var(&imports, "import", "with --node real: images to import into containerd at start (repeatable): an image archive, an OCI layout folder, or a folder of layouts such as `go run ./deploy/images build -out DIR` writes, named "+realnode.DefaultImportRepo+"/<folder>:<tag>; REPO=PATH names them REPO/<folder>:<tag>")
+	auditPolicy := fs.String("audit-policy", "", "write the apiserver's audit log (JSON lines) to D/logs/audit.log under this audit policy file (audit.k8s.io/v1 Policy); bench:official counts each operator's API requests with it")
 	tailnetFrom := fs.String("tailnet-from", "", "join the tailnet of the devcluster running in this folder instead of starting one (a second cluster on one tailnet; --node process only, and none of the tailnet's own options)")
 	var tnOpts tailnetOptions
 	parsedTailnet := tnOpts.addFlags(fs)
@@ -121,7 +122,13 @@ func runUp(args []string) error {
 	}
 	defer release()
 
-	cp, err := startControlPlane(ctx, abs, self, *nodeKind)
+	policy := *auditPolicy
+	if policy != "" {
+		if policy, err = filepath.Abs(policy); err != nil {
+			return err
+		}
+	}
+	cp, err := startControlPlane(ctx, abs, self, *nodeKind, policy)
 	if err != nil {
 		return err
 	}

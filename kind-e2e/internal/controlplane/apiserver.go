@@ -88,7 +88,15 @@ type Options struct {
 	// it on both nodes: the real node's containers read no host file, and
 	// a process node's pod may mount over the folder of one.
 	PodTrustsLocalCA bool
+	// AuditPolicy, when set, is an audit policy file (audit.k8s.io/v1
+	// Policy): the apiserver then writes its audit log as JSON lines to
+	// AuditLog(dir), in batches so that the log costs the requests little.
+	AuditPolicy string
 }
+
+// AuditLog is where the apiserver of dir writes its audit log when
+// Options.AuditPolicy is set.
+func AuditLog(dir string) string { return filepath.Join(logsDir(dir), "audit.log") }
 
 // PodCAFile is where a pod reads its service account's CA bundle.
 const PodCAFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -171,6 +179,10 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 		"--kubelet-client-key=" + kubeletClient.KeyFile,
 		"--kubelet-certificate-authority=" + c.LocalCA.CertFile,
 		"--kubelet-preferred-address-types=InternalIP",
+	}
+	if c.opts.AuditPolicy != "" {
+		args = append(args, "--audit-policy-file="+c.opts.AuditPolicy, "--audit-log-path="+AuditLog(c.Dir),
+			"--audit-log-format=json", "--audit-log-mode=batch")
 	}
 	if c.opts.AdvertiseAddress == "" {
 		// Endpoints may not hold loopback addresses, so the apiserver cannot

@@ -11,13 +11,6 @@ import (
 	"time"
 )
 
-// controllers are the kube-controller-manager controllers devcluster runs:
-// enough for Deployments, StatefulSets, Jobs (the chart's hooks), Services
-// and namespace cleanup.
-const controllers = "deployment-controller,replicaset-controller,statefulset-controller,job-controller," +
-	"endpointslice-controller,garbage-collector-controller,namespace-controller," +
-	"serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
-
 // child is a re-executed devcluster component process.
 type child struct {
 	name   string
@@ -56,8 +49,11 @@ func (c *child) stop(grace time.Duration) {
 	}
 }
 
-// StartControllerManager starts kube-controller-manager against the running
-// apiserver, as the admin user of the cluster's kubeconfig.
+// StartControllerManager starts the controllers devcluster runs
+// (internal/controllers: those of kube-controller-manager that Deployments,
+// StatefulSets, Jobs, Services and namespace deletion need) against the
+// running apiserver, as the admin user of the cluster's kubeconfig, in a
+// child process named kube-controller-manager.
 func (c *Cluster) StartControllerManager(ctx context.Context, self string) error {
 	if c.Kubeconfig == "" {
 		return fmt.Errorf("controller-manager: the apiserver is not ready yet")
@@ -72,16 +68,8 @@ func (c *Cluster) StartControllerManager(ctx context.Context, self string) error
 	}
 	args := []string{
 		"--kubeconfig=" + c.Kubeconfig,
-		"--controllers=" + controllers,
-		"--leader-elect=false",
-		"--secure-port=0",
 		"--service-account-private-key-file=" + c.ServiceAccountKey,
 		"--root-ca-file=" + caFile,
-		"--use-service-account-credentials=false",
-		"--service-cluster-ip-range=" + c.ServiceCIDR,
-		"--concurrent-deployment-syncs=2",
-		"--concurrent-replicaset-syncs=2",
-		"--profiling=false",
 	}
 	kcm, err := startChild(c.Dir, self, "kube-controller-manager", args)
 	if err != nil {
