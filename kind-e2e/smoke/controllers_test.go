@@ -73,7 +73,7 @@ var _ = Describe("devcluster's controllers", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			j, err := c.BatchV1().Jobs(ns).Get(ctx, "once", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(j.Status.Succeeded + j.Status.Failed).To(BeNumerically(">=", 1), "the Job's pod ran")
+			g.Expect(j.Status.Succeeded+j.Status.Failed).To(BeNumerically(">=", 1), "the Job's pod ran")
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
