@@ -69,7 +69,11 @@ require (
 	tailscale.com/client/tailscale/v2 v2.12.0
 )
 
-require github.com/go-jose/go-jose/v4 v4.1.8
+require (
+	github.com/go-jose/go-jose/v4 v4.1.8
+	k8s.io/controller-manager v0.37.2
+	k8s.io/klog/v2 v2.140.0
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect
@@ -269,14 +273,12 @@ require (
 	k8s.io/cloud-provider v0.37.2 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
-	k8s.io/controller-manager v0.37.2 // indirect
 	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/cri-streaming v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.37.2 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
-	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.37.2 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect

@@ -17,15 +17,89 @@ import (
 // the pod's UID, leaving out the pod's pause process. It reports how many
 // processes it counted; none is an error.
 func PodRSS(procDir, podUID string) (total int64, processes int, err error) {
+	dirs, err := podProcesses(procDir, podUID)
+	if err != nil {
+		return 0, 0, fmt.Errorf("pod RSS: %w", err)
+	}
+	for _, dir := range dirs {
+		kb, err := vmRSS(filepath.Join(dir, "status"))
+		if err != nil {
+			continue // exited while read
+		}
+		total += kb * 1024
+		processes++
+	}
+	if processes == 0 {
+		return 0, 0, fmt.Errorf("pod RSS: no process of pod %s in %s", podUID, procDir)
+	}
+	return total, processes, nil
+}
+
+// PodCPU is the CPU time (user and system, in seconds) the pod's container
+// processes have used so far, pause left out, from each process's stat in
+// procDir. Differences between two readings are what the pod used between
+// them, as long as its processes did not restart.
+func PodCPU(procDir, podUID string) (float64, error) {
+	dirs, err := podProcesses(procDir, podUID)
+	if err != nil {
+		return 0, fmt.Errorf("pod CPU: %w", err)
+	}
+	var ticks int64
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			continue // exited while read
+		}
+		t, err := statTicks(b)
+		if err != nil {
+			return 0, fmt.Errorf("pod CPU: %s: %w", dir, err)
+		}
+		ticks += t
+	}
+	return float64(ticks) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
+// every Linux architecture Go runs on.
+const clockTicks = 100
+
+// statTicks is utime + stime (fields 14 and 15) of a /proc/<pid>/stat
+// line. The command name (field 2) may hold spaces and parentheses, so the
+// fields are counted from its closing parenthesis.
+func statTicks(stat []byte) (int64, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("no command name in stat")
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	// fields[0] is field 3 (state): utime is field 14, stime field 15.
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("stat has %d fields after the name, want at least 13", len(fields))
+	}
+	utime, err := strconv.ParseInt(fields[11], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("utime: %w", err)
+	}
+	stime, err := strconv.ParseInt(fields[12], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("stime: %w", err)
+	}
+	return utime + stime, nil
+}
+
+// podProcesses are the /proc folders of the pod's processes but its pause
+// process: those whose cgroup names the pod's UID.
+func podProcesses(procDir, podUID string) ([]string, error) {
 	if podUID == "" {
-		return 0, 0, errors.New("pod RSS: no pod UID")
+		return nil, errors.New("no pod UID")
 	}
 	// cgroupfs writes pod<uid>, the systemd driver pod<uid with underscores>.
 	marks := [][]byte{[]byte("pod" + podUID), []byte("pod" + strings.ReplaceAll(podUID, "-", "_"))}
 	entries, err := os.ReadDir(procDir)
 	if err != nil {
-		return 0, 0, fmt.Errorf("pod RSS: %w", err)
+		return nil, err
 	}
+	var dirs []string
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
@@ -39,17 +113,9 @@ func PodRSS(procDir, podUID string) (total int64, processes int, err error) {
 		if isPause(strings.TrimSpace(string(comm))) {
 			continue
 		}
-		kb, err := vmRSS(filepath.Join(dir, "status"))
-		if err != nil {
-			continue // exited while read
-		}
-		total += kb * 1024
-		processes++
+		dirs = append(dirs, dir)
 	}
-	if processes == 0 {
-		return 0, 0, fmt.Errorf("pod RSS: no process of pod %s in %s", podUID, procDir)
-	}
-	return total, processes, nil
+	return dirs, nil
 }
 
 // isPause says whether a process name is a pod sandbox's (the pause image

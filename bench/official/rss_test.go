@@ -54,3 +54,19 @@ func TestPodRSS(t *testing.T) {
 		t.Error("a pod with no process gave no error")
 	}
 }
+
+// A stat line's utime and stime are counted after the command name, which
+// may hold spaces and parentheses.
+func TestStatTicks(t *testing.T) {
+	line := "4242 (tailplane (op) x) S 1 4242 4242 0 -1 4194560 9000 0 12 0 1234 567 0 0 20 0 14 0 100 800000000 20000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	got, err := statTicks([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 1234+567 {
+		t.Errorf("statTicks = %d, want %d", got, 1234+567)
+	}
+	if _, err := statTicks([]byte("4242 (short) S 1 2")); err == nil {
+		t.Error("a short stat line gave no error")
+	}
+}

@@ -38,6 +38,12 @@ type Config struct {
 	// Cases are the parts of the run to do (CaseDedicated, ...); empty
 	// does them all.
 	Cases []string
+	// ScaleServices and ScaleIngresses are the parents of the scale part
+	// (Scale), which runs instead of the cases when Audit is set.
+	ScaleServices, ScaleIngresses int
+	// Audit starts the API server with an audit log (AuditPolicy), from
+	// which the scale part counts each operator's requests.
+	Audit bool
 }
 
 // The parts of a run, for Config.Cases.
@@ -118,10 +124,18 @@ func up(ctx context.Context, cfg Config, logger *log.Logger, install func(*Env, 
 	}
 	e := &Env{Cfg: cfg, dir: dir}
 	var err error
-	e.dev, err = StartBackground(ctx, filepath.Join(cfg.Work, "devcluster.log"), "ready kubeconfig=", 10*time.Minute,
-		filepath.Join(cfg.Assets, "devcluster"), "up", "--dir", dir, "--node", "real", "--bin", filepath.Join(cfg.Root, "bin"),
+	args := []string{"up", "--dir", dir, "--node", "real", "--bin", filepath.Join(cfg.Root, "bin"),
 		"--import", filepath.Join(cfg.Work, "images-tailplane"),
-		"--import", OfficialImageRepo+"="+filepath.Join(cfg.Work, "images-official"))
+		"--import", OfficialImageRepo + "=" + filepath.Join(cfg.Work, "images-official")}
+	if cfg.Audit {
+		policy := filepath.Join(cfg.Work, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(AuditPolicy), 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, "--audit-policy", policy)
+	}
+	e.dev, err = StartBackground(ctx, filepath.Join(cfg.Work, "devcluster.log"), "ready kubeconfig=", 10*time.Minute,
+		filepath.Join(cfg.Assets, "devcluster"), args...)
 	if err != nil {
 		return nil, fmt.Errorf("devcluster up --node real: %w", err)
 	}

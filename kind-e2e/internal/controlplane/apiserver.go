@@ -90,7 +90,8 @@ type Options struct {
 	PodTrustsLocalCA bool
 	// AuditPolicy, when set, is an audit policy file (audit.k8s.io/v1
 	// Policy): the apiserver then writes its audit log as JSON lines to
-	// AuditLog(dir), in batches so that the log costs the requests little.
+	// AuditLog(dir), in batches (at most a second old) so that the log
+	// costs the requests little.
 	AuditPolicy string
 }
 
@@ -182,7 +183,7 @@ func (c *Cluster) startAPIServer(self, saKey string) error {
 	}
 	if c.opts.AuditPolicy != "" {
 		args = append(args, "--audit-policy-file="+c.opts.AuditPolicy, "--audit-log-path="+AuditLog(c.Dir),
-			"--audit-log-format=json", "--audit-log-mode=batch")
+			"--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s")
 	}
 	if c.opts.AdvertiseAddress == "" {
 		// Endpoints may not hold loopback addresses, so the apiserver cannot

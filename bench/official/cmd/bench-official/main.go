@@ -8,8 +8,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,6 +51,9 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	skipBuild := fs.Bool("skip-build", false, "use the images of the last run")
 	buildOnly := fs.Bool("build-only", false, "build the images, then stop")
 	migrate := fs.Bool("migrate", false, "instead of the side-by-side cases: switch the official operator's objects to Tailplane in place, under load (docs/migration.md)")
+	scale := fs.Bool("scale", false, "instead of the side-by-side cases: the scale part (issue 38 a), each operator alone with -scale-services and -scale-ingresses parents whose proxies stay Pending; API requests counted from the API server's audit log")
+	fs.IntVar(&cfg.ScaleServices, "scale-services", 1000, "with -scale: LoadBalancer Services")
+	fs.IntVar(&cfg.ScaleIngresses, "scale-ingresses", 300, "with -scale: Ingresses")
 	back := fs.Bool("back", false, "with -migrate: then hand them back to the official operator, under the same load")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,10 +79,14 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 	}
 	if *out == "" {
 		*out = filepath.Join(cfg.Work, "report.md")
-		if *migrate {
+		switch {
+		case *migrate:
 			*out = filepath.Join(cfg.Work, "report-migrate.md")
+		case *scale:
+			*out = filepath.Join(cfg.Work, "report-scale.md")
 		}
 	}
+	cfg.Audit = *scale
 	if cfg.Runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", cfg.Runs)
 	}
@@ -101,6 +110,12 @@ func run(ctx context.Context, args []string, logger *log.Logger) error {
 		return err
 	}
 	// What was measured before a failure is printed too.
+	if *scale {
+		results, errs := official.Scale(ctx, env, logger)
+		lines, notes := official.ScaleLines(cfg, results, errs)
+		write := func(w io.Writer) error { return official.WriteScale(w, cfg, lines, notes) }
+		return errors.Join(writeReport(write, *out, logger), errs[0], errs[1])
+	}
 	report, runErr := official.Run(ctx, env, logger)
 	if err := report.Write(os.Stdout, cfg); err != nil {
 		return err
@@ -139,4 +154,21 @@ func runMigrate(ctx context.Context, cfg official.Config, out string, back bool,
 	}
 	logger.Info("report written", "file", out)
 	return runErr
+}
+
+// writeReport writes a report to stdout and to the file out.
+func writeReport(write func(io.Writer) error, out string, logger *log.Logger) error {
+	if err := write(os.Stdout); err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := write(f); err != nil {
+		return err
+	}
+	logger.Info("report written", "file", out)
+	return nil
 }
