@@ -77,6 +77,31 @@ var _ = Describe("devcluster's controllers", Ordered, func() {
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
+	It("bind a pod whose nodeSelector the node matches, and leave one it does not match Pending, as kube-scheduler says", func(ctx SpecContext) {
+		c := suiteCluster.client
+		for name, sel := range map[string]map[string]string{
+			"fits":     {"kubernetes.io/os": "linux"},
+			"no-match": {"bench.tailplane.dev/no-such-node": "true"},
+		} {
+			_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.PodSpec{NodeSelector: sel, Containers: []corev1.Container{{Name: "echo", Image: echoImage}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func(g Gomega) {
+			fits, err := c.CoreV1().Pods(ns).Get(ctx, "fits", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(fits.Spec.NodeName).NotTo(BeEmpty())
+			pending, err := c.CoreV1().Pods(ns).Get(ctx, "no-match", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pending.Spec.NodeName).To(BeEmpty())
+			g.Expect(pending.Status.Conditions).To(ContainElement(SatisfyAll(
+				HaveField("Type", corev1.PodScheduled), HaveField("Status", corev1.ConditionFalse),
+				HaveField("Reason", corev1.PodReasonUnschedulable),
+				HaveField("Message", "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.")),
+			))
+		}).WithTimeout(time.Minute).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
 	It("collect an owner's dependents and finish deleting the namespace", func(ctx SpecContext) {
 		c := suiteCluster.client
 		owner, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
