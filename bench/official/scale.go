@@ -62,6 +62,9 @@ type ScaleResult struct {
 	// the wait.
 	Deleted time.Duration
 	Left    []string
+	// Measured says which of the two phases finished: creation (Created,
+	// PeakRSS, CPU, API) and deletion (Deleted with nothing left).
+	CreateMeasured, DeleteMeasured bool
 }
 
 // scaleParents are the scale part's parents for side: Services
@@ -177,6 +180,7 @@ func (e *Env) scaleSide(ctx context.Context, logger *log.Logger, s, other Side) 
 	if r.API, err = CountAuditFile(filepath.Join(e.dir, "logs", "audit.log"), user, start, end); err != nil {
 		return r, err
 	}
+	r.CreateMeasured = true
 	logger.Info("scale: API requests per parent", "operator", s.Name, "calls", r.API.PerObject(len(parents)))
 
 	delStart := time.Now()
@@ -193,6 +197,7 @@ func (e *Env) scaleSide(ctx context.Context, logger *log.Logger, s, other Side) 
 		r.Left = left
 		return r, errors.Join(fmt.Errorf("%s: %w", s.Name, err), lerr)
 	}
+	r.DeleteMeasured = true
 	return r, nil
 }
 
@@ -353,28 +358,33 @@ func ScaleLines(cfg Config, r [2]ScaleResult, errs [2]error) ([]Line, []string) 
 		{What: "scale: delete every parent, until they and every proxy object are gone", Unit: "s"},
 	}
 	var notes []string
-	if errs[0] != nil || errs[1] != nil {
+	values := func(x ScaleResult) []float64 {
+		per := float64(x.Parents)
+		return []float64{x.Created.Seconds(), x.PeakRSS, x.CPU, float64(x.API.Requests) / per, float64(x.API.Writes) / per, x.Deleted.Seconds()}
+	}
+	o, t := values(r[0]), values(r[1])
+	for k := range lines {
+		measured := func(x ScaleResult) bool {
+			if k == len(lines)-1 {
+				return x.DeleteMeasured
+			}
+			return x.CreateMeasured
+		}
 		var why []string
 		for i, s := range Sides() {
-			if errs[i] != nil {
-				why = append(why, s.Name+": "+errs[i].Error())
+			if !measured(r[i]) {
+				msg := "not measured"
+				if errs[i] != nil {
+					msg = errs[i].Error()
+				}
+				why = append(why, s.Name+": "+msg)
 			}
 		}
-		for k := range lines {
+		if len(why) > 0 {
 			lines[k].Missing = strings.Join(why, "; ")
+			continue
 		}
-	} else {
-		for i := range lines {
-			lines[i].Samples = 1
-		}
-		values := func(x ScaleResult) []float64 {
-			per := float64(x.Parents)
-			return []float64{x.Created.Seconds(), x.PeakRSS, x.CPU, float64(x.API.Requests) / per, float64(x.API.Writes) / per, x.Deleted.Seconds()}
-		}
-		o, t := values(r[0]), values(r[1])
-		for k := range lines {
-			lines[k].Official, lines[k].Tailplane = o[k], t[k]
-		}
+		lines[k].Samples, lines[k].Official, lines[k].Tailplane = 1, o[k], t[k]
 	}
 	for i, s := range Sides() {
 		x := r[i]
