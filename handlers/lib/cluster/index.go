@@ -28,11 +28,22 @@ const (
 	// IndexProxyGroupsByProxyClass: ProxyClass name -> names of the
 	// ProxyGroups that use it (spec.proxyClass, else PROXY_DEFAULT_CLASS).
 	IndexProxyGroupsByProxyClass = "proxygroups-by-proxyclass"
+	// IndexProxyClasses: ProxyClass name -> the ProxyClass, decoded (a
+	// *v1alpha1.ProxyClass, or the error decoding it gave), which
+	// ProxyClassFor reads instead of asking the API server every cycle.
+	IndexProxyClasses = "proxyclasses"
 )
 
 // IndexParents registers the indexes that find parents from the objects they
-// refer to (ProxyClass, IngressClass).
+// refer to (ProxyClass, IngressClass), and the ProxyClasses themselves.
 func (d *Deps) IndexParents() {
+	d.Op.Index(resources.ProxyClasses, IndexProxyClasses, func(obj *unstructured.Unstructured) map[string]any {
+		pc, err := decodeProxyClass(obj)
+		if err != nil {
+			return map[string]any{obj.GetName(): err}
+		}
+		return map[string]any{obj.GetName(): pc}
+	})
 	byClass := func(obj *unstructured.Unstructured) map[string]any {
 		name := proxyset.ProxyClassName(obj.GetLabels(), obj.GetAnnotations(), d.Settings.DefaultProxyClass)
 		if name == "" {

@@ -25,25 +25,76 @@ import (
 
 // ProxyClassFor returns the ProxyClass named name, nil and a waiting message
 // when it is missing or not Ready. An empty name means none: (nil, "", nil).
+//
+// It reads the informer's copy (IndexProxyClasses) once the class's
+// ProxyClassReady condition was decided for its generation, and the API
+// server otherwise: a class just created or changed, whose condition the
+// proxyclass handler has just written, must be seen with it (the handler
+// re-handles the class's users right after writing it, before the watch
+// may have brought it).
 func (d *Deps) ProxyClassFor(ctx context.Context, name string) (*v1alpha1.ProxyClass, string, error) {
 	if name == "" {
 		return nil, "", nil
 	}
-	obj, err := d.Dyn.Resource(resources.ProxyClasses).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, proxyclassrules.NotReadyMessage(name, nil), nil
-	}
+	pc, err := d.cachedProxyClass(name)
 	if err != nil {
-		return nil, "", fmt.Errorf("read ProxyClass %s: %w", name, err)
+		return nil, "", err
 	}
-	pc := &v1alpha1.ProxyClass{}
-	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, pc); err != nil {
-		return nil, "", fmt.Errorf("decode ProxyClass %s: %w", name, err)
+	if pc == nil || !proxyclassrules.Decided(pc) {
+		var found bool
+		if pc, found, err = d.readProxyClass(ctx, name); err != nil {
+			return nil, "", err
+		}
+		if !found {
+			return nil, proxyclassrules.NotReadyMessage(name, nil), nil
+		}
 	}
 	if !proxyclassrules.Ready(pc) {
 		return nil, proxyclassrules.NotReadyMessage(name, pc), nil
 	}
 	return pc, "", nil
+}
+
+// cachedProxyClass is a copy of the ProxyClass name as IndexProxyClasses
+// holds it; nil when the index does not (or is not registered).
+func (d *Deps) cachedProxyClass(name string) (*v1alpha1.ProxyClass, error) {
+	x := d.Op.GetIndex(IndexProxyClasses)
+	if x == nil {
+		return nil, nil
+	}
+	values := x.Get(name)
+	if len(values) == 0 {
+		return nil, nil
+	}
+	switch v := values[0].(type) {
+	case *v1alpha1.ProxyClass:
+		return v.DeepCopy(), nil
+	case error:
+		return nil, v
+	default:
+		return nil, fmt.Errorf("ProxyClass %s: index holds a %T", name, v)
+	}
+}
+
+// readProxyClass reads the ProxyClass name from the API server.
+func (d *Deps) readProxyClass(ctx context.Context, name string) (*v1alpha1.ProxyClass, bool, error) {
+	obj, err := d.Dyn.Resource(resources.ProxyClasses).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read ProxyClass %s: %w", name, err)
+	}
+	pc, err := decodeProxyClass(obj)
+	return pc, err == nil, err
+}
+
+func decodeProxyClass(obj *unstructured.Unstructured) (*v1alpha1.ProxyClass, error) {
+	pc := &v1alpha1.ProxyClass{}
+	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, pc); err != nil {
+		return nil, fmt.Errorf("decode ProxyClass %s: %w", obj.GetName(), err)
+	}
+	return pc, nil
 }
 
 // ApplyProxy applies a proxy's objects with server-side apply, after

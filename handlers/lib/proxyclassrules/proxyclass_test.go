@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tailplane/tailplane/crds/tailscale/v1alpha1"
 	"github.com/tailplane/tailplane/handlers/lib/pipeline"
@@ -123,6 +124,24 @@ func TestReadyNeedsTheCurrentGeneration(t *testing.T) {
 	pc.Status.Conditions = []metav1.Condition{proxyclassrules.Condition(pc, nil, time.Now())}
 	if !proxyclassrules.Ready(pc) {
 		t.Fatal("not Ready")
+	}
+}
+
+// Decided is the condition of the current generation, whichever its status:
+// ProxyClassFor trusts the informer's copy only then.
+func TestDecidedNeedsTheCurrentGeneration(t *testing.T) {
+	pc := &v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	if proxyclassrules.Decided(pc) {
+		t.Fatal("no condition, decided")
+	}
+	pc.Status.Conditions = []metav1.Condition{proxyclassrules.Condition(&v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, nil, time.Now())}
+	if proxyclassrules.Decided(pc) {
+		t.Fatal("condition of an older generation counted")
+	}
+	invalid := proxyclassrules.Condition(pc, field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "bad")}, time.Now())
+	pc.Status.Conditions = []metav1.Condition{invalid}
+	if !proxyclassrules.Decided(pc) || proxyclassrules.Ready(pc) {
+		t.Fatalf("invalid for this generation: decided %v, ready %v; want true, false", proxyclassrules.Decided(pc), proxyclassrules.Ready(pc))
 	}
 }
 

@@ -174,6 +174,13 @@ func Ready(pc *v1alpha1.ProxyClass) bool {
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == pc.Generation
 }
 
+// Decided reports whether pc's ProxyClassReady condition was set for its
+// current generation, Ready or not.
+func Decided(pc *v1alpha1.ProxyClass) bool {
+	c := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ProxyClassReady)
+	return c != nil && c.ObservedGeneration == pc.Generation
+}
+
 // NotReadyMessage is the ProxyPending message for a parent whose ProxyClass
 // is missing (pc nil) or not Ready.
 func NotReadyMessage(name string, pc *v1alpha1.ProxyClass) string {
