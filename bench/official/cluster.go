@@ -19,13 +19,16 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Cluster is the devcluster both operators run on.
 type Cluster struct {
-	Kube   kubernetes.Interface
+	Kube kubernetes.Interface
+	// Config is the admin client configuration the clients use.
+	Config *rest.Config
 	Dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
 }
@@ -46,7 +49,7 @@ func NewCluster(kubeconfig string) (*Cluster, error) {
 		return nil, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	return &Cluster{Kube: kube, Dyn: dyn, mapper: mapper}, nil
+	return &Cluster{Kube: kube, Dyn: dyn, mapper: mapper, Config: cfg}, nil
 }
 
 // ReadManifests reads the YAML documents of a file as objects.

@@ -11,10 +11,14 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 // The scale part (issue 38, part a): each operator alone makes the objects
@@ -175,9 +179,14 @@ func (e *Env) scaleSide(ctx context.Context, logger *log.Logger, s, other Side) 
 		return r, err
 	}
 	r.CPU = cpu1 - cpu0
-	// The audit backend writes its batches within a second.
-	time.Sleep(3 * time.Second)
-	if r.API, err = CountAuditFile(filepath.Join(e.dir, "logs", "audit.log"), user, start, end); err != nil {
+	// The audit backend writes in batches: counted once a request the
+	// harness makes as the operator's service account, after the window,
+	// is in the log.
+	auditLog := filepath.Join(e.dir, "logs", "audit.log")
+	if err := e.auditMark(ctx, s.Namespace, user, auditLog); err != nil {
+		return r, err
+	}
+	if r.API, err = CountAuditFile(auditLog, user, start, end); err != nil {
 		return r, err
 	}
 	r.CreateMeasured = true
@@ -199,6 +208,33 @@ func (e *Env) scaleSide(ctx context.Context, logger *log.Logger, s, other Side) 
 	}
 	r.DeleteMeasured = true
 	return r, nil
+}
+
+// auditMark makes one request as the operator's service account (a token
+// from the TokenRequest API) and waits until the audit log holds it: every
+// request received before it was written by then.
+func (e *Env) auditMark(ctx context.Context, ns, user, auditLog string) error {
+	sa := strings.TrimPrefix(user, "system:serviceaccount:"+ns+":")
+	tr, err := e.Cluster.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token for %s: %w", user, err)
+	}
+	cfg := rest.AnonymousClientConfig(e.Cluster.Config)
+	cfg.BearerToken = tr.Status.Token
+	as, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mark := time.Now()
+	if _, err := as.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("audit mark as %s: %w", user, err)
+	}
+	return Poll(ctx, time.Minute, 250*time.Millisecond, func() (bool, error) {
+		after, err := CountAuditFile(auditLog, user, mark.Add(-time.Second), mark.Add(time.Hour))
+		return after.ByCall["get serviceaccounts"] > 0, err
+	}, "the audit log to hold the harness's mark")
 }
 
 // operatorUser is the API server's name of the operator in ns: its pod's

@@ -26,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
@@ -183,18 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 	add(func(ctx context.Context) { gc.Run(ctx, 20, gcSyncPeriod) })
 	add(func(ctx context.Context) { gc.Sync(ctx, gcDisco, gcSyncPeriod) })
 	// New CRDs reach the mapper within this period.
-	add(func(ctx context.Context) {
-		t := time.NewTicker(30 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				mapper.Reset()
-			}
-		}
-	})
+	add(func(ctx context.Context) { wait.Until(mapper.Reset, 30*time.Second, ctx.Done()) })
 
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
