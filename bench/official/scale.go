@@ -117,7 +117,7 @@ func Scale(ctx context.Context, e *Env, logger *log.Logger) ([2]ScaleResult, [2]
 		results[i], errs[i] = e.scaleSide(ctx, logger, s, sides[1-i])
 		r := results[i]
 		logger.Info("scale", "operator", s.Name, "parents", r.Parents, "applied", r.Applied.Round(time.Millisecond),
-			"created", r.Created.Round(time.Millisecond), "peak RSS MiB", int(r.PeakRSS), "CPU s", r.CPU,
+			"created", r.Created.Round(time.Millisecond), "peak RSS MiB", int(r.PeakRSS), "CPU s", fmt.Sprintf("%.2f", r.CPU),
 			"requests", r.API.Requests, "writes", r.API.Writes, "deleted", r.Deleted.Round(time.Millisecond), "left", len(r.Left), "err", errs[i])
 	}
 	return results, errs
