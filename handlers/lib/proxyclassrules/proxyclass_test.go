@@ -112,36 +112,30 @@ func TestValidateResources(t *testing.T) {
 	}
 }
 
-func TestReadyNeedsTheCurrentGeneration(t *testing.T) {
+// Ready and Decided both need the condition of the current generation;
+// Decided whichever its status (ProxyClassFor trusts the informer's copy
+// only then).
+func TestReadyAndDecidedNeedTheCurrentGeneration(t *testing.T) {
 	pc := &v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
-	if proxyclassrules.Ready(pc) {
-		t.Fatal("no condition, Ready")
-	}
-	pc.Status.Conditions = []metav1.Condition{proxyclassrules.Condition(&v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, nil, time.Now())}
-	if proxyclassrules.Ready(pc) {
-		t.Fatal("condition of an older generation counted")
-	}
-	pc.Status.Conditions = []metav1.Condition{proxyclassrules.Condition(pc, nil, time.Now())}
-	if !proxyclassrules.Ready(pc) {
-		t.Fatal("not Ready")
-	}
-}
-
-// Decided is the condition of the current generation, whichever its status:
-// ProxyClassFor trusts the informer's copy only then.
-func TestDecidedNeedsTheCurrentGeneration(t *testing.T) {
-	pc := &v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
-	if proxyclassrules.Decided(pc) {
-		t.Fatal("no condition, decided")
-	}
-	pc.Status.Conditions = []metav1.Condition{proxyclassrules.Condition(&v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, nil, time.Now())}
-	if proxyclassrules.Decided(pc) {
-		t.Fatal("condition of an older generation counted")
-	}
+	older := proxyclassrules.Condition(&v1alpha1.ProxyClass{ObjectMeta: metav1.ObjectMeta{Generation: 1}}, nil, time.Now())
 	invalid := proxyclassrules.Condition(pc, field.ErrorList{field.Invalid(field.NewPath("spec"), "x", "bad")}, time.Now())
-	pc.Status.Conditions = []metav1.Condition{invalid}
-	if !proxyclassrules.Decided(pc) || proxyclassrules.Ready(pc) {
-		t.Fatalf("invalid for this generation: decided %v, ready %v; want true, false", proxyclassrules.Decided(pc), proxyclassrules.Ready(pc))
+	for _, tc := range []struct {
+		name           string
+		conds          []metav1.Condition
+		ready, decided bool
+	}{
+		{"no condition", nil, false, false},
+		{"an older generation's", []metav1.Condition{older}, false, false},
+		{"invalid, this generation", []metav1.Condition{invalid}, false, true},
+		{"ready, this generation", []metav1.Condition{proxyclassrules.Condition(pc, nil, time.Now())}, true, true},
+	} {
+		pc.Status.Conditions = tc.conds
+		if got := proxyclassrules.Ready(pc); got != tc.ready {
+			t.Errorf("%s: Ready = %v, want %v", tc.name, got, tc.ready)
+		}
+		if got := proxyclassrules.Decided(pc); got != tc.decided {
+			t.Errorf("%s: Decided = %v, want %v", tc.name, got, tc.decided)
+		}
 	}
 }
 
