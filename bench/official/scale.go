@@ -1,6 +1,7 @@
 package official
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -278,7 +279,7 @@ func forEach(ctx context.Context, objs []*unstructured.Unstructured, workers int
 			for o := range work {
 				if err := do(o); err != nil {
 					mu.Lock()
-					first = firstErr(first, err)
+					first = cmp.Or(first, err)
 					mu.Unlock()
 				}
 			}
@@ -296,13 +297,6 @@ func forEach(ctx context.Context, objs []*unstructured.Unstructured, workers int
 		first = ctx.Err()
 	}
 	return first
-}
-
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 var statefulSets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
